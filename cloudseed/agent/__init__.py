@@ -1,0 +1,1 @@
+"""The guest agent: boot stages, datasources, user-data, modules and distros."""

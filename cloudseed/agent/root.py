@@ -1,0 +1,333 @@
+"""The target-root layer: every file and command operation of the agent goes through here.
+
+A ``TargetRoot`` is pointed at ``/`` in production and at any directory with ``--root DIR``
+(tests, offline image customisation). Paths given to it are always paths *inside* the
+target system ("/etc/hostname"); they are resolved without ever following a symlink out of
+the root. Writes are atomic (temporary file + rename in the same directory) and set mode and
+owner explicitly. Commands run chrooted into the root when it is not ``/``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import subprocess
+from typing import Mapping, Sequence, Union
+
+Content = Union[str, bytes]
+
+_MAX_SYMLINKS = 40
+
+
+class RootError(Exception):
+    """A path or command could not be handled inside the target root."""
+
+
+class CommandError(RootError):
+    """A command run inside the target root failed."""
+
+    def __init__(self, argv: Sequence[str], returncode: int, stdout: str, stderr: str):
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        detail = (stderr or stdout).strip().splitlines()
+        tail = detail[-1] if detail else ""
+        super().__init__(f"command {self.argv[0]!r} exited {returncode}" + (f": {tail}" if tail else ""))
+
+
+class TargetRoot:
+    """File and command operations confined to one root directory."""
+
+    def __init__(self, path: str = "/"):
+        self.top = os.path.realpath(path)
+
+    def __repr__(self) -> str:
+        return f"TargetRoot({self.top!r})"
+
+    @property
+    def is_live(self) -> bool:
+        """True when this root is the running system (commands act on the live machine)."""
+        return self.top == "/"
+
+    # ----------------------------------------------------------------- path resolution
+    def path(self, inner: str) -> str:
+        """Host path for ``inner``, resolving symlinks as if ``top`` were ``/``.
+
+        The last component is resolved too (so reads follow a link that stays inside the root).
+        A link pointing outside is re-rooted, never followed out.
+        """
+        return self._resolve(inner, follow_last=True)
+
+    def path_nofollow(self, inner: str) -> str:
+        """Host path for ``inner`` with every parent resolved but the last component kept as is."""
+        return self._resolve(inner, follow_last=False)
+
+    def _resolve(self, inner: str, follow_last: bool) -> str:
+        if self.is_live:
+            inner = os.path.normpath("/" + inner.lstrip("/"))
+            if follow_last or inner == "/":
+                return os.path.realpath(inner)
+            return os.path.join(os.path.realpath(os.path.dirname(inner)), os.path.basename(inner))
+        parts = [p for p in inner.split("/") if p not in ("", ".")]
+        resolved: list[str] = []
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == "..":
+                if resolved:
+                    resolved.pop()
+                continue
+            candidate = os.path.join(self.top, *resolved, part)
+            is_last = not parts
+            if (follow_last or not is_last) and os.path.islink(candidate):
+                hops += 1
+                if hops > _MAX_SYMLINKS:
+                    raise RootError(f"too many levels of symbolic links resolving {inner}")
+                target = os.readlink(candidate)
+                if target.startswith("/"):
+                    resolved = []
+                parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+                continue
+            resolved.append(part)
+        return os.path.join(self.top, *resolved)
+
+    def inner(self, host_path: str) -> str:
+        """The path inside the root for a host path under ``top``."""
+        if self.is_live:
+            return host_path
+        rel = os.path.relpath(host_path, self.top)
+        return "/" if rel == "." else "/" + rel
+
+    # ----------------------------------------------------------------- reading
+    def exists(self, inner: str) -> bool:
+        return os.path.lexists(self.path(inner))
+
+    def isdir(self, inner: str) -> bool:
+        return os.path.isdir(self.path(inner))
+
+    def isfile(self, inner: str) -> bool:
+        return os.path.isfile(self.path(inner))
+
+    def islink(self, inner: str) -> bool:
+        return os.path.islink(self.path_nofollow(inner))
+
+    def listdir(self, inner: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path(inner)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def read_bytes(self, inner: str) -> bytes:
+        with open(self.path(inner), "rb") as f:
+            return f.read()
+
+    def read_text(self, inner: str, default: str | None = None) -> str:
+        try:
+            return self.read_bytes(inner).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            if default is not None:
+                return default
+            raise
+
+    def stat(self, inner: str) -> os.stat_result:
+        return os.stat(self.path(inner))
+
+    # ----------------------------------------------------------------- owners
+    def lookup_uid(self, user: str | int | None) -> int:
+        """uid of ``user`` as the target's /etc/passwd knows it (-1 for None: leave as is)."""
+        if user is None or user == "":
+            return -1
+        if isinstance(user, int) or str(user).isdigit():
+            return int(user)
+        for fields in self._db("/etc/passwd"):
+            if fields[0] == user and len(fields) > 2:
+                return int(fields[2])
+        raise RootError(f"unknown user {user!r} in {self.top}/etc/passwd")
+
+    def lookup_gid(self, group: str | int | None) -> int:
+        if group is None or group == "":
+            return -1
+        if isinstance(group, int) or str(group).isdigit():
+            return int(group)
+        for fields in self._db("/etc/group"):
+            if fields[0] == group and len(fields) > 2:
+                return int(fields[2])
+        raise RootError(f"unknown group {group!r} in {self.top}/etc/group")
+
+    def user_entry(self, user: str) -> list[str] | None:
+        """The /etc/passwd fields of ``user`` in the target, or None."""
+        for fields in self._db("/etc/passwd"):
+            if fields[0] == user:
+                return fields
+        return None
+
+    def _db(self, inner: str) -> list[list[str]]:
+        text = self.read_text(inner, default="")
+        return [line.split(":") for line in text.splitlines() if line and not line.startswith("#")]
+
+    def chown(self, inner: str, owner: str | int | None = None, group: str | int | None = None) -> None:
+        uid, gid = self.lookup_uid(owner), self.lookup_gid(group)
+        if uid != -1 or gid != -1:
+            os.chown(self.path_nofollow(inner), uid, gid, follow_symlinks=False)
+
+    def chmod(self, inner: str, mode: int) -> None:
+        os.chmod(self.path(inner), mode)
+
+    # ----------------------------------------------------------------- writing
+    def makedirs(self, inner: str, mode: int = 0o755, owner: str | int | None = None,
+                 group: str | int | None = None) -> str:
+        """Create ``inner`` and missing parents; mode/owner apply to directories created here."""
+        host = self.path(inner)
+        if os.path.isdir(host):
+            return host
+        parent = os.path.dirname(inner.rstrip("/")) or "/"
+        if parent != inner:
+            self.makedirs(parent, mode=0o755)
+        host = self.path(inner)
+        try:
+            os.mkdir(host, mode)
+        except FileExistsError:
+            if not os.path.isdir(host):
+                raise RootError(f"{inner} exists and is not a directory") from None
+            return host
+        os.chmod(host, mode)
+        self.chown(inner, owner, group)
+        return host
+
+    def write(self, inner: str, content: Content, mode: int = 0o644,
+              owner: str | int | None = None, group: str | int | None = None,
+              append: bool = False, keep_mode: bool = False) -> str:
+        """Atomically write ``content`` to ``inner`` with the given mode and owner.
+
+        ``append`` adds to the existing content (still atomically: the whole new file is
+        written beside the old and renamed over it). ``keep_mode`` keeps the mode and owner of
+        an existing file instead of applying ``mode``/``owner``.
+        """
+        data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+        parent = os.path.dirname(inner.rstrip("/")) or "/"
+        self.makedirs(parent)
+        # The last component is not followed: a link there is replaced, never written through.
+        host = self.path_nofollow(inner)
+        existing: os.stat_result | None = None
+        try:
+            existing = os.lstat(host)
+        except FileNotFoundError:
+            pass
+        if existing is not None and stat.S_ISDIR(existing.st_mode):
+            raise RootError(f"cannot write {inner}: it is a directory")
+        if append and existing is not None and stat.S_ISREG(existing.st_mode):
+            with open(host, "rb") as f:
+                data = f.read() + data
+        if keep_mode and existing is not None and stat.S_ISREG(existing.st_mode):
+            mode = stat.S_IMODE(existing.st_mode)
+            uid, gid = existing.st_uid, existing.st_gid
+        else:
+            uid, gid = self.lookup_uid(owner), self.lookup_gid(group)
+        directory = os.path.dirname(host)
+        tmp = os.path.join(directory, f".{os.path.basename(host)}.cloudseed-{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                if uid != -1 or gid != -1:
+                    os.fchown(f.fileno(), uid, gid)
+                os.fchmod(f.fileno(), mode)
+                os.fsync(f.fileno())
+            os.rename(tmp, host)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        return host
+
+    def remove(self, inner: str) -> bool:
+        """Remove a file or link; True when something was removed."""
+        try:
+            os.unlink(self.path_nofollow(inner))
+            return True
+        except FileNotFoundError:
+            return False
+        except IsADirectoryError:
+            raise RootError(f"cannot remove {inner}: it is a directory") from None
+
+    def remove_tree(self, inner: str) -> None:
+        import shutil
+
+        host = self.path_nofollow(inner)
+        if os.path.islink(host) or os.path.isfile(host):
+            os.unlink(host)
+        elif os.path.isdir(host):
+            shutil.rmtree(host)
+
+    def symlink(self, target: str, inner: str) -> None:
+        """Atomically point the link ``inner`` at ``target`` (a path as the target system sees it)."""
+        parent = os.path.dirname(inner.rstrip("/")) or "/"
+        self.makedirs(parent)
+        host = self.path_nofollow(inner)
+        tmp = f"{host}.cloudseed-{os.getpid()}.lnk"
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        os.symlink(target, tmp)
+        try:
+            os.rename(tmp, host)
+        except OSError as e:
+            os.unlink(tmp)
+            if e.errno in (errno.EISDIR, errno.ENOTEMPTY):
+                raise RootError(f"cannot replace directory {inner} with a link") from None
+            raise
+
+    # ----------------------------------------------------------------- commands
+    def run(self, argv: Sequence[str], *, input: Content | None = None,
+            env: Mapping[str, str] | None = None, check: bool = True,
+            timeout: float | None = None, capture: bool = True,
+            cwd: str | None = None) -> subprocess.CompletedProcess:
+        """Run ``argv`` on the target system: chrooted into ``top`` when it is not ``/``.
+
+        Output is captured as text (``errors=replace``). With ``check`` a non-zero exit
+        raises ``CommandError`` carrying the output.
+        """
+        run_env = dict(os.environ if env is None else env)
+        run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        if isinstance(input, str):
+            input = input.encode("utf-8")
+
+        def enter_root() -> None:
+            if not self.is_live:
+                os.chroot(self.top)
+            os.chdir(cwd or "/")
+
+        try:
+            proc = subprocess.run(
+                list(argv), input=input, env=run_env, timeout=timeout,
+                stdout=subprocess.PIPE if capture else None,
+                stderr=subprocess.PIPE if capture else None,
+                preexec_fn=None if (self.is_live and cwd is None) else enter_root,
+            )
+        except FileNotFoundError:
+            raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from None
+        except subprocess.SubprocessError as e:
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise CommandError(argv, 124, "", f"timed out after {timeout}s") from None
+            raise
+        out = (proc.stdout or b"").decode("utf-8", errors="replace")
+        err = (proc.stderr or b"").decode("utf-8", errors="replace")
+        result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        if check and proc.returncode != 0:
+            raise CommandError(argv, proc.returncode, out, err)
+        return result
+
+    def which(self, name: str) -> str | None:
+        """Path (inside the root) of an executable ``name`` on the target's standard PATH."""
+        for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+            candidate = f"{d}/{name}"
+            host = self.path(candidate)
+            if os.path.isfile(host) and os.access(host, os.X_OK):
+                return candidate
+        return None

@@ -1,0 +1,84 @@
+"""The ``cloudseed`` command line: global flags, then one verb, each verb one file in ``commands/``.
+
+Only the chosen verb's module is imported, so ``cloudseed status`` stays cheap at boot.
+A verb module defines ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+# verb -> module under cloudseed.commands (one file per verb)
+COMMANDS: dict[str, str] = {
+    "init": "init",
+    "modules": "modules",
+    "single": "single",
+    "boot": "boot",
+    "status": "status",
+    "query": "query",
+    "clean": "clean",
+    "schema": "schema",
+    "userdata": "userdata",
+    "analyze": "analyze",
+    "net": "net",
+    "serve": "serve",
+    "instances": "instances",
+    "seed": "seed",
+    "lab": "lab",
+    "generator": "generator",
+}
+
+
+def _global_parser(add_help: bool) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cloudseed", add_help=add_help,
+        description="Cloud instance initialisation: agent, metadata server, seed builder, VM lab.",
+    )
+    parser.add_argument("--root", default="/", metavar="DIR",
+                        help="apply every change under DIR instead of / (offline images, tests)")
+    parser.add_argument("--debug", action="store_true", help="log debug messages to stderr")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = _global_parser(add_help=False)
+    known, rest = pre.parse_known_args(argv)
+    if known.version:
+        from cloudseed import __version__
+
+        print(f"cloudseed {__version__}")
+        return 0
+    verb = next((a for a in rest if not a.startswith("-")), None)
+    if verb not in COMMANDS:
+        parser = _global_parser(add_help=True)
+        sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
+        for name in COMMANDS:
+            sub.add_parser(name, help=_help_of(name))
+        if verb is None:
+            parser.print_help()
+            return 0 if "-h" in rest or "--help" in rest else 2
+        parser.error(f"unknown command {verb!r}")
+    module = importlib.import_module(f"cloudseed.commands.{COMMANDS[verb]}")
+    parser = _global_parser(add_help=True)
+    sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
+    verb_parser = sub.add_parser(verb, help=module.HELP, description=module.HELP)
+    module.configure(verb_parser)
+    args = parser.parse_args(argv)
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def _help_of(name: str) -> str:
+    try:
+        return importlib.import_module(f"cloudseed.commands.{COMMANDS[name]}").HELP
+    except ImportError:
+        return "(not available)"

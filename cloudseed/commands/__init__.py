@@ -1,0 +1,1 @@
+"""One module per command-line verb; see cloudseed/cli.py."""

@@ -1,0 +1,1 @@
+"""The provider side: the metadata server and the seed builder."""

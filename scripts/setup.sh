@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets up a development/CI machine (Debian 12, root): system packages, the reference
+# implementation's Python dependencies, and a virtualenv in .venv with cloudseed installed
+# in editable mode with its development extras. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  # building seeds and images, booting VMs
+  qemu-system-x86 qemu-utils debootstrap e2fsprogs dosfstools mtools xorriso genisoimage
+  socat openssh-client
+  # network namespaces, DHCP, real network tools
+  iproute2 dnsmasq-base isc-dhcp-client
+  # the metadata server's PostgreSQL backend and the load generator / static baseline
+  postgresql wrk lighttpd
+  # Debian's cloud-init 22.4 (the reference) runs with Debian's python3 and these
+  python3 python3-yaml python3-jinja2 python3-jsonschema python3-requests python3-configobj
+  python3-jsonpatch python3-netifaces python3-oauthlib
+  # the real tools that check rendered files
+  netplan.io ifupdown
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[dev]'
+echo "setup: ready (.venv/bin/cloudseed $(.venv/bin/cloudseed --version))"

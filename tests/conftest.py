@@ -1,0 +1,24 @@
+"""Shared fixtures: a temporary target root with a minimal system layout."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture
+def target(tmp_path):
+    """A TargetRoot over an empty directory with /etc/passwd, /etc/group and an os-release."""
+    from cloudseed.agent.root import TargetRoot
+
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\n"
+                                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+    (root / "etc/group").write_text("root:x:0:\nadm:x:4:\nsudo:x:27:\nnogroup:x:65534:\n")
+    (root / "etc/os-release").write_text('ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Debian GNU/Linux 12"\n')
+    return TargetRoot(str(root))
