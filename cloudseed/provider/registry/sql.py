@@ -1,0 +1,332 @@
+"""The instance registry over SQL, shared by the SQLite and PostgreSQL backends.
+
+Queries are written once with ``?`` placeholders; a backend supplies the connection, the
+transaction and the dialect (placeholder style, column types). Every write appends the changed
+instance id to a ``changes`` table, so servers can invalidate their caches by reading
+``changes_since(seq)``; PostgreSQL also wakes them at once with NOTIFY.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import json
+import threading
+import time
+from typing import Any, Callable, Iterable, Optional
+
+from cloudseed.provider.registry.record import InstanceRecord, utc_now
+
+_COLUMNS = ("instance_id", "name", "hostname", "availability_zone", "project_id")
+_BODY_FIELDS = ("addresses", "macs", "ssh_keys", "vendor_data", "vendor_data2", "network_data", "meta",
+                "tags", "imds_tokens", "launch_index", "instance_type", "ami_id")
+LIST_FILTERS = ("name", "hostname", "project_id", "availability_zone", "network", "address", "tag",
+                "imds_tokens")
+MAX_PHONE_HOME_KEPT = 20
+CHANGES_KEPT_SECONDS = 3600.0
+
+
+class RegistryError(Exception):
+    """A registry operation that cannot be done (duplicate id, address in use, unknown instance)."""
+
+    def __init__(self, message: str, field: Optional[str] = None, status: int = 400):
+        super().__init__(message)
+        self.field = field
+        self.status = status
+
+
+class SQLRegistry(abc.ABC):
+    """Instance records in SQL. Thread-safe: one connection guarded by a lock."""
+
+    placeholder = "?"
+    blob_type = "BLOB"
+    serial_type = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    url = ""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._last_prune = 0.0
+
+    # -- backend hooks ---------------------------------------------------------------------
+    @abc.abstractmethod
+    def _transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """Context manager giving a cursor inside one transaction."""
+
+    @abc.abstractmethod
+    def _cursor(self) -> contextlib.AbstractContextManager[Any]:
+        """Context manager giving a cursor for reads (autocommit)."""
+
+    def _notify(self, cur: Any) -> None:  # noqa: B027 - optional hook
+        """Tell other servers something changed (PostgreSQL: NOTIFY); default: nothing."""
+
+    @abc.abstractmethod
+    def wait_for_change(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds, returning early when a change may have happened."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connection(s)."""
+
+    def _sql(self, query: str) -> str:
+        return query if self.placeholder == "?" else query.replace("?", self.placeholder)
+
+    def _schema(self) -> list[str]:
+        return [
+            f"""CREATE TABLE IF NOT EXISTS instances (
+                instance_id TEXT PRIMARY KEY, name TEXT NOT NULL, hostname TEXT NOT NULL,
+                availability_zone TEXT NOT NULL, project_id TEXT NOT NULL, body TEXT NOT NULL,
+                user_data {self.blob_type}, password TEXT, created_at TEXT NOT NULL,
+                updated_at TEXT NOT NULL)""",
+            """CREATE TABLE IF NOT EXISTS addresses (
+                network TEXT NOT NULL, address TEXT NOT NULL, instance_id TEXT NOT NULL,
+                PRIMARY KEY (network, address))""",
+            "CREATE INDEX IF NOT EXISTS addresses_by_address ON addresses (address)",
+            "CREATE INDEX IF NOT EXISTS addresses_by_instance ON addresses (instance_id)",
+            """CREATE TABLE IF NOT EXISTS tags (instance_id TEXT NOT NULL, tag TEXT NOT NULL,
+                PRIMARY KEY (instance_id, tag))""",
+            "CREATE INDEX IF NOT EXISTS tags_by_tag ON tags (tag)",
+            "CREATE INDEX IF NOT EXISTS instances_by_hostname ON instances (hostname)",
+            "CREATE INDEX IF NOT EXISTS instances_by_project ON instances (project_id)",
+            f"""CREATE TABLE IF NOT EXISTS changes (seq {self.serial_type}, instance_id TEXT NOT NULL,
+                changed_at DOUBLE PRECISION NOT NULL)""",
+            f"""CREATE TABLE IF NOT EXISTS phone_home (id {self.serial_type}, instance_id TEXT NOT NULL,
+                received_at TEXT NOT NULL, source TEXT NOT NULL, fields TEXT NOT NULL)""",
+            "CREATE INDEX IF NOT EXISTS phone_home_by_instance ON phone_home (instance_id)",
+            "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ]
+
+    # -- reads -----------------------------------------------------------------------------
+    def get(self, instance_id: str) -> Optional[InstanceRecord]:
+        """The record of ``instance_id``, or None."""
+        with self._cursor() as cur:
+            cur.execute(self._sql(f"SELECT {self._select_list()} FROM instances WHERE instance_id = ?"),
+                        (instance_id,))
+            row = cur.fetchone()
+        return self._record(row) if row else None
+
+    def list(self, *, limit: Optional[int] = None, offset: int = 0, **filters: Any) -> list[InstanceRecord]:
+        """Records matching every filter (name, hostname, project_id, availability_zone,
+        network, address, tag, imds_tokens), ordered by instance id."""
+        where, params = [], []
+        for key, value in filters.items():
+            if value is None:
+                continue
+            if key not in LIST_FILTERS:
+                raise RegistryError(f"unknown filter {key!r} (known: {', '.join(LIST_FILTERS)})", key)
+            if key in ("name", "hostname", "project_id", "availability_zone"):
+                where.append(f"{key} = ?")
+            elif key == "imds_tokens":
+                where.append("body LIKE ?")
+                value = f'%"imds_tokens": "{value}"%'
+            elif key == "tag":
+                where.append("instance_id IN (SELECT instance_id FROM tags WHERE tag = ?)")
+            else:
+                where.append(f"instance_id IN (SELECT instance_id FROM addresses WHERE {key} = ?)")
+            params.append(str(value))
+        query = f"SELECT {self._select_list()} FROM instances"
+        if where:
+            query += " WHERE " + " AND ".join(where)
+        query += " ORDER BY instance_id"
+        if limit is not None:
+            query += f" LIMIT {int(limit)} OFFSET {int(offset)}"
+        elif offset:
+            no_limit = " LIMIT -1" if self.placeholder == "?" else ""
+            query += f"{no_limit} OFFSET {int(offset)}"
+        with self._cursor() as cur:
+            cur.execute(self._sql(query), params)
+            rows = cur.fetchall()
+        return [self._record(row) for row in rows]
+
+    def count(self) -> int:
+        with self._cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM instances")
+            return int(cur.fetchone()[0])
+
+    def find_by_address(self, address: str, network: Optional[str] = None) -> list[str]:
+        """Ids of instances holding ``address`` (on ``network`` when given)."""
+        with self._cursor() as cur:
+            if network is None:
+                cur.execute(self._sql("SELECT instance_id FROM addresses WHERE address = ?"), (address,))
+            else:
+                cur.execute(self._sql("SELECT instance_id FROM addresses WHERE network = ? AND address = ?"),
+                            (network, address))
+            return [row[0] for row in cur.fetchall()]
+
+    def changes_since(self, seq: int) -> tuple[int, list[str]]:
+        """(latest sequence number, ids changed after ``seq``); seq -1 means "just the latest"."""
+        with self._cursor() as cur:
+            if seq < 0:
+                cur.execute("SELECT COALESCE(MAX(seq), 0) FROM changes")
+                return int(cur.fetchone()[0]), []
+            cur.execute(self._sql("SELECT seq, instance_id FROM changes WHERE seq > ? ORDER BY seq"), (seq,))
+            rows = cur.fetchall()
+        if not rows:
+            return seq, []
+        return int(rows[-1][0]), sorted({row[1] for row in rows})
+
+    def phone_home(self, instance_id: str) -> list[dict]:
+        """The phone_home posts received for ``instance_id``, oldest first."""
+        with self._cursor() as cur:
+            cur.execute(self._sql("SELECT received_at, source, fields FROM phone_home WHERE instance_id = ? "
+                                  "ORDER BY id"), (instance_id,))
+            return [{"received_at": r[0], "source": r[1], "fields": json.loads(r[2])} for r in cur.fetchall()]
+
+    # -- writes ----------------------------------------------------------------------------
+    def add(self, record: InstanceRecord) -> InstanceRecord:
+        """Store a new instance; RegistryError if the id exists or an address is taken."""
+        self.add_many([record])
+        return record
+
+    def add_many(self, records: Iterable[InstanceRecord]) -> int:
+        """Store several new instances in one transaction (all or none)."""
+        count = 0
+        with self._lock, self._transaction() as cur:
+            for record in records:
+                record.validate()
+                cur.execute(self._sql("SELECT 1 FROM instances WHERE instance_id = ?"), (record.instance_id,))
+                if cur.fetchone():
+                    raise RegistryError(f"instance {record.instance_id} already exists", "instance_id", 409)
+                self._check_addresses_free(cur, record)
+                now = utc_now()
+                cur.execute(self._sql(
+                    "INSERT INTO instances (instance_id, name, hostname, availability_zone, project_id, "
+                    "body, user_data, password, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                    (*self._columns(record), self._body(record), record.user_data, record.password,
+                     record.created_at, now))
+                self._write_children(cur, record)
+                self._log_change(cur, record.instance_id)
+                count += 1
+            self._notify(cur)
+        return count
+
+    def update(self, instance_id: str, **changes: Any) -> InstanceRecord:
+        """Change fields of an existing instance (validated like ``from_dict``); the new record."""
+        with self._lock, self._transaction() as cur:
+            cur.execute(self._sql(f"SELECT {self._select_list()} FROM instances WHERE instance_id = ?"),
+                        (instance_id,))
+            row = cur.fetchone()
+            if not row:
+                raise RegistryError(f"no instance {instance_id}", "instance_id", 404)
+            record = InstanceRecord.from_dict(changes, partial_of=self._record(row))
+            self._check_addresses_free(cur, record)
+            cur.execute(self._sql(
+                "UPDATE instances SET name = ?, hostname = ?, availability_zone = ?, project_id = ?, "
+                "body = ?, user_data = ?, password = ?, updated_at = ? WHERE instance_id = ?"),
+                (*self._columns(record)[1:], self._body(record), record.user_data, record.password,
+                 utc_now(), instance_id))
+            cur.execute(self._sql("DELETE FROM addresses WHERE instance_id = ?"), (instance_id,))
+            cur.execute(self._sql("DELETE FROM tags WHERE instance_id = ?"), (instance_id,))
+            self._write_children(cur, record)
+            self._log_change(cur, instance_id)
+            self._notify(cur)
+        return record
+
+    def delete(self, instance_id: str) -> bool:
+        """Remove an instance and everything stored with it; False if it did not exist."""
+        with self._lock, self._transaction() as cur:
+            cur.execute(self._sql("DELETE FROM instances WHERE instance_id = ?"), (instance_id,))
+            existed = cur.rowcount > 0
+            for table in ("addresses", "tags", "phone_home"):
+                cur.execute(self._sql(f"DELETE FROM {table} WHERE instance_id = ?"), (instance_id,))
+            if existed:
+                self._log_change(cur, instance_id)
+                self._notify(cur)
+        return existed
+
+    def set_password_once(self, instance_id: str, password: str) -> bool:
+        """Store the guest's password if none is set; False when one already is."""
+        with self._lock, self._transaction() as cur:
+            cur.execute(self._sql("UPDATE instances SET password = ?, updated_at = ? "
+                                  "WHERE instance_id = ? AND password IS NULL"),
+                        (password, utc_now(), instance_id))
+            changed = cur.rowcount > 0
+            if changed:
+                self._log_change(cur, instance_id)
+                self._notify(cur)
+        return changed
+
+    def clear_password(self, instance_id: str) -> bool:
+        """Forget the password (operator action), so the guest may set a new one."""
+        with self._lock, self._transaction() as cur:
+            cur.execute(self._sql("UPDATE instances SET password = NULL, updated_at = ? "
+                                  "WHERE instance_id = ?"), (utc_now(), instance_id))
+            changed = cur.rowcount > 0
+            if changed:
+                self._log_change(cur, instance_id)
+                self._notify(cur)
+        return changed
+
+    def add_phone_home(self, instance_id: str, source: str, fields: dict) -> None:
+        """Keep one phone_home post (the last MAX_PHONE_HOME_KEPT per instance)."""
+        with self._lock, self._transaction() as cur:
+            cur.execute(self._sql("INSERT INTO phone_home (instance_id, received_at, source, fields) "
+                                  "VALUES (?, ?, ?, ?)"),
+                        (instance_id, utc_now(), source, json.dumps(fields)))
+            cur.execute(self._sql(
+                "DELETE FROM phone_home WHERE instance_id = ? AND id NOT IN (SELECT id FROM phone_home "
+                f"WHERE instance_id = ? ORDER BY id DESC LIMIT {MAX_PHONE_HOME_KEPT})"),
+                (instance_id, instance_id))
+
+    def shared_setting(self, name: str, make: Callable[[], str]) -> str:
+        """A value every server of this registry shares (created with ``make`` on first use)."""
+        with self._lock, self._transaction() as cur:
+            cur.execute(self._sql("INSERT INTO settings (name, value) VALUES (?, ?) "
+                                  "ON CONFLICT (name) DO NOTHING"), (name, make()))
+            cur.execute(self._sql("SELECT value FROM settings WHERE name = ?"), (name,))
+            return str(cur.fetchone()[0])
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _check_addresses_free(self, cur: Any, record: InstanceRecord) -> None:
+        for i, entry in enumerate(record.addresses):
+            cur.execute(self._sql("SELECT instance_id FROM addresses WHERE network = ? AND address = ?"),
+                        (entry["network"], entry["address"]))
+            row = cur.fetchone()
+            if row and row[0] != record.instance_id:
+                raise RegistryError(f"address {entry['address']} on network {entry['network']} is already "
+                                    f"used by instance {row[0]}", f"addresses[{i}].address", 409)
+
+    def _write_children(self, cur: Any, record: InstanceRecord) -> None:
+        for entry in record.addresses:
+            cur.execute(self._sql("INSERT INTO addresses (network, address, instance_id) VALUES (?, ?, ?)"),
+                        (entry["network"], entry["address"], record.instance_id))
+        for tag in sorted(set(record.tags)):
+            cur.execute(self._sql("INSERT INTO tags (instance_id, tag) VALUES (?, ?)"),
+                        (record.instance_id, tag))
+
+    def _log_change(self, cur: Any, instance_id: str) -> None:
+        now = time.time()
+        cur.execute(self._sql("INSERT INTO changes (instance_id, changed_at) VALUES (?, ?)"),
+                    (instance_id, now))
+        if now - self._last_prune > 60:
+            self._last_prune = now
+            cur.execute(self._sql("DELETE FROM changes WHERE changed_at < ?"), (now - CHANGES_KEPT_SECONDS,))
+
+    @staticmethod
+    def _columns(record: InstanceRecord) -> tuple:
+        return tuple(getattr(record, c) for c in _COLUMNS)
+
+    @staticmethod
+    def _body(record: InstanceRecord) -> str:
+        return json.dumps({k: getattr(record, k) for k in _BODY_FIELDS}, sort_keys=True)
+
+    @staticmethod
+    def _select_list() -> str:
+        return ", ".join((*_COLUMNS, "body", "user_data", "password", "created_at"))
+
+    @staticmethod
+    def _record(row: Any) -> InstanceRecord:
+        instance_id, name, hostname, zone, project, body, user_data, password, created = row
+        fields = json.loads(body)
+        return InstanceRecord(instance_id=instance_id, name=name, hostname=hostname, availability_zone=zone,
+                              project_id=project,
+                              user_data=bytes(user_data) if user_data is not None else None,
+                              password=password, created_at=created,
+                              **{k: fields[k] for k in _BODY_FIELDS if k in fields})
+
+    def __enter__(self) -> SQLRegistry:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
