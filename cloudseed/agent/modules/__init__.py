@@ -1,1 +1,211 @@
+"""The module framework: what a module declares, how a stage's module list is run.
 
+A module is one file here named after it (``write_files.py``) that sets ``MODULE`` to a
+``ModuleSpec`` (name, default stage and frequency, the config keys that activate it, the
+distros it supports, its JSON-schema fragment) and defines ``handle(ctx)``. Module lists come
+from the config (``cloud_init_modules`` ...); cloud-init's spellings (``write-files``,
+``cc_write_files``) are accepted, and an entry may override the frequency
+(``- [runcmd, always]``). A failing module is recorded and the stage goes on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from cloudseed.agent.root import TargetRoot
+from cloudseed.agent.state import PER_INSTANCE, Paths, Semaphores, normalize_frequency
+
+LOG = logging.getLogger("cloudseed.modules")
+
+STAGE_INIT = "init"
+STAGE_CONFIG = "config"
+STAGE_FINAL = "final"
+STAGE_LIST_KEYS = {
+    STAGE_INIT: "cloud_init_modules",
+    STAGE_CONFIG: "cloud_config_modules",
+    STAGE_FINAL: "cloud_final_modules",
+}
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    """What a module declares about itself."""
+
+    name: str
+    stage: str
+    frequency: str = PER_INSTANCE
+    activate_by: tuple[str, ...] = ()  # run only when one of these keys is configured; () = always
+    distros: tuple[str, ...] = ()  # distro families ("debian", "rhel"); () = all
+    schema: dict = field(default_factory=dict)  # {"properties": {...}} for the keys it owns
+    title: str = ""
+
+
+class ModuleError(Exception):
+    """A module could not do what the config asked; the message names the key."""
+
+
+@dataclass
+class ModuleContext:
+    """Everything a module may use: the root, the merged config, the instance, the distro."""
+
+    root: TargetRoot
+    paths: Paths
+    cfg: dict
+    instance_id: str
+    stage: str
+    datasource: Any = None  # cloudseed.agent.datasources.Datasource, or None offline
+    instance_data: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    module_name: str = ""
+    _distro: Any = None
+
+    @property
+    def log(self) -> logging.Logger:
+        return logging.getLogger(f"cloudseed.modules.{self.module_name or 'core'}")
+
+    @property
+    def distro(self):
+        """The distro family object for the target root (imported on first use)."""
+        if self._distro is None:
+            from cloudseed.agent.distros import get_distro
+
+            self._distro = get_distro(self.root, self.cfg)
+        return self._distro
+
+    @property
+    def instance_dir(self) -> str:
+        return self.paths.instance_dir(self.instance_id)
+
+    def warn(self, message: str) -> None:
+        """A recoverable problem: logged, and shown in status as a warning of this module."""
+        text = f"{self.module_name}: {message}" if self.module_name else message
+        self.log.warning("%s", message)
+        self.warnings.append(text)
+
+    def console(self, message: str) -> None:
+        from cloudseed.agent.log import console
+
+        console(message)
+
+
+@dataclass
+class ModuleResult:
+    name: str
+    status: str  # "ok" | "failed" | "skipped"
+    seconds: float = 0.0
+    reason: str = ""
+    frequency: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "status": self.status, "seconds": round(self.seconds, 4)}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.frequency:
+            out["frequency"] = self.frequency
+        return out
+
+
+def canonical_name(name: str) -> str:
+    """``write-files`` / ``cc_write_files`` / ``Write_Files`` -> ``write_files``."""
+    text = str(name).strip().lower().replace("-", "_")
+    return text[3:] if text.startswith("cc_") else text
+
+
+Handler = Callable[[ModuleContext], None]
+
+
+def load_module(name: str) -> tuple[ModuleSpec, Handler]:
+    """The declaration and handler of module ``name``; ImportError when cloudseed has none."""
+    module = importlib.import_module(f"{__name__}.{canonical_name(name)}")
+    return module.MODULE, module.handle
+
+
+def all_module_names() -> list[str]:
+    """Every module this package provides (imports nothing)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def parse_entry(entry: Any) -> tuple[str, str | None, list]:
+    """A module-list entry as (name, frequency override or None, extra args)."""
+    if isinstance(entry, str):
+        return entry, None, []
+    if isinstance(entry, (list, tuple)) and entry:
+        freq = normalize_frequency(entry[1]) if len(entry) > 1 and entry[1] else None
+        return str(entry[0]), freq, list(entry[2:])
+    if isinstance(entry, dict) and entry.get("name"):
+        freq = normalize_frequency(entry["frequency"]) if entry.get("frequency") else None
+        return str(entry["name"]), freq, []
+    raise ValueError(f"cannot read module list entry {entry!r}")
+
+
+def is_active(spec: ModuleSpec, cfg: dict) -> bool:
+    return not spec.activate_by or any(cfg.get(k) not in (None, "", [], {}) for k in spec.activate_by)
+
+
+def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
+               force: bool = False) -> ModuleResult:
+    """Run one module honouring activation, distro support and frequency; never raises."""
+    canon = canonical_name(name)
+    try:
+        spec, handle = load_module(canon)
+    except ImportError as e:
+        if getattr(e, "name", "") and not str(e.name).endswith(canon):
+            LOG.error("module %s could not be loaded: %s", canon, e)
+            return ModuleResult(canon, "failed", reason=f"cannot load: {e}")
+        LOG.info("module %s is not provided by cloudseed; skipped", canon)
+        return ModuleResult(canon, "skipped", reason="not provided by cloudseed")
+    freq = frequency or spec.frequency
+    result = ModuleResult(spec.name, "skipped", frequency=freq)
+    if not is_active(spec, ctx.cfg):
+        result.reason = "no configuration for it"
+        return result
+    family = ctx.distro.family if spec.distros else ""
+    if spec.distros and family not in spec.distros:
+        result.reason = f"not supported on {family}"
+        return result
+    sems = Semaphores(ctx.paths, ctx.instance_id)
+    if not force and sems.has_run(spec.name, freq):
+        result.reason = f"already ran ({freq})"
+        return result
+    ctx.module_name = spec.name
+    started = time.monotonic()
+    try:
+        handle(ctx)
+        result.status = "ok"
+    except ModuleError as e:
+        result.status, result.reason = "failed", str(e)
+        LOG.error("module %s failed: %s", spec.name, e)
+    except Exception as e:  # a bug or an unexpected system state: record and go on
+        result.status, result.reason = "failed", f"{type(e).__name__}: {e}"
+        LOG.error("module %s failed: %s: %s", spec.name, type(e).__name__, e, exc_info=True)
+    finally:
+        result.seconds = time.monotonic() - started
+        ctx.module_name = ""
+    if result.status == "ok":
+        sems.mark(spec.name, freq)
+    return result
+
+
+def run_stage_modules(ctx: ModuleContext, entries: list) -> list[ModuleResult]:
+    """Run a stage's module list in order; each result is logged and returned."""
+    results = []
+    seen: set[str] = set()
+    for entry in entries:
+        try:
+            name, freq, _args = parse_entry(entry)
+        except ValueError as e:
+            results.append(ModuleResult(str(entry), "failed", reason=str(e)))
+            continue
+        if canonical_name(name) in seen:
+            continue
+        seen.add(canonical_name(name))
+        result = run_module(ctx, name, freq)
+        LOG.info("module %s: %s%s (%.3fs)", result.name, result.status,
+                 f" ({result.reason})" if result.reason else "", result.seconds)
+        results.append(result)
+    return results

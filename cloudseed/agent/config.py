@@ -1,0 +1,167 @@
+"""System configuration: built-in defaults merged with the config files and the kernel command line.
+
+Order (later wins; mappings merge key by key, everything else is replaced):
+  1. built-in defaults (``BUILTIN`` below),
+  2. ``/etc/cloud/cloud.cfg`` then ``/etc/cloud/cloud.cfg.d/*.cfg`` in name order
+     (images prepared for cloud-init keep their settings),
+  3. ``/etc/cloudseed/cloud.cfg`` then ``/etc/cloudseed/cloud.cfg.d/*.cfg``,
+  4. the kernel command line: ``cc: <yaml> end_cc`` (URL-encoded or with ``\\n`` escapes).
+A file that does not parse is skipped with an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+from cloudseed.agent.root import TargetRoot
+
+LOG = logging.getLogger("cloudseed.config")
+
+CONFIG_FILES = (
+    ("/etc/cloud/cloud.cfg", "/etc/cloud/cloud.cfg.d"),
+    ("/etc/cloudseed/cloud.cfg", "/etc/cloudseed/cloud.cfg.d"),
+)
+
+BUILTIN: dict[str, Any] = {
+    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "Ec2", "None"],
+    "users": ["default"],
+    "disable_root": True,
+    "preserve_hostname": False,
+    "ssh_pwauth": None,
+    "cloud_init_modules": [
+        "seed_random", "bootcmd", "write_files", "growpart", "resizefs", "set_hostname",
+        "update_hostname", "update_etc_hosts", "ca_certs", "users_groups", "ssh", "resolv_conf",
+    ],
+    "cloud_config_modules": ["locale", "set_passwords", "timezone", "runcmd"],
+    "cloud_final_modules": [
+        "write_files_deferred", "scripts_vendor", "scripts_per_once", "scripts_per_boot",
+        "scripts_per_instance", "scripts_user", "ssh_authkey_fingerprints", "keys_to_console",
+        "phone_home", "final_message", "power_state_change",
+    ],
+    "vendor_data": {"enabled": True},
+    "system_info": {},
+}
+
+
+class ConfigFileError(Exception):
+    """A config file could not be parsed; the message names the file and line."""
+
+
+def merge_config(base: dict, override: dict) -> dict:
+    """A new dict: ``override`` over ``base``, recursing into mappings, replacing other values."""
+    result = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merge_config(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+def load_yaml_mapping(text: str, source: str) -> dict:
+    """Parse ``text`` as a YAML mapping; errors name ``source`` and the line."""
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{source}, line {mark.line + 1}" if mark is not None else source
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigFileError(f"{where}: invalid YAML: {problem}") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigFileError(f"{source}: expected a mapping of settings, got {type(loaded).__name__}")
+    return loaded
+
+
+def read_cmdline(root: TargetRoot) -> str:
+    """The kernel command line of the running system (a file in the root for tests)."""
+    override = "/etc/cloudseed/cmdline"  # lets tests and offline roots supply one
+    if not root.is_live and root.exists(override):
+        return root.read_text(override).strip()
+    if root.is_live:
+        try:
+            with open("/proc/cmdline") as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+    return ""
+
+
+def config_from_cmdline(cmdline: str) -> str:
+    """The YAML text carried by ``cc: ... end_cc`` fragments of the kernel command line."""
+    from urllib.parse import unquote
+
+    pieces = []
+    start = cmdline.find("cc:")
+    while start >= 0:
+        if start > 0 and not cmdline[start - 1].isspace():
+            start = cmdline.find("cc:", start + 3)
+            continue
+        end = cmdline.find("end_cc", start + 3)
+        if end < 0:
+            end = len(cmdline)
+        pieces.append(unquote(cmdline[start + 3:end]).strip())
+        start = cmdline.find("cc:", end)
+    return "\n".join(pieces).replace("\\n", "\n")
+
+
+def load_system_config(root: TargetRoot, cmdline: str | None = None,
+                       errors: list[str] | None = None) -> dict:
+    """The merged system configuration of ``root``; parse problems go to ``errors``."""
+    cfg = copy.deepcopy(BUILTIN)
+    problems = errors if errors is not None else []
+    for main_file, drop_dir in CONFIG_FILES:
+        files = [main_file] + [f"{drop_dir}/{n}" for n in root.listdir(drop_dir) if n.endswith(".cfg")]
+        for path in files:
+            if not root.isfile(path):
+                continue
+            try:
+                cfg = merge_config(cfg, load_yaml_mapping(root.read_text(path), path))
+            except ConfigFileError as e:
+                LOG.error("%s", e)
+                problems.append(str(e))
+    text = config_from_cmdline(cmdline if cmdline is not None else read_cmdline(root))
+    if text.strip():
+        try:
+            cfg = merge_config(cfg, load_yaml_mapping(text, "kernel command line (cc:)"))
+        except ConfigFileError as e:
+            LOG.error("%s", e)
+            problems.append(str(e))
+    return cfg
+
+
+def is_disabled(root: TargetRoot, cmdline: str) -> str | None:
+    """Why the agent is switched off, or None when it should run."""
+    for marker in ("/etc/cloudseed/disabled", "/etc/cloud/cloud-init.disabled"):
+        if root.exists(marker):
+            return f"{marker} exists"
+    for token in cmdline.split():
+        if token in ("cloudseed=disabled", "cloud-init=disabled"):
+            return f"kernel command line has {token}"
+    return None
+
+
+def get_list(cfg: dict, key: str) -> list:
+    """``cfg[key]`` as a list (a single string becomes a one-item list, None an empty list)."""
+    value = cfg.get(key)
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def as_bool(value: Any, default: bool = False) -> bool:
+    """cloud-config booleans: true/false and the strings YAML 1.1 users write for them."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "yes", "on", "1", "y")
+    return bool(value)

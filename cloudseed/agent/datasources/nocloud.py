@@ -1,0 +1,270 @@
+"""NoCloud: seed directories, a ``cidata`` filesystem, ``ds=nocloud;...`` and ``seedfrom`` URLs.
+
+Sources, strongest first: the kernel command line and the SMBIOS system serial
+(``ds=nocloud[-net];s=URL;i=ID;h=HOST``), the system config (``datasource: NoCloud:``),
+seed directories, a filesystem labelled ``cidata`` (ISO 9660 or VFAT), then a ``seedfrom`` URL
+(``file://`` and paths in the local stage, ``http(s)://`` in the network stage).
+Files: ``meta-data`` (YAML), ``user-data``, ``vendor-data``, ``network-config`` (YAML).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+
+LOG = logging.getLogger("cloudseed.datasources.nocloud")
+
+SEED_DIRS = (
+    "/var/lib/cloudseed/seed/nocloud",
+    "/var/lib/cloudseed/seed/nocloud-net",
+    "/var/lib/cloud/seed/nocloud",
+    "/var/lib/cloud/seed/nocloud-net",
+)
+SEED_FILES = ("meta-data", "user-data", "vendor-data", "network-config")
+_SHORT_KEYS = {"h": "local-hostname", "i": "instance-id", "s": "seedfrom"}
+MAX_SEED_FILE = 64 * 1024 * 1024
+
+
+class SeedError(Exception):
+    """A seed was found but is unusable; the message names the file."""
+
+
+def parse_ds_argument(text: str) -> dict[str, Any] | None:
+    """``ds=nocloud;s=URL;i=ID`` (from the command line or SMBIOS serial) as meta-data, or None."""
+    for token in text.split():
+        if not token.startswith("ds="):
+            continue
+        value = token[3:]
+        kind, _, rest = value.partition(";")
+        if kind.lower() not in ("nocloud", "nocloud-net"):
+            continue
+        fill: dict[str, Any] = {"dsmode": "net" if kind.lower() == "nocloud-net" else "local"}
+        for item in rest.split(";"):
+            if not item:
+                continue
+            key, sep, val = item.partition("=")
+            fill[_SHORT_KEYS.get(key, key)] = val if sep else None
+        return fill
+    return None
+
+
+def _load_meta(text: bytes | str, source: str) -> dict[str, Any]:
+    from cloudseed.agent.config import ConfigFileError, load_yaml_mapping
+
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    try:
+        return load_yaml_mapping(text, source)
+    except ConfigFileError as e:
+        raise SeedError(str(e)) from None
+
+
+def _read_dir(read, source: str) -> dict[str, Any] | None:
+    """The seed files found through ``read(name) -> bytes | None``; None when there is no seed."""
+    files = {name: read(name) for name in SEED_FILES}
+    if files["meta-data"] is None and files["user-data"] is None:
+        return None
+    seed: dict[str, Any] = {"source": source, "warnings": []}
+    if files["meta-data"] is None:
+        seed["warnings"].append(f"{source}: has user-data but no meta-data; using defaults")
+        seed["meta-data"] = {}
+    else:
+        seed["meta-data"] = _load_meta(files["meta-data"], f"{source}/meta-data")
+    seed["user-data"] = files["user-data"]
+    seed["vendor-data"] = files["vendor-data"]
+    if files["network-config"]:
+        seed["network-config"] = _load_meta(files["network-config"], f"{source}/network-config")
+    return seed
+
+
+class NoCloud(Datasource):
+    name = "NoCloud"
+    stages = (LOCAL, NETWORK)
+    platform = "nocloud"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "nocloud"
+        self.warnings: list[str] = []
+
+    # ------------------------------------------------------------------ detection
+    @classmethod
+    def _cmdline_seed(cls, ctx: DatasourceContext) -> dict[str, Any] | None:
+        found = parse_ds_argument(ctx.cmdline)
+        if found is None:
+            found = parse_ds_argument(ctx.dmi("product_serial"))
+        return found
+
+    @classmethod
+    def _seed_dirs(cls, ctx: DatasourceContext) -> list[str]:
+        return [d for d in SEED_DIRS
+                if ctx.root.isfile(f"{d}/meta-data") or ctx.root.isfile(f"{d}/user-data")]
+
+    @classmethod
+    def _labels(cls, ctx: DatasourceContext) -> list[str]:
+        label = ctx.ds_cfg("NoCloud").get("fs_label", "cidata")
+        return [] if label is None else sorted({str(label).lower(), str(label).upper()})
+
+    @classmethod
+    def detect(cls, ctx: DatasourceContext) -> bool:
+        cmd = cls._cmdline_seed(ctx)
+        ds_cfg = ctx.ds_cfg("NoCloud")
+        seedfrom = str((cmd or {}).get("seedfrom") or ds_cfg.get("seedfrom") or "")
+        is_http = seedfrom.startswith(("http://", "https://"))
+        if ctx.stage == NETWORK:
+            if is_http:
+                return True
+            # a local seed that points at the network (meta-data: seedfrom: http://...)
+            return bool(cls._seed_dirs(ctx)) or bool(cmd and cmd.get("dsmode") == "net")
+        if cmd is not None or ("meta-data" in ds_cfg and "user-data" in ds_cfg) or seedfrom:
+            return True
+        if cls._seed_dirs(ctx):
+            return True
+        from cloudseed.agent.devices import find_devices_by_label
+
+        return bool(find_devices_by_label(cls._labels(ctx)))
+
+    # ------------------------------------------------------------------ fetching
+    def fetch(self) -> bool:
+        ctx = self.ctx
+        found: list[str] = []
+        meta: dict[str, Any] = {}
+        data: dict[str, Any] = {"user-data": None, "vendor-data": None, "network-config": None}
+
+        def take(seed: dict[str, Any]) -> None:
+            # earlier sources win for meta-data keys; files replace
+            for key, value in seed.get("meta-data", {}).items():
+                meta.setdefault(key, value)
+            for key in ("user-data", "vendor-data", "network-config"):
+                if seed.get(key) is not None:
+                    data[key] = seed[key]
+            self.warnings.extend(seed.get("warnings", []))
+            found.append(seed["source"])
+
+        cmd = self._cmdline_seed(ctx)
+        if cmd is not None:
+            take({"source": "cmdline", "meta-data": cmd})
+        ds_cfg = ctx.ds_cfg("NoCloud")
+        if ds_cfg.get("seedfrom"):
+            meta.setdefault("seedfrom", ds_cfg["seedfrom"])
+            found.append("ds_config_seedfrom")
+        if "meta-data" in ds_cfg and "user-data" in ds_cfg:
+            md = ds_cfg["meta-data"]
+            take({"source": "ds_config", "meta-data": md if isinstance(md, dict) else
+                  _load_meta(str(md), "datasource.NoCloud.meta-data"),
+                  "user-data": _as_bytes(ds_cfg.get("user-data")),
+                  "vendor-data": _as_bytes(ds_cfg.get("vendor-data"))})
+        seed = self._first_local_seed()
+        if seed is not None:
+            take(seed)
+        if not found:
+            return False
+        seedfrom = meta.get("seedfrom")
+        if seedfrom:
+            seedfrom = str(seedfrom)
+            remote = seedfrom.startswith(("http://", "https://"))
+            if remote and ctx.stage == LOCAL:
+                LOG.info("NoCloud seed %s needs the network; leaving it to the network stage", seedfrom)
+                return False
+            take(self._read_seedfrom(seedfrom))
+        if ctx.stage == LOCAL and meta.get("dsmode") == "net":
+            return False
+        if meta.get("dsmode") == "disabled":
+            return False
+        meta.setdefault("instance-id", "nocloud")
+        self.metadata = meta
+        self.userdata_raw = data["user-data"]
+        self.vendordata_raw = data["vendor-data"]
+        network = data["network-config"]
+        if isinstance(network, dict) and network:
+            self.network_config = network.get("network", network)
+        self.public_keys = _public_keys(meta.get("public-keys"))
+        self.subplatform = ("config-disk" if any(f.startswith("/dev/") for f in found) else "seed-dir") \
+            + f" ({','.join(found)})"
+        self.raw = {"meta_data": meta}
+        return True
+
+    def _first_local_seed(self) -> dict[str, Any] | None:
+        ctx = self.ctx
+        for directory in self._seed_dirs(ctx):
+            def read(name: str, d: str = directory) -> bytes | None:
+                return ctx.root.read_bytes(f"{d}/{name}") if ctx.root.isfile(f"{d}/{name}") else None
+
+            seed = _read_dir(read, directory)
+            if seed is not None:
+                return seed
+        if ctx.stage != LOCAL:
+            return None
+        from cloudseed.agent.devices import MountError, find_devices_by_label, mounted_readonly
+
+        for device in find_devices_by_label(self._labels(ctx)):
+            try:
+                with mounted_readonly(device) as mnt:
+                    def read_mounted(name: str, m: str = mnt) -> bytes | None:
+                        path = os.path.join(m, name)
+                        return _read_limited(path) if os.path.isfile(path) else None
+
+                    seed = _read_dir(read_mounted, device)
+            except MountError as e:
+                LOG.warning("%s", e)
+                continue
+            if seed is not None:
+                return seed
+            LOG.warning("device %s is labelled as a NoCloud seed but has no meta-data or user-data", device)
+        return None
+
+    def _read_seedfrom(self, seedfrom: str) -> dict[str, Any]:
+        from cloudseed.agent.http import FetchError, fetch
+
+        base = seedfrom if seedfrom.endswith("/") else seedfrom + "/"
+        cfg = self.ctx.ds_cfg("NoCloud")
+        timeout = float(cfg.get("timeout", 5))
+        retries = int(cfg.get("retries", 2))
+        files: dict[str, bytes | None] = {}
+        for name in SEED_FILES:
+            try:
+                files[name] = fetch(base + name, timeout=timeout, retries=retries)
+            except FetchError as e:
+                if name == "meta-data" or (e.status not in (404, None) and name == "user-data"):
+                    LOG.warning("NoCloud seed: %s", e)
+                files[name] = None
+        seed = _read_dir(files.get, seedfrom)
+        if seed is None:
+            raise SeedError(f"seedfrom {seedfrom}: neither meta-data nor user-data could be read")
+        return seed
+
+
+def _read_limited(path: str) -> bytes:
+    with open(path, "rb") as f:
+        data = f.read(MAX_SEED_FILE + 1)
+    if len(data) > MAX_SEED_FILE:
+        raise SeedError(f"{path} is larger than {MAX_SEED_FILE} bytes")
+    return data
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    return value if isinstance(value, bytes) else str(value).encode("utf-8")
+
+
+def _public_keys(value: Any) -> list[str]:
+    """meta-data ``public-keys`` as a list of key lines (string, list or {name: key} forms)."""
+    if not value:
+        return []
+    if isinstance(value, str):
+        return [line.strip() for line in value.splitlines() if line.strip()]
+    if isinstance(value, dict):
+        keys: list[str] = []
+        for item in value.values():
+            keys.extend(_public_keys(item.get("openssh-key") if isinstance(item, dict) else item))
+        return keys
+    if isinstance(value, list):
+        return [str(k).strip() for k in value if str(k).strip()]
+    return []
+
+
+DATASOURCE = NoCloud

@@ -1,0 +1,52 @@
+"""Logging for the agent: ``/var/log/cloudseed.log`` in the target root, and stderr.
+
+The file gets INFO and up (DEBUG with ``--debug``), is created 0640 and never receives
+secrets: modules log what they did, not the values they were given.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from cloudseed.agent.root import TargetRoot
+from cloudseed.agent.state import LOG_FILE
+
+_FORMAT = "%(asctime)s %(name)s[%(process)d] %(levelname)s: %(message)s"
+
+
+def setup_logging(root: TargetRoot, debug: bool = False, stage: str | None = None) -> None:
+    logger = logging.getLogger("cloudseed")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+    logger.propagate = False
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setLevel(logging.DEBUG if debug else logging.WARNING)
+    stderr.setFormatter(logging.Formatter("cloudseed: %(levelname)s: %(message)s"))
+    logger.addHandler(stderr)
+    try:
+        root.makedirs(os.path.dirname(LOG_FILE))
+        host = root.path_nofollow(LOG_FILE)
+        if os.path.islink(host):
+            os.unlink(host)  # never append through a link planted in the log directory
+        fd = os.open(host, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o640)
+        os.fchmod(fd, 0o640)
+        stream = os.fdopen(fd, "a", encoding="utf-8")
+        file_handler = logging.StreamHandler(stream)
+        prefix = f"[{stage}] " if stage else ""
+        file_handler.setFormatter(logging.Formatter(_FORMAT.replace("%(message)s", prefix + "%(message)s")))
+        logger.addHandler(file_handler)
+    except OSError as e:
+        logger.warning("cannot open %s: %s", LOG_FILE, e)
+
+
+def console(message: str) -> None:
+    """A line for the console (stderr goes to the console from the systemd units)."""
+    try:
+        sys.stderr.write(message.rstrip("\n") + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

@@ -1,0 +1,83 @@
+"""power_state_change: power off, halt or reboot once the agent has finished.
+
+A detached helper waits for this agent process to exit (at most ``timeout`` seconds), checks
+``condition``, then runs ``shutdown``. On a root other than the running system nothing is
+powered off: the command that would run is logged instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
+
+MODES = {"poweroff": "-P", "halt": "-H", "reboot": "-r"}
+
+MODULE = ModuleSpec(
+    name="power_state_change", stage=STAGE_FINAL, activate_by=("power_state",),
+    title="Change the power state after boot",
+    schema={"properties": {"power_state": {
+        "type": "object",
+        "required": ["mode"],
+        "properties": {
+            "mode": {"type": "string", "enum": list(MODES)},
+            "delay": {"oneOf": [{"type": "integer", "minimum": 0},
+                                {"type": "string", "pattern": r"^(now|\+?[0-9]+)$"}]},
+            "message": {"type": "string"},
+            "timeout": {"type": "integer", "minimum": 0},
+            "condition": {"type": ["string", "boolean", "array"]},
+        },
+        "additionalProperties": False,
+    }}},
+)
+
+
+def shutdown_command(settings: dict) -> list[str]:
+    mode = settings.get("mode")
+    if mode not in MODES:
+        raise ModuleError(f"power_state.mode: {mode!r} is not one of {', '.join(MODES)}")
+    delay = settings.get("delay", "now")
+    text = str(delay).strip()
+    if text != "now":
+        digits = text.lstrip("+")
+        if not digits.isdigit():
+            raise ModuleError(f"power_state.delay: {delay!r} is not 'now' or a number of minutes")
+        text = f"+{digits}"
+    argv = ["shutdown", MODES[mode], text]
+    if settings.get("message"):
+        argv.append(str(settings["message"]))
+    return argv
+
+
+def condition_script(condition) -> str:
+    if condition is None or condition is True:
+        return "true"
+    if condition is False:
+        return "false"
+    if isinstance(condition, list):
+        return shlex.join(str(c) for c in condition)
+    return str(condition)
+
+
+def handle(ctx: ModuleContext) -> None:
+    settings = ctx.cfg.get("power_state")
+    if not isinstance(settings, dict):
+        raise ModuleError("power_state: expected a mapping with a mode")
+    argv = shutdown_command(settings)
+    try:
+        timeout = int(settings.get("timeout", 30))
+    except (TypeError, ValueError):
+        raise ModuleError("power_state.timeout: expected a number of seconds") from None
+    condition = condition_script(settings.get("condition", True))
+    if not ctx.root.is_live:
+        ctx.log.info("offline root: would run %s (condition: %s)", shlex.join(argv), condition)
+        return
+    waiter = (
+        f"pid={os.getpid()}; i=0; while kill -0 \"$pid\" 2>/dev/null && [ $i -lt {timeout} ]; do "
+        f"sleep 1; i=$((i+1)); done; if ( {condition} ); then exec {shlex.join(argv)}; fi"
+    )
+    subprocess.Popen(["/bin/sh", "-c", waiter], start_new_session=True,
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ctx.log.info("will run %s once the agent has exited", shlex.join(argv))

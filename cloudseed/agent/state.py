@@ -1,0 +1,189 @@
+"""Where the agent keeps its state, and the small records it keeps there.
+
+Persistent state lives in ``/var/lib/cloudseed`` (per-instance directories, semaphores, the
+previous instance id, scripts); per-boot state in ``/run/cloudseed`` (status, results, instance
+data, the datasource found this boot). Everything is plain JSON so it survives upgrades.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from cloudseed.agent.root import TargetRoot
+
+DATA_DIR = "/var/lib/cloudseed"
+RUN_DIR = "/run/cloudseed"
+LOG_FILE = "/var/log/cloudseed.log"
+
+PER_INSTANCE = "per-instance"
+PER_BOOT = "per-boot"  # also spelled "always"
+PER_ONCE = "per-once"
+FREQUENCIES = (PER_INSTANCE, PER_BOOT, PER_ONCE)
+_FREQUENCY_ALIASES = {"always": PER_BOOT, "once": PER_ONCE, "instance": PER_INSTANCE,
+                      "once-per-instance": PER_INSTANCE, "boot": PER_BOOT}
+
+# Directories of scripts users drop into an image; cloud-init's are honoured too.
+SCRIPT_DIRS = {
+    PER_BOOT: (f"{DATA_DIR}/scripts/per-boot", "/var/lib/cloud/scripts/per-boot"),
+    PER_INSTANCE: (f"{DATA_DIR}/scripts/per-instance", "/var/lib/cloud/scripts/per-instance"),
+    PER_ONCE: (f"{DATA_DIR}/scripts/per-once", "/var/lib/cloud/scripts/per-once"),
+}
+
+
+def normalize_frequency(value: str) -> str:
+    """Canonical frequency name; raises ValueError naming the accepted spellings."""
+    text = str(value).strip().lower()
+    text = _FREQUENCY_ALIASES.get(text, text)
+    if text not in FREQUENCIES:
+        raise ValueError(f"unknown frequency {value!r} (use per-instance, per-boot/always or per-once)")
+    return text
+
+
+def safe_instance_id(instance_id: str) -> str:
+    """An instance id usable as a directory name (slashes and leading dots replaced)."""
+    cleaned = instance_id.replace("/", "_").replace("\0", "_")
+    return "_" + cleaned[1:] if cleaned.startswith(".") else cleaned or "_"
+
+
+class Paths:
+    """Named locations of agent state inside a target root."""
+
+    def __init__(self, root: TargetRoot, data_dir: str = DATA_DIR, run_dir: str = RUN_DIR):
+        self.root = root
+        self.data_dir = data_dir
+        self.run_dir = run_dir
+
+    # persistent
+    @property
+    def instances_dir(self) -> str:
+        return f"{self.data_dir}/instances"
+
+    @property
+    def instance_link(self) -> str:
+        return f"{self.data_dir}/instance"
+
+    def instance_dir(self, instance_id: str) -> str:
+        return f"{self.instances_dir}/{safe_instance_id(instance_id)}"
+
+    @property
+    def previous_instance_file(self) -> str:
+        return f"{self.data_dir}/data/previous-instance-id"
+
+    @property
+    def current_instance_file(self) -> str:
+        return f"{self.data_dir}/data/instance-id"
+
+    @property
+    def once_sem_dir(self) -> str:
+        return f"{self.data_dir}/sem"
+
+    # per boot
+    def run(self, name: str) -> str:
+        return f"{self.run_dir}/{name}"
+
+    @property
+    def status_file(self) -> str:
+        return self.run("status.json")
+
+    @property
+    def result_file(self) -> str:
+        return self.run("result.json")
+
+    @property
+    def instance_data_file(self) -> str:
+        return self.run("instance-data.json")
+
+    @property
+    def instance_data_sensitive_file(self) -> str:
+        return self.run("instance-data-sensitive.json")
+
+    @property
+    def boot_datasource_file(self) -> str:
+        """The datasource found this boot (0600: it holds user-data)."""
+        return self.run("datasource.json")
+
+    @property
+    def combined_config_file(self) -> str:
+        """System config merged with vendor and user cloud-config for this boot (0600)."""
+        return self.run("combined-cloud-config.json")
+
+    @property
+    def disabled_marker(self) -> str:
+        return "/etc/cloudseed/disabled"
+
+
+def read_json(root: TargetRoot, inner: str) -> Any:
+    """Parsed JSON at ``inner``, or None when it is missing or unreadable."""
+    try:
+        return json.loads(root.read_bytes(inner))
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(root: TargetRoot, inner: str, data: Any, mode: int = 0o644) -> None:
+    root.write(inner, json.dumps(data, indent=1, sort_keys=True, default=_json_default) + "\n", mode=mode)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        import base64
+
+        return "ci-b64:" + base64.b64encode(value).decode("ascii")
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+class Semaphores:
+    """Records that a module or script ran, per instance or once ever."""
+
+    def __init__(self, paths: Paths, instance_id: str | None):
+        self.paths = paths
+        self.instance_id = instance_id
+
+    def _marker(self, name: str, frequency: str) -> str | None:
+        if frequency == PER_ONCE:
+            return f"{self.paths.once_sem_dir}/{name}.once"
+        if frequency == PER_INSTANCE and self.instance_id:
+            return f"{self.paths.instance_dir(self.instance_id)}/sem/{name}"
+        return None
+
+    def has_run(self, name: str, frequency: str) -> bool:
+        marker = self._marker(name, frequency)
+        return marker is not None and self.paths.root.exists(marker)
+
+    def mark(self, name: str, frequency: str) -> None:
+        marker = self._marker(name, frequency)
+        if marker is not None:
+            self.paths.root.write(marker, f"{time.time():.3f}\n", mode=0o644)
+
+    def clear(self, name: str, frequency: str) -> None:
+        marker = self._marker(name, frequency)
+        if marker is not None:
+            self.paths.root.remove(marker)
+
+
+def uptime_seconds() -> float | None:
+    """Seconds since the running kernel booted (None where /proc is not there)."""
+    try:
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
+
+
+def ensure_dirs(paths: Paths) -> None:
+    """Create the state directories with private modes (user-data lives below them)."""
+    root = paths.root
+    root.makedirs(paths.data_dir, mode=0o755)
+    root.makedirs(paths.instances_dir, mode=0o755)
+    root.makedirs(f"{paths.data_dir}/data", mode=0o755)
+    for freq_dirs in SCRIPT_DIRS.values():
+        root.makedirs(freq_dirs[0], mode=0o755)
+    root.makedirs(paths.run_dir, mode=0o755)
