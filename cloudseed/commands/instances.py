@@ -1,0 +1,181 @@
+"""``cloudseed instances``: add, list, show, update and remove instances in the registry."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+HELP = "manage the metadata server's instance registry (add, list, show, update, rm)"
+
+
+def _record_flags(parser: argparse.ArgumentParser, adding: bool) -> None:
+    if adding:
+        parser.add_argument("--id", required=True, dest="instance_id", help="instance id (uuid or i-...)")
+    parser.add_argument("--hostname", help="host name")
+    parser.add_argument("--name", help="display name (default: the host name)")
+    parser.add_argument("--address", action="append", metavar="IP[/PREFIX][@NETWORK]",
+                        help="address of the instance on a network (repeatable; replaces all on update)")
+    parser.add_argument("--mac", action="append", metavar="MAC", help="NIC MAC address (repeatable)")
+    parser.add_argument("--ssh-key", action="append", metavar="FILE", help="OpenSSH public key file (repeatable)")
+    parser.add_argument("--user-data", metavar="FILE", help="user-data file ('-' for stdin)")
+    parser.add_argument("--vendor-data", metavar="FILE", help="vendor-data: JSON file, or any text file")
+    parser.add_argument("--network-data", metavar="FILE", help="OpenStack network_data.json file")
+    parser.add_argument("--availability-zone", help="availability zone")
+    parser.add_argument("--project-id", help="project (tenant) id")
+    parser.add_argument("--tag", action="append", metavar="TAG", help="tag (repeatable)")
+    parser.add_argument("--meta", action="append", metavar="KEY=VALUE", help="OpenStack meta item (repeatable)")
+    parser.add_argument("--imds-tokens", choices=("required", "optional"), help="IMDSv2 tokens for this instance")
+    parser.add_argument("--instance-type", help="EC2 instance type")
+    parser.add_argument("--ami-id", help="EC2 image id")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", default=None, help="SQLite file (default /var/lib/cloudseed/server.db) "
+                                                   "or postgresql:// URL")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    _record_flags(sub.add_parser("add", help="register an instance"), adding=True)
+    lister = sub.add_parser("list", help="list instances")
+    for name in ("name", "hostname", "project_id", "availability_zone", "network", "address", "tag"):
+        lister.add_argument(f"--{name.replace('_', '-')}", dest=f"filter_{name}", help=f"only this {name}")
+    lister.add_argument("--json", action="store_true", help="print JSON records")
+    show = sub.add_parser("show", help="print one instance as JSON")
+    show.add_argument("instance_id")
+    update = sub.add_parser("update", help="change fields of an instance")
+    update.add_argument("instance_id")
+    _record_flags(update, adding=False)
+    update.add_argument("--no-user-data", action="store_true", help="remove the user-data")
+    remove = sub.add_parser("rm", help="remove instances")
+    remove.add_argument("instance_ids", nargs="+", metavar="ID")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudseed.provider.registry import DEFAULT_DB, RecordError, RegistryError, open_registry
+
+    try:
+        registry = open_registry(args.db or DEFAULT_DB)
+    except (RegistryError, OSError) as error:
+        print(f"cloudseed instances: {error}", file=sys.stderr)
+        return 1
+    try:
+        return _ACTIONS[args.action](registry, args)
+    except RecordError as error:
+        print(f"cloudseed instances {args.action}: invalid {error.field}: {error.message}", file=sys.stderr)
+        return 2
+    except (RegistryError, InputError) as error:
+        print(f"cloudseed instances {args.action}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        registry.close()
+
+
+class InputError(Exception):
+    """An unreadable or malformed input file given on the command line."""
+
+
+def _read(path: str, flag: str) -> bytes:
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise InputError(f"{flag} {path}: {error.strerror}")
+
+
+def _fields(args: argparse.Namespace) -> dict[str, Any]:
+    from cloudseed.provider.registry import parse_address_spec
+
+    fields: dict[str, Any] = {}
+    for name in ("hostname", "name", "availability_zone", "project_id", "imds_tokens", "instance_type", "ami_id"):
+        if getattr(args, name, None) is not None:
+            fields[name] = getattr(args, name)
+    if args.address:
+        fields["addresses"] = [parse_address_spec(a, f"--address {a}") for a in args.address]
+    if args.mac:
+        fields["macs"] = args.mac
+    if args.ssh_key:
+        keys = []
+        for path in args.ssh_key:
+            for line in _read(path, "--ssh-key").decode("utf-8", "replace").splitlines():
+                if line.strip() and not line.startswith("#"):
+                    keys.append({"data": line.strip()})
+        fields["ssh_keys"] = keys
+    if args.user_data:
+        fields["user_data_b64"] = __import__("base64").b64encode(_read(args.user_data, "--user-data")).decode()
+    if getattr(args, "no_user_data", False):
+        fields["user_data"] = None
+    if args.vendor_data:
+        text = _read(args.vendor_data, "--vendor-data").decode("utf-8", "replace")
+        try:
+            fields["vendor_data"] = json.loads(text)
+        except ValueError:
+            fields["vendor_data"] = text  # cloud-config or a script: OpenStack allows a string
+    if args.network_data:
+        try:
+            fields["network_data"] = json.loads(_read(args.network_data, "--network-data"))
+        except ValueError as error:
+            raise InputError(f"--network-data {args.network_data}: not JSON: {error}")
+    if args.tag:
+        fields["tags"] = args.tag
+    if args.meta:
+        meta = {}
+        for item in args.meta:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise InputError(f"--meta {item!r}: expected KEY=VALUE")
+            meta[key] = value
+        fields["meta"] = meta
+    return fields
+
+
+def _add(registry: Any, args: argparse.Namespace) -> int:
+    from cloudseed.provider.registry import InstanceRecord
+
+    fields = _fields(args)
+    fields["instance_id"] = args.instance_id
+    record = InstanceRecord.from_dict(fields)
+    registry.add(record)
+    print(record.instance_id)
+    return 0
+
+
+def _list(registry: Any, args: argparse.Namespace) -> int:
+    filters = {k[len("filter_"):]: v for k, v in vars(args).items() if k.startswith("filter_") and v is not None}
+    records = registry.list(**filters)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in records], indent=1))
+        return 0
+    print(f"{'INSTANCE':<38} {'HOSTNAME':<24} {'ADDRESSES':<40} IMDS")
+    for r in records:
+        addresses = ",".join(f"{a['address']}@{a['network']}" for a in r.addresses)
+        print(f"{r.instance_id:<38} {r.hostname:<24} {addresses:<40} {r.imds_tokens}")
+    return 0
+
+
+def _show(registry: Any, args: argparse.Namespace) -> int:
+    record = registry.get(args.instance_id)
+    if record is None:
+        print(f"cloudseed instances show: no instance {args.instance_id}", file=sys.stderr)
+        return 1
+    print(json.dumps(record.to_dict(), indent=1))
+    return 0
+
+
+def _update(registry: Any, args: argparse.Namespace) -> int:
+    fields = _fields(args)
+    if not fields:
+        raise InputError("nothing to change: give at least one field flag")
+    registry.update(args.instance_id, **fields)
+    return 0
+
+
+def _remove(registry: Any, args: argparse.Namespace) -> int:
+    missing = [i for i in args.instance_ids if not registry.delete(i)]
+    for instance_id in missing:
+        print(f"cloudseed instances rm: no instance {instance_id}", file=sys.stderr)
+    return 1 if missing else 0
+
+
+_ACTIONS = {"add": _add, "list": _list, "show": _show, "update": _update, "rm": _remove}

@@ -1,0 +1,58 @@
+"""``cloudseed serve``: run the metadata server (OpenStack, EC2, NoCloud APIs; admin API)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+HELP = "run the metadata server (OpenStack, EC2/IMDSv2, NoCloud) for the instances in a registry"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", help="SQLite file (default /var/lib/cloudseed/server.db) or postgresql:// URL")
+    parser.add_argument("--listen", action="append", metavar="HOST:PORT[=NETWORK]",
+                        help="metadata listener; =NETWORK scopes source addresses to that network (repeatable)")
+    parser.add_argument("--admin-listen", metavar="HOST:PORT", help="admin API, /metrics and /health listener")
+    parser.add_argument("--admin-token-file", metavar="FILE", help="bearer token for the admin API")
+    parser.add_argument("--proxy", action="append", metavar="ADDRESS|CIDR", dest="proxies",
+                        help="trusted metadata proxy (repeatable); needs --proxy-secret-file")
+    parser.add_argument("--proxy-secret-file", metavar="FILE", help="HMAC-SHA256 key proxies sign instance ids with")
+    parser.add_argument("--imds-tokens", choices=("optional", "required"), help="require IMDSv2 for everyone")
+    parser.add_argument("--token-hop-limit", type=int, help="IP TTL of IMDSv2 token replies (default 1)")
+    parser.add_argument("--rate-limit", type=float, help="requests/s per source (0 disables; default 100)")
+    parser.add_argument("--rate-burst", type=int, help="burst size per source (default 300)")
+    parser.add_argument("--access-log", metavar="FILE", help="JSON access log: FILE, - for stderr, '' to disable")
+    parser.add_argument("--region", help="EC2 region (default: availability zone minus its last letter)")
+    parser.add_argument("--reuse-port", action="store_true", default=None,
+                        help="SO_REUSEPORT, to run several server processes on one port")
+    parser.add_argument("--config", metavar="FILE", help="YAML settings file; flags override it")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudseed.provider.registry import RegistryError
+    from cloudseed.provider.server.config import ConfigError, admin_token_from_environment, load_config
+    from cloudseed.provider.server.service import serve
+
+    logging.basicConfig(level=logging.DEBUG if getattr(args, "debug", False) else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    overrides = {
+        "db": args.db, "listen": args.listen, "admin_listen": args.admin_listen,
+        "admin_token_file": args.admin_token_file, "proxies": args.proxies,
+        "proxy_shared_secret_file": args.proxy_secret_file, "imds_tokens": args.imds_tokens,
+        "token_hop_limit": args.token_hop_limit, "rate_limit": args.rate_limit, "rate_burst": args.rate_burst,
+        "access_log": args.access_log, "region": args.region, "reuse_port": args.reuse_port,
+    }
+    try:
+        config = load_config(args.config, overrides)
+    except ConfigError as error:
+        print(f"cloudseed serve: {error}", file=sys.stderr)
+        return 2
+    if config.admin_token is None:
+        config.admin_token = admin_token_from_environment()
+    try:
+        return asyncio.run(serve(config))
+    except (OSError, RegistryError) as error:
+        print(f"cloudseed serve: {error}", file=sys.stderr)
+        return 1

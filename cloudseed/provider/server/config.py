@@ -1,0 +1,168 @@
+"""Server settings: a YAML config file, overridden by command-line flags, checked up front.
+
+Every key of the file is documented in docs/metadata-server.md; an unknown key or a bad value
+is an error naming the key (and the file), before anything listens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+from typing import Any, Optional
+
+from cloudseed.provider.registry import DEFAULT_DB
+
+
+class ConfigError(ValueError):
+    """A bad setting; the message names the key and where it came from."""
+
+
+@dataclasses.dataclass
+class ListenSpec:
+    host: str
+    port: int
+    network: Optional[str] = None
+
+
+@dataclasses.dataclass
+class ServerConfig:
+    db: str = DEFAULT_DB
+    listen: list[ListenSpec] = dataclasses.field(default_factory=lambda: [ListenSpec("169.254.169.254", 80)])
+    admin_listen: Optional[ListenSpec] = None
+    admin_token: Optional[str] = None
+    proxies: list[Any] = dataclasses.field(default_factory=list)  # ip_network objects
+    proxy_shared_secret: Optional[str] = None
+    imds_tokens: str = "optional"  # "required": IMDSv1 refused for every instance
+    token_hop_limit: int = 1
+    rate_limit: float = 100.0  # requests per second per source; 0 disables
+    rate_burst: int = 300
+    access_log: str = "-"  # "-" stderr, "" off, else a file path
+    region: str = ""
+    max_admin_body: int = 1024 * 1024
+    reuse_port: bool = False
+
+
+_KEYS = {f.name for f in dataclasses.fields(ServerConfig)} | {"admin_token_file", "proxy_shared_secret_file"}
+
+
+def parse_listen(spec: str, where: str = "--listen") -> ListenSpec:
+    """``HOST:PORT``, ``[V6]:PORT``, optionally ``=NETWORK`` (the network its clients are on)."""
+    address, _, network = spec.partition("=")
+    if address.startswith("["):
+        host, sep, port = address[1:].partition("]:")
+    else:
+        host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{where}: {spec!r} is not HOST:PORT[=NETWORK]")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise ConfigError(f"{where}: {host!r} is not an IP address")
+    return ListenSpec(host, int(port), network or None)
+
+
+def load_config(path: Optional[str], overrides: dict[str, Any]) -> ServerConfig:
+    """Settings from the YAML file at ``path`` (if any) with ``overrides`` (flags) on top."""
+    raw: dict[str, Any] = {}
+    if path:
+        import yaml
+
+        try:
+            with open(path, encoding="utf-8") as handle:
+                raw = yaml.safe_load(handle) or {}
+        except OSError as error:
+            raise ConfigError(f"{path}: cannot read: {error.strerror}")
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: invalid YAML: {error}")
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: must be a mapping of settings")
+    where = path or "flags"
+    for key in raw:
+        if key not in _KEYS:
+            raise ConfigError(f"{where}: unknown setting {key!r} (known: {', '.join(sorted(_KEYS))})")
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    config = ServerConfig()
+    for key, value in raw.items():
+        setter = _SETTERS.get(key)
+        try:
+            if setter:
+                setter(config, value)
+            else:
+                setattr(config, key, _typed(key, value, type(getattr(config, key))))
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}")
+    if config.proxies and not config.proxy_shared_secret:
+        raise ConfigError(f"{where}: proxies need proxy_shared_secret (the HMAC key the proxy signs with)")
+    if config.imds_tokens not in ("optional", "required"):
+        raise ConfigError(f"{where}: imds_tokens must be 'optional' or 'required'")
+    if not 1 <= config.token_hop_limit <= 64:
+        raise ConfigError(f"{where}: token_hop_limit must be 1-64")
+    return config
+
+
+def _typed(key: str, value: Any, kind: type) -> Any:
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} must be true or false")
+        return value
+    if kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"{key} must be a non-negative number")
+        return kind(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"{key} must be a string")
+    return value
+
+
+def _set_listen(config: ServerConfig, value: Any) -> None:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values:
+        raise ConfigError("listen must be a list of HOST:PORT[=NETWORK]")
+    config.listen = [v if isinstance(v, ListenSpec) else parse_listen(str(v), "listen") for v in values]
+
+
+def _set_admin_listen(config: ServerConfig, value: Any) -> None:
+    config.admin_listen = value if isinstance(value, ListenSpec) else parse_listen(str(value), "admin_listen")
+
+
+def _set_proxies(config: ServerConfig, value: Any) -> None:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list):
+        raise ConfigError("proxies must be a list of addresses or CIDRs")
+    try:
+        config.proxies = [ipaddress.ip_network(str(v), strict=False) for v in values]
+    except ValueError as error:
+        raise ConfigError(f"proxies: {error}")
+
+
+def _secret_from_file(attribute: str) -> Any:
+    def setter(config: ServerConfig, value: Any) -> None:
+        try:
+            with open(str(value), encoding="utf-8") as handle:
+                setattr(config, attribute, handle.read().strip())
+        except OSError as error:
+            raise ConfigError(f"{attribute}_file: cannot read {value}: {error.strerror}")
+        if not getattr(config, attribute):
+            raise ConfigError(f"{attribute}_file: {value} is empty")
+    return setter
+
+
+def _set_secret(attribute: str) -> Any:
+    def setter(config: ServerConfig, value: Any) -> None:
+        if not isinstance(value, str) or len(value) < 16:
+            raise ConfigError(f"{attribute} must be a string of at least 16 characters")
+        setattr(config, attribute, value)
+    return setter
+
+
+_SETTERS = {
+    "listen": _set_listen, "admin_listen": _set_admin_listen, "proxies": _set_proxies,
+    "admin_token": _set_secret("admin_token"), "proxy_shared_secret": _set_secret("proxy_shared_secret"),
+    "admin_token_file": _secret_from_file("admin_token"),
+    "proxy_shared_secret_file": _secret_from_file("proxy_shared_secret"),
+}
+
+
+def admin_token_from_environment() -> Optional[str]:
+    return os.environ.get("CLOUDSEED_ADMIN_TOKEN") or None

@@ -1,0 +1,268 @@
+"""A minimal, fast HTTP/1.1 server on asyncio protocols: keep-alive, pipelining, strict limits.
+
+Only what metadata clients need: request line, headers, a Content-Length body (no chunked
+request bodies), HTTP/1.0 and 1.1 keep-alive rules. A handler returns a ``Response`` (fast path,
+no task created) or an awaitable of one; responses on one connection go out in request order.
+Malformed requests get a 400 naming the problem and the connection is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from typing import Any, Awaitable, Callable, Optional, Union
+from urllib.parse import unquote
+
+MAX_HEAD = 16 * 1024
+IDLE_TIMEOUT = 60.0
+
+REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
+           403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+           411: "Length Required", 413: "Payload Too Large", 429: "Too Many Requests",
+           431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
+           503: "Service Unavailable", 505: "HTTP Version Not Supported"}
+
+
+class Response:
+    """Status, headers and body; the encoded head is computed once and may be cached."""
+
+    __slots__ = ("status", "body", "content_type", "headers", "_encoded", "ip_ttl")
+
+    def __init__(self, status: int, body: Union[bytes, str] = b"", content_type: str = "text/plain",
+                 headers: Optional[list[tuple[str, str]]] = None, ip_ttl: Optional[int] = None):
+        self.status = status
+        self.body = body.encode("utf-8") if isinstance(body, str) else body
+        self.content_type = content_type
+        self.headers = headers or []
+        self._encoded: Optional[bytes] = None
+        self.ip_ttl = ip_ttl  # set the reply socket's IP TTL first (IMDSv2 hop limit)
+
+    def encode(self, keep_alive: bool, head_only: bool = False) -> bytes:
+        if keep_alive and not head_only:
+            if self._encoded is None:
+                self._encoded = self._head(True) + self.body
+            return self._encoded
+        head = self._head(keep_alive)
+        return head if head_only else head + self.body
+
+    def _head(self, keep_alive: bool) -> bytes:
+        lines = [f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Unknown')}",
+                 f"Content-Type: {self.content_type}", f"Content-Length: {len(self.body)}",
+                 "Server: cloudseed"]
+        lines.extend(f"{name}: {value}" for name, value in self.headers)
+        if not keep_alive:
+            lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def text_error(status: int, message: str, headers: Optional[list[tuple[str, str]]] = None) -> Response:
+    return Response(status, message.rstrip("\n") + "\n", headers=headers)
+
+
+class Request:
+    """One parsed request. ``headers`` keys are lower case; ``path`` is percent-decoded."""
+
+    __slots__ = ("method", "target", "path", "query", "version", "headers", "body", "peer", "listener",
+                 "started", "instance_id", "client")
+
+    def __init__(self, method: str, target: str, version: str, headers: dict[str, str], body: bytes,
+                 peer: str, listener: Any):
+        self.method = method
+        self.target = target
+        path, _, self.query = target.partition("?")
+        self.path = unquote(path) if "%" in path else path
+        self.version = version
+        self.headers = headers
+        self.body = body
+        self.peer = peer
+        self.listener = listener
+        self.started = time.perf_counter()
+        self.instance_id = ""  # who asked, once identified (access log)
+        self.client = peer  # the instance's address (X-Forwarded-For from a trusted proxy)
+
+
+Handler = Callable[[Request], Union[Response, Awaitable[Response]]]
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class HTTPProtocol(asyncio.Protocol):
+    """One client connection."""
+
+    def __init__(self, handler: Handler, listener: Any, connections: set, max_body: int):
+        self.handler = handler
+        self.listener = listener
+        self.connections = connections
+        self.max_body = max_body
+        self.transport: Optional[asyncio.Transport] = None
+        self.buffer = bytearray()
+        self.peer = ""
+        self.busy = False  # a handler task is running; hold further requests
+        self.closing = False
+        self.last_active = time.monotonic()
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = peer[0] if peer else ""
+        if self.peer.startswith("::ffff:"):
+            self.peer = self.peer[7:]
+        self.connections.add(self)
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self.connections.discard(self)
+        self.closing = True
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        self.buffer += data
+        if not self.busy:
+            self._process()
+
+    def idle_for(self, now: float) -> float:
+        return 0.0 if self.busy else now - self.last_active
+
+    def close(self) -> None:
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def _process(self) -> None:
+        while self.buffer and not self.closing:
+            try:
+                request = self._parse()
+            except BadRequest as error:
+                self._send(text_error(error.status, f"bad request: {error}"), None, keep_alive=False)
+                return
+            if request is None:
+                return
+            keep_alive = _wants_keep_alive(request)
+            try:
+                result = self.handler(request)
+            except Exception:  # a handler bug must not kill the connection loop silently
+                import logging
+
+                logging.getLogger("cloudseed.server").exception("handler failed for %s", request.path)
+                result = text_error(500, "internal error")
+            if isinstance(result, Response):
+                self._send(result, request, keep_alive)
+            else:
+                self.busy = True
+                task = asyncio.ensure_future(result)
+                task.add_done_callback(lambda t, r=request, k=keep_alive: self._finished(t, r, k))
+                return
+
+    def _finished(self, task: asyncio.Future, request: Request, keep_alive: bool) -> None:
+        self.busy = False
+        try:
+            response = task.result()
+        except Exception:
+            import logging
+
+            logging.getLogger("cloudseed.server").exception("handler failed for %s", request.path)
+            response = text_error(500, "internal error")
+        self._send(response, request, keep_alive)
+        if not self.closing:
+            self._process()
+
+    def _send(self, response: Response, request: Optional[Request], keep_alive: bool) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if response.ip_ttl is not None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    if sock.family == socket.AF_INET6:
+                        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, response.ip_ttl)
+                    else:
+                        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, response.ip_ttl)
+                except OSError:
+                    pass
+        head_only = request is not None and request.method == "HEAD"
+        transport.write(response.encode(keep_alive, head_only))
+        if request is not None and self.listener.on_response is not None:
+            self.listener.on_response(request, response)
+        if not keep_alive:
+            self.closing = True
+            transport.close()
+
+    def _parse(self) -> Optional[Request]:
+        buffer = self.buffer
+        end = buffer.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buffer) > MAX_HEAD:
+                raise BadRequest(431, f"request head larger than {MAX_HEAD} bytes")
+            return None
+        if end > MAX_HEAD:
+            raise BadRequest(431, f"request head larger than {MAX_HEAD} bytes")
+        head = bytes(buffer[:end]).decode("latin-1")
+        lines = head.split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            raise BadRequest(400, f"malformed request line {lines[0][:80]!r}")
+        method, target, version = parts
+        if not target.startswith("/"):
+            raise BadRequest(400, f"request target {target[:80]!r} must start with /")
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip():
+                raise BadRequest(400, f"malformed header line {line[:80]!r}")
+            name = name.lower()
+            value = value.strip()
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        body_start = end + 4
+        length = 0
+        if "transfer-encoding" in headers:
+            raise BadRequest(411, "chunked request bodies are not supported; send Content-Length")
+        if "content-length" in headers:
+            raw = headers["content-length"]
+            if not raw.isdigit():
+                raise BadRequest(400, f"Content-Length {raw[:20]!r} is not a number")
+            length = int(raw)
+            if length > self.max_body:
+                raise BadRequest(413, f"request body of {length} bytes exceeds the limit of {self.max_body}")
+        if len(buffer) < body_start + length:
+            return None
+        body = bytes(buffer[body_start:body_start + length])
+        del buffer[:body_start + length]
+        return Request(method, target, version, headers, body, self.peer, self.listener)
+
+
+def _wants_keep_alive(request: Request) -> bool:
+    connection = request.headers.get("connection", "").lower()
+    if request.version == "HTTP/1.0":
+        return "keep-alive" in connection
+    return "close" not in connection
+
+
+class Listener:
+    """A bound socket plus what the application needs to know about it (its network)."""
+
+    def __init__(self, host: str, port: int, network: Optional[str], kind: str = "metadata"):
+        self.host = host
+        self.port = port
+        self.network = network
+        self.kind = kind
+        self.server: Optional[asyncio.base_events.Server] = None
+        self.on_response: Optional[Callable[[Request, Response], None]] = None
+
+    def __repr__(self) -> str:
+        suffix = f"={self.network}" if self.network else ""
+        return f"{self.kind} {self.host}:{self.port}{suffix}"
+
+
+async def start_listener(listener: Listener, handler: Handler, connections: set, max_body: int,
+                         reuse_port: bool = False) -> None:
+    loop = asyncio.get_running_loop()
+    listener.server = await loop.create_server(
+        lambda: HTTPProtocol(handler, listener, connections, max_body), listener.host, listener.port,
+        reuse_address=True, reuse_port=reuse_port or None, backlog=4096)
+    if listener.port == 0:
+        listener.port = listener.server.sockets[0].getsockname()[1]

@@ -1,0 +1,66 @@
+"""IMDSv2 session tokens: ``PUT /latest/api/token`` and their checks on every EC2 request.
+
+A token is stateless: ``instance_id.expiry.nonce`` plus an HMAC-SHA256 over it with a key every
+server sharing the registry agrees on, so any server accepts a token another one issued. A
+token is bound to the instance that asked for it; another instance presenting it gets 401.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import time
+from typing import Optional
+
+TOKEN_HEADER = "x-aws-ec2-metadata-token"
+TTL_HEADER = "x-aws-ec2-metadata-token-ttl-seconds"
+MAX_TTL = 21600
+
+
+class TokenError(Exception):
+    """Why a token request or a token was refused; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class TokenIssuer:
+    def __init__(self, key: bytes):
+        self.key = key
+
+    def parse_ttl(self, raw: Optional[str]) -> int:
+        if raw is None:
+            raise TokenError(400, "missing X-aws-ec2-metadata-token-ttl-seconds header")
+        raw = raw.strip()
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_TTL:
+            raise TokenError(400, f"X-aws-ec2-metadata-token-ttl-seconds must be an integer from 1 to {MAX_TTL}"
+                                  f", got {raw[:20]!r}")
+        return int(raw)
+
+    def issue(self, instance_id: str, ttl: int) -> str:
+        payload = f"{instance_id}.{int(time.time()) + ttl}.{os.urandom(6).hex()}".encode()
+        return (base64.urlsafe_b64encode(payload).decode().rstrip("=") + "." + self._mac(payload))
+
+    def check(self, token: str, instance_id: str) -> None:
+        """Raise TokenError(401) unless ``token`` is valid, unexpired and ``instance_id``'s."""
+        encoded, _, mac = token.strip().rpartition(".")
+        try:
+            payload = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        except ValueError:
+            raise TokenError(401, "invalid IMDSv2 token")
+        if not encoded or not hmac.compare_digest(self._mac(payload), mac):
+            raise TokenError(401, "invalid IMDSv2 token")
+        parts = payload.decode("utf-8", "replace").rsplit(".", 2)
+        if len(parts) != 3:
+            raise TokenError(401, "invalid IMDSv2 token")
+        owner, expiry, _nonce = parts
+        if owner != instance_id:
+            raise TokenError(401, "IMDSv2 token was issued to another instance")
+        if not expiry.isdigit() or int(expiry) < time.time():
+            raise TokenError(401, "IMDSv2 token has expired")
+
+    def _mac(self, payload: bytes) -> str:
+        return hmac.new(self.key, payload, hashlib.sha256).hexdigest()[:32]

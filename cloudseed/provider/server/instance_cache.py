@@ -1,0 +1,121 @@
+"""In-memory view of the registry for the hot path: who is at an address, rendered responses.
+
+A hit costs two dict lookups. Misses are loaded from the registry on one worker thread. A
+watcher thread follows the registry's change log (``changes_since``; PostgreSQL NOTIFY wakes it
+at once) and drops changed instances; loads that raced with a change are used once, not cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any, Callable, Optional
+
+from cloudseed.provider.registry import InstanceRecord, Registry
+
+MISSING = object()  # not in the cache: ask the registry
+AMBIGUOUS = "ambiguous"  # address on several networks, listener has no network
+
+
+class CachedInstance:
+    """A record and the responses already rendered for it (path key -> Response or factory)."""
+
+    __slots__ = ("record", "responses")
+
+    def __init__(self, record: InstanceRecord):
+        self.record = record
+        self.responses: dict[str, Any] = {}
+
+
+class InstanceCache:
+    def __init__(self, registry: Registry, executor: concurrent.futures.Executor):
+        self.registry = registry
+        self.executor = executor
+        self.instances: dict[str, Optional[CachedInstance]] = {}
+        self.addresses: dict[tuple[Optional[str], str], Any] = {}  # -> instance id, None or AMBIGUOUS
+        self.generation = 0
+        self.invalidations = 0
+        self._seq = -1
+        self._stop = threading.Event()
+        self._watcher: Optional[threading.Thread] = None
+
+    # -- hot path --------------------------------------------------------------------------
+    def cached_by_address(self, network: Optional[str], address: str) -> Any:
+        """CachedInstance, None (nobody), AMBIGUOUS, or MISSING (call ``by_address``)."""
+        found = self.addresses.get((network, address), MISSING)
+        if found is MISSING or found is None or found is AMBIGUOUS:
+            return found
+        return self.instances.get(found, MISSING)
+
+    def cached(self, instance_id: str) -> Any:
+        return self.instances.get(instance_id, MISSING)
+
+    # -- loads -----------------------------------------------------------------------------
+    async def by_address(self, network: Optional[str], address: str) -> Any:
+        generation = self.generation
+        ids = await self.run(self.registry.find_by_address, address, network)
+        if len(ids) > 1:
+            found: Any = AMBIGUOUS
+        else:
+            found = ids[0] if ids else None
+        if generation == self.generation:
+            self.addresses[(network, address)] = found
+        if found is None or found is AMBIGUOUS:
+            return found
+        return await self.by_id(found)
+
+    async def by_id(self, instance_id: str) -> Optional[CachedInstance]:
+        cached = self.instances.get(instance_id, MISSING)
+        if cached is not MISSING:
+            return cached  # type: ignore[return-value]
+        generation = self.generation
+        record = await self.run(self.registry.get, instance_id)
+        entry = CachedInstance(record) if record is not None else None
+        if generation == self.generation:
+            self.instances[instance_id] = entry
+        return entry
+
+    async def run(self, function: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+
+    # -- invalidation ----------------------------------------------------------------------
+    def invalidate(self, instance_ids: list[str]) -> None:
+        """Forget these instances and every address mapping that might involve them."""
+        self.generation += 1
+        self.invalidations += len(instance_ids)
+        changed = set(instance_ids)
+        for instance_id in changed:
+            self.instances.pop(instance_id, None)
+        # addresses may have moved between instances: drop mappings to changed ids and every
+        # negative or ambiguous answer (a changed instance may now hold that address)
+        for key in [k for k, v in self.addresses.items() if v is None or v is AMBIGUOUS or v in changed]:
+            del self.addresses[key]
+
+    def start_watching(self, loop: asyncio.AbstractEventLoop, poll_timeout: float = 1.0) -> None:
+        self._seq, _ = self.registry.changes_since(-1)
+
+        def watch() -> None:
+            while not self._stop.is_set():
+                try:
+                    self.registry.wait_for_change(poll_timeout)
+                    if self._stop.is_set():
+                        return
+                    seq, ids = self.registry.changes_since(self._seq)
+                except Exception:  # database hiccup: keep serving from cache, retry
+                    import logging
+
+                    logging.getLogger("cloudseed.server").exception("watching registry changes failed")
+                    self._stop.wait(1.0)
+                    continue
+                self._seq = seq
+                if ids:
+                    loop.call_soon_threadsafe(self.invalidate, ids)
+
+        self._watcher = threading.Thread(target=watch, name="registry-watcher", daemon=True)
+        self._watcher.start()
+
+    def stop_watching(self) -> None:
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join(3)

@@ -1,0 +1,295 @@
+"""The metadata application: who is asking, then the OpenStack, EC2 or NoCloud answer for them.
+
+Identity: a direct client is the instance holding its source address on the listener's network
+(any network when the listener has none, refused when that is ambiguous). A configured proxy
+names the instance with ``X-Instance-ID`` signed by ``X-Instance-ID-Signature`` (HMAC-SHA256
+with the shared secret, checked in constant time) and, when it also sends ``X-Forwarded-For``
+and ``X-Neutron-Network-ID``, they must match the instance. The same headers from anyone else
+are ignored. Every route only ever reads the identified instance's own record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from typing import Any, Awaitable, Optional, Union
+from urllib.parse import parse_qsl
+
+from cloudseed.provider.registry import Registry
+from cloudseed.provider.registry.record import MAX_PASSWORD as MAX_PASSWORD_BYTES
+from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api
+from cloudseed.provider.server.config import ServerConfig
+from cloudseed.provider.server.http import Request, Response, text_error
+from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
+from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance, InstanceCache
+from cloudseed.provider.server.rate_limit import RateLimiter
+
+Answer = Union[Response, Awaitable[Response]]
+READ_METHODS = ("GET", "HEAD")
+MAX_PHONE_HOME = 64 * 1024
+
+_NOT_FOUND = text_error(404, "not found")
+_NO_INSTANCE = text_error(404, "no instance is registered for this address")
+
+
+class MetadataApp:
+    def __init__(self, config: ServerConfig, registry: Registry, cache: InstanceCache, tokens: TokenIssuer,
+                 limiter: RateLimiter, metrics: Any):
+        self.config = config
+        self.registry = registry
+        self.cache = cache
+        self.tokens = tokens
+        self.limiter = limiter
+        self.metrics = metrics
+        self.proxy_secret = (config.proxy_shared_secret or "").encode()
+        self._proxy_peers: dict[str, bool] = {}
+        self._ec2_versions = ec2_api.versions_listing()
+        self._os_versions = openstack_api.versions_listing()
+
+    # -- entry point -----------------------------------------------------------------------
+    def handle(self, request: Request) -> Answer:
+        proxied = self._is_proxy(request.peer)
+        if proxied:
+            forwarded = request.headers.get("x-forwarded-for", "")
+            request.client = forwarded.split(",")[-1].strip() or request.peer
+        if self.limiter.rate > 0:
+            wait = self.limiter.retry_after(request.client)
+            if wait is not None:
+                self.metrics.rate_limited += 1
+                return text_error(429, f"rate limit exceeded for {request.client}: at most "
+                                       f"{self.limiter.rate:g} requests/s (bursts of {self.limiter.burst}); "
+                                       f"retry after {wait}s", [("Retry-After", str(wait))])
+        if proxied:
+            instance = self._proxy_identity(request)
+        else:
+            instance = self.cache.cached_by_address(request.listener.network, request.peer)
+        if instance is MISSING:
+            return self._identify_then_answer(request, proxied)
+        return self._answer(request, instance)
+
+    async def _identify_then_answer(self, request: Request, proxied: bool) -> Response:
+        if proxied:
+            instance = await self.cache.by_id(request.headers["x-instance-id"].strip())
+            instance = self._check_proxy_claims(request, instance)
+        else:
+            instance = await self.cache.by_address(request.listener.network, request.peer)
+        answer = self._answer(request, instance)
+        return answer if isinstance(answer, Response) else await answer
+
+    def _answer(self, request: Request, instance: Any) -> Answer:
+        if isinstance(instance, Response):
+            return instance
+        if instance is AMBIGUOUS:
+            return text_error(403, f"address {request.client} belongs to instances on several networks; "
+                                   "this listener must name its network (--listen HOST:PORT=NETWORK)")
+        if instance is None:
+            return _NO_INSTANCE
+        request.instance_id = instance.record.instance_id
+        return self._route(request, instance)
+
+    # -- identity --------------------------------------------------------------------------
+    def _is_proxy(self, peer: str) -> bool:
+        if not self.config.proxies:
+            return False
+        known = self._proxy_peers.get(peer)
+        if known is None:
+            try:
+                address = ipaddress.ip_address(peer)
+                known = any(address in network for network in self.config.proxies)
+            except ValueError:
+                known = False
+            if len(self._proxy_peers) < 100_000:
+                self._proxy_peers[peer] = known
+        return known
+
+    def _proxy_identity(self, request: Request) -> Any:
+        instance_id = request.headers.get("x-instance-id", "").strip()
+        signature = request.headers.get("x-instance-id-signature", "").strip()
+        if not instance_id or not signature:
+            return text_error(403, "proxied request without X-Instance-ID and X-Instance-ID-Signature")
+        expected = hmac.new(self.proxy_secret, instance_id.encode(), hashlib.sha256).hexdigest()
+        if not hmac.compare_digest(expected.encode(), signature.lower().encode()):
+            return text_error(403, "X-Instance-ID-Signature does not match X-Instance-ID")
+        instance = self.cache.cached(instance_id)
+        if instance is MISSING:
+            return MISSING
+        return self._check_proxy_claims(request, instance)
+
+    def _check_proxy_claims(self, request: Request, instance: Optional[CachedInstance]) -> Any:
+        if isinstance(instance, Response) or instance is None:
+            return instance
+        network = request.headers.get("x-neutron-network-id") or request.headers.get("x-network-id")
+        forwarded = request.headers.get("x-forwarded-for")
+        if forwarded and network:
+            address = request.client
+            if not any(a["address"] == address and a["network"] == network for a in instance.record.addresses):
+                return text_error(403, f"instance {instance.record.instance_id} has no address {address} "
+                                       f"on network {network}")
+        return instance
+
+    # -- routing ---------------------------------------------------------------------------
+    def _route(self, request: Request, instance: CachedInstance) -> Answer:
+        path = request.path
+        if path.startswith("/openstack"):
+            return self._openstack(request, instance, path[len("/openstack"):])
+        if path.startswith("/nocloud"):
+            return self._nocloud(request, instance, path[len("/nocloud"):])
+        if path.startswith("/phone-home"):
+            return self._phone_home(request, instance, path[len("/phone-home"):])
+        return self._ec2(request, instance, path)
+
+    def _cached(self, instance: CachedInstance, key: str, render: Any) -> Response:
+        found = instance.responses.get(key)
+        if found is None:
+            found = render()
+            if found is None:
+                return _NOT_FOUND
+            instance.responses[key] = found
+        return found if isinstance(found, Response) else found()
+
+    def _openstack(self, request: Request, instance: CachedInstance, rest: str) -> Answer:
+        parts = [p for p in rest.split("/") if p]
+        if rest and not rest.startswith("/"):
+            return _NOT_FOUND
+        if len(parts) > 2:
+            return _NOT_FOUND
+        if len(parts) == 2 and parts[1] == "password":
+            return self._password(request, instance, parts[0])
+        if request.method not in READ_METHODS:
+            return _method_not_allowed("GET, HEAD")
+        if not parts:
+            return self._os_versions
+        version = openstack_api.resolve_version(parts[0])
+        if version is None:
+            return _NOT_FOUND
+        name = parts[1] if len(parts) == 2 else ""
+        record = instance.record
+        return self._cached(instance, f"os/{version}/{name}", lambda: openstack_api.render(record, version, name))
+
+    def _password(self, request: Request, instance: CachedInstance, version: str) -> Answer:
+        resolved = openstack_api.resolve_version(version)
+        if resolved is None or resolved < openstack_api.GRIZZLY:
+            return _NOT_FOUND
+        if request.method in READ_METHODS:
+            return Response(200, instance.record.password or "")
+        if request.method != "POST":
+            return _method_not_allowed("GET, HEAD, POST")
+        if len(request.body) > MAX_PASSWORD_BYTES:
+            return text_error(400, f"password is {len(request.body)} bytes, the limit is {MAX_PASSWORD_BYTES}")
+        if not request.body:
+            return text_error(400, "password: empty body")
+        try:
+            password = request.body.decode("utf-8")
+        except UnicodeDecodeError:
+            return text_error(400, "password: not UTF-8 text")
+        if instance.record.password is not None:
+            return text_error(409, "password already set; an operator must clear it first")
+        return self._store_password(instance.record.instance_id, password)
+
+    async def _store_password(self, instance_id: str, password: str) -> Response:
+        stored = await self.cache.run(self.registry.set_password_once, instance_id, password)
+        if not stored:
+            return text_error(409, "password already set; an operator must clear it first")
+        self.cache.invalidate([instance_id])
+        return Response(200, "")
+
+    def _nocloud(self, request: Request, instance: CachedInstance, rest: str) -> Answer:
+        if rest and not rest.startswith("/"):
+            return _NOT_FOUND
+        if request.method not in READ_METHODS:
+            return _method_not_allowed("GET, HEAD")
+        parts = [p for p in rest.split("/") if p]
+        if len(parts) == 2 or (len(parts) == 1 and parts[0] not in nocloud_api.FILES):
+            if parts[0] != instance.record.instance_id:
+                return text_error(403, "this path belongs to another instance")
+            parts = parts[1:]
+        if len(parts) > 1:
+            return _NOT_FOUND
+        name = parts[0] if parts else ""
+        record = instance.record
+        return self._cached(instance, f"nc/{name}", lambda: nocloud_api.render(record, name))
+
+    def _ec2(self, request: Request, instance: CachedInstance, path: str) -> Answer:
+        if path == "/latest/api/token":
+            return self._token(request, instance)
+        parts = path.split("/", 2)  # "", version, rest
+        version = parts[1] if len(parts) > 1 else ""
+        resolved = ec2_api.resolve_version(version) if version else ""
+        if resolved is None:
+            return _NOT_FOUND
+        refused = self._check_token(request, instance)
+        if refused is not None:
+            return refused
+        if request.method not in READ_METHODS:
+            return _method_not_allowed("GET, HEAD")
+        if not version:
+            return self._ec2_versions
+        subpath = parts[2] if len(parts) > 2 else ""
+        record = instance.record
+        region = self.config.region
+        return self._cached(instance, f"ec2/{resolved}/{subpath.strip('/')}",
+                            lambda: ec2_api.render(record, resolved, subpath, region))
+
+    def _check_token(self, request: Request, instance: CachedInstance) -> Optional[Response]:
+        token = request.headers.get(TOKEN_HEADER)
+        if token is None:
+            if instance.record.imds_tokens == "required" or self.config.imds_tokens == "required":
+                return text_error(401, "IMDSv2 token required: PUT /latest/api/token first")
+            return None
+        try:
+            self.tokens.check(token, instance.record.instance_id)
+        except TokenError as error:
+            return text_error(error.status, str(error))
+        return None
+
+    def _token(self, request: Request, instance: CachedInstance) -> Response:
+        if request.method != "PUT":
+            return _method_not_allowed("PUT")
+        forwarded = request.headers.get("x-forwarded-for")
+        if forwarded is not None and (request.client == request.peer or "," in forwarded):
+            return text_error(403, "token requests carrying X-Forwarded-For are refused")
+        try:
+            ttl = self.tokens.parse_ttl(request.headers.get(TTL_HEADER))
+        except TokenError as error:
+            return text_error(error.status, str(error))
+        token = self.tokens.issue(instance.record.instance_id, ttl)
+        return Response(200, token, headers=[("X-aws-ec2-metadata-token-ttl-seconds", str(ttl))],
+                        ip_ttl=self.config.token_hop_limit)
+
+    def _phone_home(self, request: Request, instance: CachedInstance, rest: str) -> Answer:
+        if request.method != "POST":
+            return _method_not_allowed("POST")
+        claimed_path = rest.strip("/")
+        if claimed_path and claimed_path != instance.record.instance_id:
+            return text_error(403, "this path belongs to another instance")
+        if len(request.body) > MAX_PHONE_HOME:
+            return text_error(413, f"phone_home body is {len(request.body)} bytes, the limit is {MAX_PHONE_HOME}")
+        content_type = request.headers.get("content-type", "application/x-www-form-urlencoded")
+        if "json" in content_type:
+            import json
+
+            try:
+                fields = json.loads(request.body or b"{}")
+            except ValueError as error:
+                return text_error(400, f"phone_home body is not JSON: {error}")
+            if not isinstance(fields, dict):
+                return text_error(400, "phone_home body must be a JSON object")
+        else:
+            try:
+                fields = dict(parse_qsl(request.body.decode("utf-8"), keep_blank_values=True, strict_parsing=False))
+            except UnicodeDecodeError:
+                return text_error(400, "phone_home body is not UTF-8 form data")
+        claimed = fields.get("instance_id")
+        if claimed not in (None, "", "N/A") and claimed != instance.record.instance_id:
+            return text_error(403, f"instance_id {claimed!r} is not the requesting instance")
+        return self._store_phone_home(instance.record.instance_id, request.client, fields)
+
+    async def _store_phone_home(self, instance_id: str, source: str, fields: dict) -> Response:
+        await self.cache.run(self.registry.add_phone_home, instance_id, source, fields)
+        return Response(200, "ok")
+
+
+def _method_not_allowed(allow: str) -> Response:
+    return text_error(405, f"method not allowed; use {allow}", [("Allow", allow)])
+

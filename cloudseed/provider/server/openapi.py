@@ -1,0 +1,89 @@
+"""The OpenAPI 3 description of the admin API, served at ``/openapi.json`` on the admin listener."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cloudseed.provider.registry import LIST_FILTERS
+
+
+def _instance_schema() -> dict[str, Any]:
+    string = {"type": "string"}
+    return {
+        "type": "object", "required": ["instance_id"], "additionalProperties": False,
+        "properties": {
+            "instance_id": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"},
+            "name": string, "hostname": string, "availability_zone": string, "project_id": string,
+            "addresses": {"type": "array", "items": {
+                "type": "object", "required": ["address"], "additionalProperties": False,
+                "properties": {"address": string, "network": string, "mac": string,
+                               "prefix": {"type": "integer"}, "public": {"type": "boolean"}}}},
+            "macs": {"type": "array", "items": string},
+            "ssh_keys": {"type": "array", "items": {
+                "type": "object", "required": ["data"],
+                "properties": {"name": string, "type": string, "data": string}}},
+            "user_data": {"type": ["string", "null"], "maxLength": 65536},
+            "user_data_b64": {"type": ["string", "null"], "description": "user-data as base64 (binary)"},
+            "vendor_data": {}, "vendor_data2": {},
+            "network_data": {"type": ["object", "null"], "description": "OpenStack network_data.json"},
+            "meta": {"type": "object"}, "tags": {"type": "array", "items": string},
+            "imds_tokens": {"enum": ["required", "optional"]},
+            "launch_index": {"type": "integer", "minimum": 0}, "instance_type": string, "ami_id": string,
+            "created_at": string,
+            "password_set": {"type": "boolean", "readOnly": True},
+        },
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    error_schema = {"schema": {"$ref": "#/components/schemas/Error"}}
+    error = {"description": "error", "content": {"application/json": error_schema}}
+    instance = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Instance"}}}}
+    id_param = {"name": "instance_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    filters = [{"name": name, "in": "query", "schema": {"type": "string"}} for name in LIST_FILTERS]
+    filters += [{"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 1000}},
+                {"name": "offset", "in": "query", "schema": {"type": "integer"}}]
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "cloudseed metadata server admin API", "version": "1"},
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {"Instance": _instance_schema(),
+                        "Error": {"type": "object", "properties": {"error": {"type": "string"},
+                                                                    "field": {"type": "string"}}}},
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/v1/instances": {
+                "get": {"summary": "List instances", "parameters": filters,
+                        "responses": {"200": {"description": "instances"}, "400": error, "401": error}},
+                "post": {"summary": "Register an instance", "requestBody": instance,
+                         "responses": {"201": instance | {"description": "created"}, "400": error, "401": error,
+                                       "409": error, "413": error}},
+            },
+            "/v1/instances/{instance_id}": {
+                "parameters": [id_param],
+                "get": {"summary": "Show an instance", "responses": {"200": instance | {"description": "ok"},
+                                                                      "404": error}},
+                "patch": {"summary": "Change some fields", "requestBody": instance,
+                          "responses": {"200": instance | {"description": "ok"}, "400": error, "404": error,
+                                        "409": error}},
+                "delete": {"summary": "Remove an instance", "responses": {"204": {"description": "gone"},
+                                                                           "404": error}},
+            },
+            "/v1/instances/{instance_id}/password": {
+                "parameters": [id_param],
+                "delete": {"summary": "Clear the guest-set password",
+                           "responses": {"204": {"description": "cleared"}, "404": error}},
+            },
+            "/v1/instances/{instance_id}/phone-home": {
+                "parameters": [id_param],
+                "get": {"summary": "phone_home posts received", "responses": {"200": {"description": "posts"},
+                                                                               "404": error}},
+            },
+            "/health": {"get": {"security": [], "summary": "Liveness and registry reachability",
+                                "responses": {"200": {"description": "ok"}, "503": error}}},
+            "/metrics": {"get": {"security": [], "summary": "Prometheus metrics",
+                                 "responses": {"200": {"description": "text exposition format"}}}},
+        },
+    }

@@ -1,0 +1,124 @@
+"""Running ``cloudseed serve``: open the registry, bind the listeners, serve until SIGTERM/SIGINT.
+
+Graceful shutdown: stop accepting, let requests in flight finish (up to ``drain_seconds``),
+close idle keep-alive connections, flush the access log, close the registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import signal
+import time
+from typing import Callable, Optional
+
+from cloudseed.provider.registry import open_registry
+from cloudseed.provider.server.access_log import AccessLog
+from cloudseed.provider.server.admin_app import AdminApp
+from cloudseed.provider.server.config import ServerConfig
+from cloudseed.provider.server.http import IDLE_TIMEOUT, Listener, Request, Response, start_listener
+from cloudseed.provider.server.imds_tokens import TokenIssuer
+from cloudseed.provider.server.instance_cache import InstanceCache
+from cloudseed.provider.server.metadata_app import MetadataApp
+from cloudseed.provider.server.metrics import Metrics
+from cloudseed.provider.server.rate_limit import RateLimiter
+
+LOG = logging.getLogger("cloudseed.server")
+MAX_METADATA_BODY = 64 * 1024
+
+
+def _api_of(path: str) -> str:
+    if path.startswith("/openstack"):
+        return "openstack"
+    if path.startswith("/nocloud"):
+        return "nocloud"
+    if path.startswith("/phone-home"):
+        return "phone_home"
+    if path == "/latest/api/token":
+        return "token"
+    return "ec2"
+
+
+async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]], None]] = None,
+                stop: Optional[asyncio.Event] = None, drain_seconds: float = 5.0) -> int:
+    loop = asyncio.get_running_loop()
+    registry = open_registry(config.db)
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="registry")
+    cache = InstanceCache(registry, executor)
+    metrics = Metrics()
+    metrics.gauges["cached_instances"] = lambda: len(cache.instances)
+    metrics.gauges["cache_invalidations_total"] = lambda: cache.invalidations
+    key = registry.shared_setting("imds_token_key", lambda: os.urandom(32).hex())
+    tokens = TokenIssuer(bytes.fromhex(key))
+    limiter = RateLimiter(config.rate_limit, config.rate_burst)
+    app = MetadataApp(config, registry, cache, tokens, limiter, metrics)
+    admin = AdminApp(registry, cache, metrics, config.admin_token)
+    log = AccessLog(config.access_log)
+    connections: set = set()
+
+    def on_response(request: Request, response: Response) -> None:
+        seconds = time.perf_counter() - request.started
+        api = "admin" if request.listener.kind == "admin" else _api_of(request.path)
+        metrics.observe(api, response.status, seconds)
+        if log.enabled:
+            log.write(request.client, request.instance_id, request.method, request.path, response.status,
+                      len(response.body), seconds)
+
+    listeners = [Listener(spec.host, spec.port, spec.network) for spec in config.listen]
+    if config.admin_listen is not None:
+        spec = config.admin_listen
+        listeners.append(Listener(spec.host, spec.port, None, kind="admin"))
+    try:
+        for listener in listeners:
+            listener.on_response = on_response
+            handler = admin.handle if listener.kind == "admin" else app.handle
+            body_limit = config.max_admin_body if listener.kind == "admin" else MAX_METADATA_BODY
+            await start_listener(listener, handler, connections, body_limit,  # type: ignore[arg-type]
+                                 reuse_port=config.reuse_port)
+    except OSError as error:
+        for listener in listeners:
+            if listener.server is not None:
+                listener.server.close()
+        registry.close()
+        raise OSError(error.errno, f"cannot listen on {listener.host}:{listener.port}: {error.strerror}")
+    cache.start_watching(loop)
+    stop = stop or asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(signum, stop.set)
+        except (NotImplementedError, RuntimeError):
+            pass
+    LOG.info("serving on %s", ", ".join(map(repr, listeners)))
+    if ready is not None:
+        ready(listeners)
+
+    async def housekeeping() -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            log.flush()
+            now = time.monotonic()
+            for connection in list(connections):
+                if connection.idle_for(now) > IDLE_TIMEOUT:
+                    connection.close()
+
+    chores = asyncio.ensure_future(housekeeping())
+    try:
+        await stop.wait()
+    finally:
+        LOG.info("shutting down")
+        for listener in listeners:
+            if listener.server is not None:
+                listener.server.close()
+        deadline = time.monotonic() + drain_seconds
+        while any(c.busy for c in connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for connection in list(connections):
+            connection.close()
+        chores.cancel()
+        cache.stop_watching()
+        executor.shutdown(wait=True)
+        log.close()
+        registry.close()
+    return 0
