@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "seed": "seed",
     "lab": "lab",
     "generator": "generator",
+    "install": "install",
 }
 
 

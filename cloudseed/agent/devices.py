@@ -80,7 +80,8 @@ def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iter
     if existing:
         yield existing
         return
-    target = tempfile.mkdtemp(prefix="cloudseed-seed-")
+    # /run is there from the first moment of boot; /tmp may not be mounted yet
+    target = tempfile.mkdtemp(prefix="cloudseed-seed-", dir="/run" if os.path.isdir("/run") else None)
     os.chmod(target, 0o700)
     try:
         proc = subprocess.run(

@@ -311,7 +311,14 @@ class TargetRoot:
                 preexec_fn=None if (self.is_live and cwd is None) else enter_root,
             )
         except FileNotFoundError:
-            raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from None
+            program = argv[0]
+            if "/" in program and os.path.isfile(self.path(program)):
+                reason = f"{program}: its interpreter (the #! line) does not exist on the target"
+            else:
+                reason = f"{program}: command not found on the target"
+            raise CommandError(argv, 127, "", reason) from None
+        except PermissionError:
+            raise CommandError(argv, 126, "", f"{argv[0]}: not executable") from None
         except subprocess.SubprocessError as e:
             if isinstance(e, subprocess.TimeoutExpired):
                 raise CommandError(argv, 124, "", f"timed out after {timeout}s") from None

@@ -1,0 +1,116 @@
+"""Instance data: what the agent knows about this instance, for ``query``, templates and scripts.
+
+Written twice per stage: ``instance-data-sensitive.json`` (0600, everything) and
+``instance-data.json`` (world-readable, sensitive keys replaced by a marker). The standard keys
+live under ``v1`` (``instance_id``, ``local_hostname``, ``cloud_name``, ``region``...) with
+cloud-init's hyphenated aliases, and are mirrored at the top level for templates and ``query``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import platform
+from typing import Any
+
+from cloudseed.agent.root import TargetRoot
+from cloudseed.agent.state import Paths, write_json
+
+REDACTED = "redacted for non-root user"
+# Always sensitive, whatever the datasource: the merged config (passwords, keys) and credentials.
+SENSITIVE_KEYS = ("merged_cfg", "security-credentials", "ds/extra", "ds/meta_data/admin_pass",
+                  "ds/meta_data/password", "ds/user_data", "ds/vendor_data")
+
+
+def _distro_facts(root: TargetRoot) -> tuple[str, str, str]:
+    from cloudseed.agent.distros import read_os_release
+
+    info = read_os_release(root)
+    return info.get("ID", ""), info.get("VERSION_ID", ""), info.get("VERSION_CODENAME", "")
+
+
+def build(root: TargetRoot, datasource: Any, merged_cfg: dict | None,
+          extra: dict | None = None) -> dict[str, Any]:
+    """The full instance data (not redacted)."""
+    distro, version, release = _distro_facts(root)
+    uname = platform.uname()
+    ds_section: dict[str, Any] = {}
+    v1: dict[str, Any] = {
+        "cloud_name": "none", "platform": "none", "subplatform": "", "instance_id": None,
+        "local_hostname": None, "region": None, "availability_zone": None, "public_ssh_keys": [],
+    }
+    if datasource is not None:
+        ds_section = copy.deepcopy(datasource.raw) if datasource.raw else {"meta_data": datasource.metadata}
+        v1.update({
+            "cloud_name": datasource.cloud_name,
+            "platform": datasource.platform,
+            "subplatform": datasource.subplatform,
+            "instance_id": datasource.instance_id,
+            "local_hostname": datasource.local_hostname,
+            "region": datasource.region,
+            "availability_zone": datasource.availability_zone,
+            "public_ssh_keys": list(datasource.public_keys),
+        })
+        if datasource.extra:
+            ds_section["extra"] = copy.deepcopy(datasource.extra)
+    v1.update({
+        "cloud_id": v1["cloud_name"] if not v1["region"] else f"{v1['cloud_name']}-{v1['region']}",
+        "distro": distro, "distro_version": version, "distro_release": release,
+        "kernel_release": uname.release, "machine": uname.machine,
+        "python_version": platform.python_version(), "system_platform": platform.platform(),
+        "variant": distro,
+    })
+    for key in ("cloud_name", "instance_id", "local_hostname", "availability_zone"):
+        v1[key.replace("_", "-")] = v1[key]
+    data: dict[str, Any] = {
+        "v1": v1,
+        "ds": ds_section,
+        "merged_cfg": copy.deepcopy(merged_cfg or {}),
+        "sys_info": {"dist": [distro, version, release], "python": platform.python_version(),
+                     "uname": list(uname), "variant": distro},
+    }
+    for key, value in v1.items():
+        data.setdefault(key.replace("-", "_"), value)
+    for key, value in (extra or {}).items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key].update(value)
+        else:
+            data[key] = value
+    sensitive = list(SENSITIVE_KEYS)
+    if datasource is not None:
+        sensitive.extend(f"ds/meta_data/{k}" for k in datasource.sensitive_keys)
+    data["sensitive_keys"] = sorted(set(sensitive))
+    return data
+
+
+def redact(data: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``data`` with every path in ``sensitive_keys`` replaced by the marker."""
+    out = copy.deepcopy(data)
+    for key_path in data.get("sensitive_keys", []):
+        parts = key_path.split("/")
+        node: Any = out
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if isinstance(node, dict) and parts[-1] in node:
+            node[parts[-1]] = REDACTED
+    return out
+
+
+def write(paths: Paths, data: dict[str, Any]) -> None:
+    write_json(paths.root, paths.instance_data_sensitive_file, data, mode=0o600)
+    write_json(paths.root, paths.instance_data_file, redact(data), mode=0o644)
+
+
+def load(paths: Paths) -> dict[str, Any] | None:
+    """The most complete instance data this user may read (sensitive file when readable)."""
+    from cloudseed.agent.state import read_json
+
+    for inner in (paths.instance_data_sensitive_file, paths.instance_data_file):
+        host = paths.root.path(inner)
+        if os.path.exists(host) and os.access(host, os.R_OK):
+            data = read_json(paths.root, inner)
+            if isinstance(data, dict):
+                return data
+    return None

@@ -1,0 +1,125 @@
+"""The network stage's user-data step: process user-data and vendor-data and put them in place.
+
+Raw blobs are kept 0600 in the instance directory; scripts go where the final-stage modules
+run them (instance ``scripts/``, ``scripts/vendor/``, the per-frequency directories);
+boothooks run now, every boot, with ``INSTANCE_ID`` set. The cloud-config of both is
+validated (warnings only) and merged over the system config.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from cloudseed.agent import instance_data
+from cloudseed.agent.config import merge_config
+from cloudseed.agent.root import CommandError
+from cloudseed.agent.state import SCRIPT_DIRS
+
+if TYPE_CHECKING:
+    from cloudseed.agent.stages import Agent
+
+LOG = logging.getLogger("cloudseed.userdata")
+
+
+def consume(agent: Agent, errors: list[str], warnings: list[str]) -> dict:
+    from cloudseed.agent.userdata import merge_vendor_under_user, process_userdata, vendor_data_policy
+
+    ds = agent.datasource
+    assert ds is not None
+    root, paths = agent.root, agent.paths
+    idir = paths.instance_dir(ds.instance_id)
+    data = instance_data.build(root, ds, None)
+    cache = root.path(f"{idir}/include-once")
+
+    for name, blob in (("user-data", ds.userdata_raw), ("vendor-data", ds.vendordata_raw),
+                       ("vendor-data2", ds.vendordata2_raw)):
+        root.write(f"{idir}/{name}.txt", blob or b"", mode=0o600)
+
+    user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache)
+    errors.extend(f"user-data: {e}" if not e.startswith("user-data") else e for e in user.errors)
+    root.write(f"{idir}/user-data.processed.json", json.dumps(user.to_json(), indent=1), mode=0o600)
+
+    policy = vendor_data_policy(merge_config(agent.system_cfg, user.cloud_config or {}))
+    if policy.problem:
+        warnings.append(policy.problem)
+    vendor_cfgs: list[dict] = []
+    if policy.enabled:
+        for name, blob in (("vendor-data", ds.vendordata_raw), ("vendor-data2", ds.vendordata2_raw)):
+            if not blob:
+                continue
+            vendor = process_userdata(blob, instance_data=data, include_cache_dir=cache,
+                                      excluded_types=policy.disabled_handlers)
+            errors.extend(f"{name}: {e}" for e in vendor.errors)
+            root.write(f"{idir}/{name}.processed.json", json.dumps(vendor.to_json(), indent=1), mode=0o600)
+            if vendor.cloud_config:
+                vendor_cfgs.append(vendor.cloud_config)
+            _place_scripts(agent, idir, vendor, vendor=True)
+    else:
+        LOG.info("vendor data is switched off by the configuration")
+
+    _place_scripts(agent, idir, user, vendor=False)
+    _run_boothooks(agent, idir, user.boothooks, errors)
+    _run_part_handlers(agent, user, errors, warnings)
+
+    vendor_cfg: dict[str, Any] = {}
+    for one in vendor_cfgs:
+        vendor_cfg = merge_vendor_under_user(vendor_cfg, one) if vendor_cfg else one
+    user_cfg = merge_vendor_under_user(vendor_cfg, user.cloud_config) if vendor_cfg else (user.cloud_config or {})
+    _validate(user_cfg, warnings)
+    root.write(f"{idir}/cloud-config.json", json.dumps(user_cfg, indent=1, default=str), mode=0o600)
+    return merge_config(agent.system_cfg, user_cfg)
+
+
+def _place_scripts(agent: Agent, idir: str, processed: Any, vendor: bool) -> None:
+    root = agent.root
+    target = f"{idir}/scripts/vendor" if vendor else f"{idir}/scripts"
+    for part in processed.scripts:
+        root.write(f"{target}/{part.name}", part.content, mode=0o700)
+    for freq, parts in processed.scripts_per_freq.items():
+        for part in parts:
+            root.write(f"{SCRIPT_DIRS[freq][0]}/{part.name}", part.content, mode=0o700)
+
+
+def _run_boothooks(agent: Agent, idir: str, boothooks: list, errors: list[str]) -> None:
+    from cloudseed.agent.scripts import run_script
+
+    iid = agent.datasource.instance_id if agent.datasource else ""
+    for part in boothooks:
+        inner = f"{idir}/boothooks/{part.name}"
+        content = part.content
+        if not content.startswith(b"#!"):
+            # a "#cloud-boothook" body without an interpreter line runs under /bin/sh
+            content = b"#!/bin/sh\n" + content
+        agent.root.write(inner, content, mode=0o700)
+        try:
+            run_script(agent.root, inner, env={"INSTANCE_ID": iid})
+        except CommandError as e:
+            errors.append(f"boothook {part.name}: exited {e.returncode}")
+
+
+def _run_part_handlers(agent: Agent, processed: Any, errors: list[str], warnings: list[str]) -> None:
+    if not processed.handlers:
+        return
+    try:
+        from cloudseed.agent.userdata.part_handlers import run_part_handlers
+    except ImportError:
+        warnings.append("part-handlers were given but cannot be run by this version")
+        return
+    if not agent.root.is_live:
+        warnings.append("part-handlers are not run against an offline root (they are host Python code)")
+        return
+    errors.extend(run_part_handlers(processed, agent.paths.instance_dir(agent.datasource.instance_id)))
+
+
+def _validate(cfg: dict, warnings: list[str]) -> None:
+    """Schema problems in the user's cloud-config become warnings; they never stop the boot."""
+    if not cfg:
+        return
+    try:
+        from cloudseed.agent.schema import validate_config
+    except ImportError:
+        return
+    for problem in validate_config(cfg):
+        warnings.append(f"cloud-config: {problem}")

@@ -1,0 +1,21 @@
+"""``cloudseed boot``: all four stages in one process (the fast path for images that want it)."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "run all four boot stages in one process"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.log import setup_logging
+    from cloudseed.agent.root import TargetRoot
+    from cloudseed.agent.stages import Agent
+
+    root = TargetRoot(args.root)
+    setup_logging(root, args.debug, "boot")
+    return Agent(root).run_all()

@@ -1,0 +1,75 @@
+"""``cloudseed install [--with-package]``: install the systemd units and generator into a root.
+
+Units go to ``/usr/lib/systemd/system``, the generator to ``/usr/lib/systemd/system-generators``;
+the generator enables ``cloudseed.target`` at each boot unless the agent is disabled or no
+datasource can exist. ``--with-package`` also copies this cloudseed package into the root's
+``/usr/lib/python3/dist-packages`` with a ``/usr/bin/cloudseed`` launcher (for images).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+HELP = "install the systemd units (and optionally the package) into a root"
+
+UNIT_DIR = "/usr/lib/systemd/system"
+GENERATOR_DIR = "/usr/lib/systemd/system-generators"
+PACKAGE_DIR = "/usr/lib/python3/dist-packages/cloudseed"
+LAUNCHER = "/usr/bin/cloudseed"
+UNITS = ("cloudseed-local.service", "cloudseed-network.service", "cloudseed-config.service",
+         "cloudseed-final.service", "cloudseed.target")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--with-package", action="store_true",
+                        help="also copy the cloudseed package and a /usr/bin/cloudseed launcher")
+    parser.add_argument("--no-compile", action="store_true", help="do not byte-compile the copied package")
+
+
+def install_units(root) -> list[str]:
+    data = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "systemd")
+    written = []
+    for unit in UNITS:
+        with open(os.path.join(data, unit), "rb") as f:
+            written.append(root.write(f"{UNIT_DIR}/{unit}", f.read(), mode=0o644))
+    with open(os.path.join(data, "cloudseed-generator"), "rb") as f:
+        written.append(root.write(f"{GENERATOR_DIR}/cloudseed-generator", f.read(), mode=0o755))
+    return written
+
+
+def install_package(root, compile_bytecode: bool = True) -> int:
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    count = 0
+    root.remove_tree(PACKAGE_DIR)
+    for directory, dirnames, filenames in os.walk(package):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        rel = os.path.relpath(directory, package)
+        target = PACKAGE_DIR if rel == "." else f"{PACKAGE_DIR}/{rel}"
+        for name in filenames:
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            source = os.path.join(directory, name)
+            with open(source, "rb") as f:
+                mode = 0o755 if os.access(source, os.X_OK) and not name.endswith(".py") else 0o644
+                root.write(f"{target}/{name}", f.read(), mode=mode)
+            count += 1
+    root.write(LAUNCHER, "#!/usr/bin/python3\nimport sys\nfrom cloudseed.cli import main\n\nsys.exit(main())\n",
+               mode=0o755)
+    if compile_bytecode and root.which("python3"):
+        root.run(["python3", "-m", "compileall", "-q", PACKAGE_DIR], check=False)
+    return count
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.root import TargetRoot
+
+    root = TargetRoot(args.root)
+    units = install_units(root)
+    print(f"cloudseed install: {len(units)} systemd files under {root.top}")
+    if args.with_package:
+        count = install_package(root, compile_bytecode=not args.no_compile)
+        print(f"cloudseed install: package ({count} files) at {PACKAGE_DIR}, launcher {LAUNCHER}")
+    if root.is_live and root.which("systemctl"):
+        root.run(["systemctl", "daemon-reload"], check=False)
+    return 0

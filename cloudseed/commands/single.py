@@ -1,0 +1,28 @@
+"""``cloudseed single --name MODULE [--frequency F]``: run one module now."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "run a single module now (optionally overriding its frequency)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", required=True, help="module name (write_files, write-files...)")
+    parser.add_argument("--frequency", help="per-instance, per-boot/always or per-once")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.log import setup_logging
+    from cloudseed.agent.root import TargetRoot
+    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.state import normalize_frequency
+
+    try:
+        frequency = normalize_frequency(args.frequency) if args.frequency else None
+    except ValueError as e:
+        print(f"cloudseed single: {e}")
+        return 2
+    root = TargetRoot(args.root)
+    setup_logging(root, args.debug, "single")
+    return Agent(root).run_single(args.name, frequency)

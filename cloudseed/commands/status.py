@@ -1,0 +1,115 @@
+"""``cloudseed status [--wait] [--long] [--format json|yaml|tabular]``: how the boot went.
+
+Exit 0 when done (or disabled), 1 on an error, 2 when done with warnings (degraded).
+``--wait`` returns when the final stage is done or a stage failed, and at once when the
+agent is disabled or not set to run on this boot. Kept cheap to start: nothing heavy imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+HELP = "show the boot status (exit 0 done, 1 error, 2 degraded)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait", "-w", action="store_true", help="wait until the agent has finished")
+    parser.add_argument("--long", "-l", action="store_true", help="stages, modules, errors and warnings")
+    parser.add_argument("--format", choices=("tabular", "json", "yaml"), default="tabular")
+
+
+def _summary(root, paths) -> dict:
+    from cloudseed.agent.config import is_disabled, read_cmdline
+    from cloudseed.agent.state import read_json
+    from cloudseed.agent.status import summarize
+
+    disabled = is_disabled(root, read_cmdline(root))
+    if disabled is None and root.exists(paths.run("disabled")):
+        disabled = root.read_text(paths.run("disabled")).strip() or "disabled by the generator"
+    return summarize(read_json(root, paths.status_file), disabled)
+
+
+def _stage_process_gone(root, paths) -> bool:
+    """On the live system: a stage is marked running but no agent process is left."""
+    from cloudseed.agent.state import read_json
+
+    data = read_json(root, paths.status_file) or {}
+    pid = (data.get("v1") or {}).get("pid")
+    if not root.is_live or not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+        return False
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError):
+        return False
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.root import TargetRoot
+    from cloudseed.agent.state import Paths
+
+    root = TargetRoot(args.root)
+    paths = Paths(root)
+    summary = _summary(root, paths)
+    if args.wait:
+        expected = root.exists(paths.run("enabled")) or root.exists(paths.status_file)
+        gone_since = None
+        while summary["status"] in ("running", "not started") and (expected or summary["status"] == "running"):
+            if args.format == "tabular":
+                print(".", end="", flush=True)
+            time.sleep(0.25)
+            summary = _summary(root, paths)
+            expected = expected or root.exists(paths.status_file)
+            if summary["status"] == "running" and _stage_process_gone(root, paths):
+                gone_since = gone_since or time.monotonic()
+                if time.monotonic() - gone_since > 5:
+                    summary.update(status="error", exit_code=1,
+                                   errors=summary["errors"] + ["the agent stopped before finishing"])
+            else:
+                gone_since = None
+        if args.format == "tabular":
+            print()
+    _print(summary, args)
+    return int(summary["exit_code"])
+
+
+def _print(summary: dict, args: argparse.Namespace) -> None:
+    if args.format == "json":
+        print(json.dumps(summary if args.long else _short(summary), indent=2, sort_keys=True))
+        return
+    if args.format == "yaml":
+        import yaml
+
+        print(yaml.safe_dump(summary if args.long else _short(summary), sort_keys=True), end="")
+        return
+    print(f"status: {summary['status']}")
+    if summary.get("reason"):
+        print(f"reason: {summary['reason']}")
+    if not args.long:
+        for error in summary["errors"][:3]:
+            print(f"error: {error}")
+        if len(summary["errors"]) > 3:
+            print(f"... {len(summary['errors']) - 3} more errors (--long)")
+        return
+    print(f"datasource: {summary.get('datasource') or '-'}")
+    for name, stage in summary.get("stages", {}).items():
+        seconds = f"{stage['seconds']:.3f}s" if stage.get("seconds") is not None else "running"
+        print(f"stage {name}: {seconds}")
+        for module in stage.get("modules", []):
+            if module["status"] == "skipped" and module.get("reason") == "no configuration for it":
+                continue
+            reason = f" ({module['reason']})" if module.get("reason") else ""
+            print(f"  {module['name']}: {module['status']}{reason} {module.get('seconds', 0):.3f}s")
+    for error in summary["errors"]:
+        print(f"error: {error}")
+    for warning in summary["warnings"]:
+        print(f"warning: {warning}")
+
+
+def _short(summary: dict) -> dict:
+    return {k: summary[k] for k in ("status", "errors", "warnings", "datasource") if k in summary}
