@@ -1,0 +1,107 @@
+"""Network namespaces for datasource tests: a "cloud" side and a "guest" side joined by a veth pair.
+
+The cloud namespace owns 169.254.169.254 and fd00:ec2::254 (the metadata addresses) and
+10.77.N.1/24; the guest namespace gets 10.77.N.2/24 and a host route to the metadata address
+(or nothing, for DHCP tests). Code runs in the guest with ``guest_python``; servers run in the
+cloud namespace with ``start_in``. Everything is deleted on ``close``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PYTHON = os.path.join(REPO, ".venv", "bin", "python")
+if not os.path.exists(PYTHON):
+    PYTHON = sys.executable
+_COUNTER = itertools.count(1)
+
+
+def sh(*args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {proc.stderr.strip()}")
+    return proc
+
+
+class NetLab:
+    def __init__(self, guest_configured: bool = True, metadata_v4: bool = True):
+        n = next(_COUNTER)
+        tag = f"{os.getpid() % 100000}x{n}"
+        self.subnet = 10 + (os.getpid() + n) % 200
+        self.cloud = f"csdc{tag}"
+        self.guest = f"csdg{tag}"
+        self.cloud_if, self.guest_if = f"vc{tag}"[:15], f"vg{tag}"[:15]
+        self.cloud_ip = f"10.77.{self.subnet}.1"
+        self.guest_ip = f"10.77.{self.subnet}.2"
+        self.procs: list[subprocess.Popen] = []
+        sh("ip", "netns", "add", self.cloud)
+        sh("ip", "netns", "add", self.guest)
+        try:
+            sh("ip", "link", "add", self.cloud_if, "netns", self.cloud, "type", "veth",
+               "peer", "name", self.guest_if, "netns", self.guest)
+            self.cloud_exec("ip", "link", "set", "lo", "up")
+            self.guest_exec("ip", "link", "set", "lo", "up")
+            self.cloud_exec("ip", "addr", "add", f"{self.cloud_ip}/24", "dev", self.cloud_if)
+            if metadata_v4:
+                self.cloud_exec("ip", "addr", "add", "169.254.169.254/32", "dev", self.cloud_if)
+            self.cloud_exec("ip", "-6", "addr", "add", "fd00:ec2::254/64", "dev", self.cloud_if, "nodad")
+            self.cloud_exec("ip", "link", "set", self.cloud_if, "up")
+            self.guest_exec("ip", "link", "set", self.guest_if, "up")
+            if guest_configured:
+                self.guest_exec("ip", "addr", "add", f"{self.guest_ip}/24", "dev", self.guest_if)
+                self.guest_exec("ip", "route", "add", "169.254.169.254/32", "via", self.cloud_ip)
+                self.guest_exec("ip", "-6", "addr", "add", "fd00:ec2::2/64", "dev", self.guest_if, "nodad")
+        except Exception:
+            self.close()
+            raise
+
+    def cloud_exec(self, *args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
+        return sh("ip", "netns", "exec", self.cloud, *args, check=check, timeout=timeout)
+
+    def guest_exec(self, *args: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
+        return sh("ip", "netns", "exec", self.guest, *args, check=check, timeout=timeout)
+
+    def start_in_cloud(self, *args: str, ready: str | None = None, timeout: float = 15) -> subprocess.Popen:
+        """Start a long-running process in the cloud namespace; wait for ``ready`` on its stdout."""
+        proc = subprocess.Popen(["ip", "netns", "exec", self.cloud, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        self.procs.append(proc)
+        if ready:
+            end = time.monotonic() + timeout
+            while time.monotonic() < end:
+                line = proc.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"{args[0]} exited: {proc.stderr.read()}")
+                if ready in line:
+                    break
+        return proc
+
+    def guest_python(self, code: str, timeout: float = 60) -> dict:
+        """Run ``code`` in the guest namespace; it must print one JSON document last."""
+        proc = self.guest_exec(PYTHON, "-c", code, check=False, timeout=timeout)
+        if proc.returncode != 0:
+            raise AssertionError(f"guest code failed ({proc.returncode}):\n{proc.stderr}")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        result["_stderr"] = proc.stderr
+        return result
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            for stream in (proc.stdout, proc.stderr):
+                if stream:
+                    stream.close()
+        for ns in (self.guest, self.cloud):
+            sh("ip", "netns", "del", ns, check=False)
