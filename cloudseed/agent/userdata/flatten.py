@@ -181,7 +181,7 @@ class Flattener:
     def _include(self, payload: Payload, label: str, depth: int) -> None:
         text = payload if isinstance(payload, str) else payload.decode("utf-8", "surrogateescape")
         once = False
-        for line in text.splitlines():
+        for line_number, line in enumerate(text.splitlines(), 1):
             lowered = line.lower()
             if lowered.startswith("#include-once"):
                 line, once = line[len("#include-once"):].lstrip(), True
@@ -192,11 +192,12 @@ class Flattener:
             url = line.strip()
             if not url:
                 continue
+            where = f"{label}, {'#include-once' if once else '#include'} line {line_number}"
             if not self.allow_includes:
-                self.errors.append(f"{label}: not fetching {url}: includes are disabled")
+                self.errors.append(f"{where}: not fetching {url}: includes are disabled")
                 continue
             if depth >= MAX_INCLUDE_DEPTH:
-                self.errors.append(f"{label}: not fetching {url}: includes nested deeper than "
+                self.errors.append(f"{where}: not fetching {url}: includes nested deeper than "
                                    f"{MAX_INCLUDE_DEPTH} levels (an include loop?)")
                 continue
             try:
@@ -206,7 +207,7 @@ class Flattener:
                 else:
                     data = includes.fetch(url, timeout=self.fetch_timeout, retries=self.fetch_retries)
             except includes.IncludeError as e:
-                self.errors.append(f"{label}: {e}")
+                self.errors.append(f"{where}: {e}")
                 continue
             self.add_blob(data, f"include {url}", depth + 1)
 
