@@ -48,7 +48,10 @@ def run_part_handlers(processed: ProcessedUserData, instance_dir: str, *, data: 
             errors.append(f"{handler.name}: {error}")
             continue
         registered.append((handler, module, types))
+    first_handler = min(h.index for h in processed.handlers)
     for part in sorted(processed.unhandled, key=lambda p: p.index):
+        if part.index < first_handler:
+            continue        # already reported by process_userdata: no handler existed yet
         claimant = None
         for handler, module, types in registered:
             if handler.index < part.index and part.content_type in types:
