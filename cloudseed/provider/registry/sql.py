@@ -200,7 +200,7 @@ class SQLRegistry(abc.ABC):
             self._notify(cur)
         return count
 
-    def update(self, instance_id: str, **changes: Any) -> InstanceRecord:
+    def update(self, instance_id: str, /, **changes: Any) -> InstanceRecord:
         """Change fields of an existing instance (validated like ``from_dict``); the new record."""
         with self._lock, self._transaction() as cur:
             cur.execute(self._sql(f"SELECT {self._select_list()} FROM instances WHERE instance_id = ?"),

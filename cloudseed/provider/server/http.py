@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, Optional, Union
 from urllib.parse import unquote
 
 MAX_HEAD = 16 * 1024
+MAX_DISCARD = 64 * 1024 * 1024
 IDLE_TIMEOUT = 60.0
 
 REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 401: "Unauthorized",
@@ -105,6 +106,8 @@ class HTTPProtocol(asyncio.Protocol):
         self.busy = False  # a handler task is running; hold further requests
         self.closing = False
         self.last_active = time.monotonic()
+        self.discard_remaining = 0  # bytes of an oversized body still to swallow before answering 413
+        self.discard_reply: Optional[Response] = None
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -120,6 +123,11 @@ class HTTPProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
+        if self.discard_remaining:
+            self.discard_remaining -= min(len(data), self.discard_remaining)
+            if not self.discard_remaining and self.discard_reply is not None:
+                self._send(self.discard_reply, None, keep_alive=False)
+            return
         self.buffer += data
         if not self.busy:
             self._process()
@@ -227,7 +235,14 @@ class HTTPProtocol(asyncio.Protocol):
                 raise BadRequest(400, f"Content-Length {raw[:20]!r} is not a number")
             length = int(raw)
             if length > self.max_body:
-                raise BadRequest(413, f"request body of {length} bytes exceeds the limit of {self.max_body}")
+                message = f"request body of {length} bytes exceeds the limit of {self.max_body}"
+                unread = body_start + length - len(buffer)
+                if 0 < unread <= MAX_DISCARD:  # read the body away so the client sees our answer
+                    buffer.clear()
+                    self.discard_remaining = unread
+                    self.discard_reply = text_error(413, f"bad request: {message}")
+                    return None
+                raise BadRequest(413, message)
         if len(buffer) < body_start + length:
             return None
         body = bytes(buffer[body_start:body_start + length])
