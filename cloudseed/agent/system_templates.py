@@ -56,27 +56,30 @@ def render(text: str, values: dict[str, Any], source: str = "template") -> str:
 
 
 def _render_simple(text: str, values: dict[str, Any]) -> str:
-    def drop_comment(match: re.Match) -> str:
-        # "{#-" eats the whitespace before the comment, "-#}" the whitespace after (like Jinja)
-        return "" if match.group(2) else match.group(1)
+    """``{{ name }}`` and ``{# comment #}`` with Jinja's whitespace rules (trim_blocks on)."""
+    out: list[str] = []
+    position = 0
+    for match in _COMMENT.finditer(text):
+        if match.start() < position:
+            continue
+        lead = match.group(1)
+        out.append(text[position:match.start()])
+        if not match.group(2):
+            out.append(lead)  # "{#-" would have eaten the whitespace before
+        position = match.end()
+        if match.group(4):  # "-#}" eats all whitespace after
+            while position < len(text) and text[position].isspace():
+                position += 1
+        elif text.startswith("\n", position):  # trim_blocks: the first newline after
+            position += 1
+    out.append(text[position:])
 
-    text = _COMMENT.sub(drop_comment, text)
-    text = re.sub(r"(?<=#\})\s+", "", text) if False else text
-    text = _strip_after_trimmed_comments(text)
-
-    def value(match: re.Match) -> str:
-        item = values.get(match.group(1))
+    def value(found: re.Match) -> str:
+        item = values.get(found.group(1))
         return "" if item is None else str(item)
 
-    rendered = _VARIABLE.sub(value, text)
+    rendered = _VARIABLE.sub(value, "".join(out))
     return rendered[:-1] if rendered.endswith("\n") else rendered  # Jinja drops one final newline
-
-
-_TRIM_MARK = "\0trim\0"
-
-
-def _strip_after_trimmed_comments(text: str) -> str:
-    return text
 
 
 def _render_jinja(text: str, values: dict[str, Any], source: str) -> str:

@@ -1,0 +1,85 @@
+"""SSH host keys: generate the missing key types side by side, read the public halves back.
+
+Each type is one ``ssh-keygen`` process; they run concurrently (RSA dominates, the others finish
+while it works), so the boot waits for the slowest key instead of the sum of all. The command runs
+in the target when it has ``ssh-keygen``; for an offline root without one, the host's
+``ssh-keygen`` writes into the root's ``/etc/ssh``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from cloudseed.agent.root import CommandError, TargetRoot
+
+KEY_DIR = "/etc/ssh"
+KEY_FILE = KEY_DIR + "/ssh_host_{}_key"
+KNOWN_TYPES = ("rsa", "dsa", "ecdsa", "ed25519")
+
+
+@dataclass
+class KeygenResult:
+    keytype: str
+    path: str
+    ok: bool
+    skipped: bool = False
+    message: str = ""
+
+
+def key_path(keytype: str) -> str:
+    return KEY_FILE.format(keytype)
+
+
+def _keygen(root: TargetRoot, keytype: str) -> KeygenResult:
+    inner = key_path(keytype)
+    argv = ["-t", keytype, "-N", "", "-f"]
+    env = dict(os.environ, LANG="C")
+    in_target = root.which("ssh-keygen")
+    try:
+        if in_target or root.is_live:
+            proc = root.run([in_target or "ssh-keygen", *argv, inner], env=env, check=False)
+        else:
+            host_keygen = shutil.which("ssh-keygen")
+            if host_keygen is None:
+                return KeygenResult(keytype, inner, False, message="ssh-keygen is not installed")
+            proc = subprocess.run([host_keygen, *argv, root.path(inner)], env=env, capture_output=True,
+                                  text=True, check=False)
+    except CommandError as e:
+        return KeygenResult(keytype, inner, False, message=str(e))
+    if proc.returncode != 0:
+        text = (proc.stderr or proc.stdout).strip()
+        if text.lower().startswith("unknown key type"):
+            return KeygenResult(keytype, inner, False, skipped=True, message=f"unsupported key type {keytype}")
+        return KeygenResult(keytype, inner, False, message=text.splitlines()[-1] if text else f"exit {proc.returncode}")
+    return KeygenResult(keytype, inner, True, message=proc.stdout)
+
+
+def generate(root: TargetRoot, keytypes: list[str], parallel: bool = True) -> list[KeygenResult]:
+    """Generate every missing key of ``keytypes``; existing keys are kept."""
+    root.makedirs(KEY_DIR, mode=0o755)
+    todo = [t for t in dict.fromkeys(keytypes) if not root.exists(key_path(t))]
+    if not todo:
+        return []
+    if not parallel or len(todo) == 1:
+        return [_keygen(root, t) for t in todo]
+    with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+        return list(pool.map(lambda t: _keygen(root, t), todo))
+
+
+def public_host_keys(root: TargetRoot, exclude_types: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
+    """(short type, key type, base64) of each ``/etc/ssh/ssh_host_*_key.pub``."""
+    found = []
+    for name in root.listdir(KEY_DIR):
+        if not (name.startswith("ssh_host_") and name.endswith("_key.pub")):
+            continue
+        short = name[len("ssh_host_"):-len("_key.pub")]
+        if short in exclude_types:
+            continue
+        fields = root.read_text(f"{KEY_DIR}/{name}", default="").split()
+        if len(fields) >= 2:
+            found.append((short, fields[0], fields[1]))
+    return found

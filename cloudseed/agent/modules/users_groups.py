@@ -1,0 +1,320 @@
+"""users_groups: create groups and users, set their passwords, sudo/doas rules and SSH keys.
+
+Groups are created first, then users in order, then group members are added (so a group may list
+users made by the same config). Each user is applied on its own: a bad value (unknown group with
+``create_groups: false``, an invalid sudo rule, a malformed SSH key) is reported with its config
+path, the rest of that user and every other user are still applied, and no file that failed its
+check is installed. Passwords go to ``chpasswd`` on stdin and never appear in logs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cloudseed.agent.config import as_bool
+from cloudseed.agent.distros import DistroError, file_header
+from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.root import CommandError, RootError
+from cloudseed.agent.sshkeys import DISABLE_ROOT_OPTS, SshKeyError, install_authorized_keys, parse_key
+from cloudseed.agent.sudoers import (
+    RuleError,
+    doas_rules_from_config,
+    rules_from_config,
+    write_doas_rules,
+    write_user_rules,
+)
+from cloudseed.agent.users import (
+    GroupRequest,
+    UserRequest,
+    UsersConfigError,
+    check_name,
+    normalize_groups,
+    normalize_users,
+    split_names,
+)
+
+_NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
+                    {"type": "object"}]}
+_USER = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"}, "gecos": {"type": "string"}, "groups": _NAMES,
+        "primary_group": {"type": "string"},
+        "sudo": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
+                           {"type": "null"}, {"type": "boolean", "enum": [False]}]},
+        "doas": {"type": "array", "items": {"type": "string"}},
+        "shell": {"type": "string"}, "lock_passwd": {"type": "boolean"},
+        "lock-passwd": {"type": "boolean", "deprecated": True, "deprecated_description": "Use lock_passwd."},
+        "passwd": {"type": "string"}, "hashed_passwd": {"type": "string"}, "plain_text_passwd": {"type": "string"},
+        "ssh_authorized_keys": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        "ssh_import_id": {"type": "array", "items": {"type": "string"}},
+        "ssh_redirect_user": {"type": "boolean"},
+        "uid": {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": "^[0-9]+$"}]},
+        "system": {"type": "boolean"}, "homedir": {"type": "string"}, "no_create_home": {"type": "boolean"},
+        "no_user_group": {"type": "boolean"}, "no_log_init": {"type": "boolean"},
+        "expiredate": {"type": "string"}, "inactive": {"oneOf": [{"type": "integer"}, {"type": "string"}]},
+        "create_groups": {"type": "boolean"}, "selinux_user": {"type": "string"}, "snapuser": {"type": "string"},
+    },
+}
+
+MODULE = ModuleSpec(
+    name="users_groups", stage=STAGE_INIT,
+    title="Create users and groups",
+    schema={"properties": {
+        "users": {"oneOf": [{"type": "array", "items": {"oneOf": [{"type": "string"}, _USER,
+                                                                  {"type": "array", "items": {"type": "string"}}]}},
+                            {"type": "string", "deprecated": True, "deprecated_description": "Use a list."},
+                            {"type": "object", "deprecated": True, "deprecated_description": "Use a list."}]},
+        "user": {"oneOf": [{"type": "string"}, _USER], "deprecated": True,
+                 "deprecated_description": "Use 'users' and system_info.default_user."},
+        "groups": {"oneOf": [{"type": "string"}, {"type": "object"},
+                             {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "object"}]}}]},
+    }},
+)
+
+
+class UserApplyError(Exception):
+    """One part of one user could not be applied (message names the config path)."""
+
+
+def _existing_groups(ctx: ModuleContext, names: list[str], where: str, create: bool,
+                     problems: list[str]) -> list[str]:
+    usable = []
+    for name in names:
+        try:
+            check_name(name, where, "group")
+        except UsersConfigError as e:
+            problems.append(str(e))
+            continue
+        if ctx.distro.group_exists(name):
+            usable.append(name)
+        elif create:
+            try:
+                ctx.distro.create_group(name)
+                ctx.log.info("created group %s", name)
+                usable.append(name)
+            except DistroError as e:
+                problems.append(f"{where}: cannot create group {name!r}: {e}")
+        else:
+            problems.append(f"{where}: group {name!r} does not exist (and create_groups is false); "
+                            "the user is created without it")
+    return usable
+
+
+def _spec_for_useradd(ctx: ModuleContext, request: UserRequest, problems: list[str]) -> dict[str, Any]:
+    spec = request.spec
+    where = request.where
+    create = as_bool(spec.get("create_groups"), True)
+    out: dict[str, Any] = {}
+    for key in ("gecos", "homedir", "shell", "expiredate", "selinux_user"):
+        if spec.get(key) not in (None, ""):
+            if not isinstance(spec[key], (str, int)) or "\n" in str(spec[key]) or ":" in str(spec[key]):
+                raise UserApplyError(f"{where}.{key}: expected a single-line value without ':'")
+            out[key] = str(spec[key])
+    if spec.get("uid") not in (None, ""):
+        if isinstance(spec["uid"], bool) or not str(spec["uid"]).isdigit():
+            raise UserApplyError(f"{where}.uid: {spec['uid']!r} is not a number")
+        out["uid"] = str(spec["uid"])
+    if spec.get("inactive") not in (None, ""):
+        if not str(spec["inactive"]).lstrip("-").isdigit():
+            raise UserApplyError(f"{where}.inactive: {spec['inactive']!r} is not a number of days")
+        out["inactive"] = str(spec["inactive"])
+    for flag in ("system", "no_create_home", "no_user_group", "no_log_init"):
+        out[flag] = as_bool(spec.get(flag), False)
+    try:
+        groups = split_names(spec.get("groups"), f"{where}.groups")
+    except UsersConfigError as e:
+        raise UserApplyError(str(e)) from None
+    if spec.get("primary_group"):
+        primary = str(spec["primary_group"])
+        found = _existing_groups(ctx, [primary], f"{where}.primary_group", create, problems)
+        if not found:
+            raise UserApplyError(f"{where}.primary_group: group {primary!r} does not exist and could not be made")
+        out["primary_group"] = primary
+    out["groups"] = _existing_groups(ctx, groups, f"{where}.groups", create, problems)
+    return out
+
+
+def _apply_passwords(ctx: ModuleContext, request: UserRequest, problems: list[str]) -> None:
+    spec, distro = request.spec, ctx.distro
+    for key, hashed in (("passwd", True), ("plain_text_passwd", False), ("hashed_passwd", True)):
+        value = spec.get(key)
+        if not value:
+            continue
+        if not isinstance(value, str) or "\n" in value:
+            problems.append(f"{request.where}.{key}: expected a single-line string")
+            continue
+        try:
+            distro.chpasswd([(request.name, value)], hashed=hashed)
+        except DistroError as e:
+            problems.append(f"{request.where}.{key}: {e}")
+    if as_bool(spec.get("lock_passwd"), True):
+        try:
+            distro.lock_password(request.name)
+        except DistroError as e:
+            problems.append(f"{request.where}.lock_passwd: {e}")
+
+
+def _apply_keys(ctx: ModuleContext, request: UserRequest, problems: list[str]) -> None:
+    spec = request.spec
+    value = spec.get("ssh_authorized_keys")
+    if value is None:
+        return
+    if isinstance(value, str):
+        items = [value]
+    elif isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        problems.append(f"{request.where}.ssh_authorized_keys: expected a list of keys")
+        return
+    keys = []
+    for index, item in enumerate(items):
+        try:
+            keys.append(parse_key(str(item)))
+        except SshKeyError as e:
+            problems.append(f"{request.where}.ssh_authorized_keys[{index}]: not a valid SSH public key ({e})")
+    if keys:
+        try:
+            install_authorized_keys(ctx.root, request.name, keys)
+        except (SshKeyError, RootError, OSError) as e:
+            problems.append(f"{request.where}.ssh_authorized_keys: {e}")
+
+
+def _apply_redirect(ctx: ModuleContext, request: UserRequest, default_name: str | None,
+                    problems: list[str]) -> None:
+    if not as_bool(request.spec.get("ssh_redirect_user"), False):
+        return
+    if "ssh_authorized_keys" in request.spec or "ssh_import_id" in request.spec:
+        problems.append(f"{request.where}.ssh_redirect_user: cannot be combined with ssh_authorized_keys "
+                        "or ssh_import_id")
+        return
+    cloud_keys = list(getattr(ctx.datasource, "public_keys", None) or [])
+    if not default_name or not cloud_keys:
+        ctx.warn(f"{request.where}.ssh_redirect_user: no default user or no datasource keys; nothing to do")
+        return
+    options = DISABLE_ROOT_OPTS.replace("$USER", default_name).replace("$DISABLE_USER", request.name)
+    keys = []
+    for line in cloud_keys:
+        try:
+            keys.append(parse_key(line, options=options))
+        except SshKeyError:
+            continue
+    if keys:
+        install_authorized_keys(ctx.root, request.name, keys)
+
+
+def _apply_import_ids(ctx: ModuleContext, request: UserRequest, problems: list[str]) -> None:
+    ids = request.spec.get("ssh_import_id")
+    if not ids:
+        return
+    ids = [ids] if isinstance(ids, str) else list(ids)
+    if not ctx.root.which("ssh-import-id"):
+        problems.append(f"{request.where}.ssh_import_id: ssh-import-id is not installed; keys not imported")
+        return
+    try:
+        ctx.root.run(["sudo", "-Hu", request.name, "ssh-import-id", *[str(i) for i in ids]], timeout=120)
+    except CommandError as e:
+        problems.append(f"{request.where}.ssh_import_id: {e}")
+
+
+def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | None, problems: list[str]) -> None:
+    """Create/update one user; problems that leave the rest of the user usable go to ``problems``."""
+    distro = ctx.distro
+    spec = request.spec
+    where = request.where
+    if spec.get("snapuser"):
+        problems.append(f"{where}.snapuser: snap users are not supported; user skipped")
+        return
+    if as_bool(spec.get("no_create_home"), False) or as_bool(spec.get("system"), False):
+        needs_home = [k for k in ("ssh_authorized_keys", "ssh_import_id", "ssh_redirect_user") if spec.get(k)]
+        if needs_home:
+            raise UserApplyError(f"{where}: {', '.join(needs_home)} need a home directory "
+                                 "(remove no_create_home/system)")
+    # check everything that could be rejected before touching the system
+    sudo_rules: list[str] = []
+    doas_rules: list[str] = []
+    try:
+        sudo_rules = rules_from_config(spec.get("sudo"), f"{where}.sudo")
+    except RuleError as e:
+        problems.append(f"{e}; no sudo rules installed for {request.name}")
+    try:
+        doas_rules = doas_rules_from_config(spec.get("doas"), request.name, f"{where}.doas")
+    except RuleError as e:
+        problems.append(f"{e}; no doas rules installed for {request.name}")
+    if distro.user_exists(request.name):
+        ctx.log.info("user %s already exists; account settings left as they are", request.name)
+    else:
+        useradd_spec = _spec_for_useradd(ctx, request, problems)
+        try:
+            distro.add_user(request.name, useradd_spec)
+        except DistroError as e:
+            raise UserApplyError(f"{where}: cannot create user {request.name!r}: {e}") from None
+        ctx.log.info("created user %s", request.name)
+    _apply_passwords(ctx, request, problems)
+    if sudo_rules:
+        try:
+            write_user_rules(ctx.root, distro.sudoers_file, request.name, sudo_rules, file_header(),
+                             f"{where}.sudo")
+        except RuleError as e:
+            problems.append(f"{e}; no sudo rules installed for {request.name}")
+    if doas_rules:
+        try:
+            write_doas_rules(ctx.root, distro.doas_file, request.name, doas_rules, file_header(), f"{where}.doas")
+        except RuleError as e:
+            problems.append(f"{e}; no doas rules installed for {request.name}")
+    _apply_keys(ctx, request, problems)
+    _apply_redirect(ctx, request, default_name, problems)
+    _apply_import_ids(ctx, request, problems)
+
+
+def _add_members(ctx: ModuleContext, group: GroupRequest, problems: list[str]) -> None:
+    present = set(ctx.distro.group_members(group.name))
+    for member in group.members:
+        if member in present:
+            continue
+        if not ctx.distro.user_exists(member):
+            problems.append(f"{group.where}: member {member!r} is not a user; not added to {group.name}")
+            continue
+        try:
+            ctx.distro.add_to_group(member, group.name)
+        except DistroError as e:
+            problems.append(f"{group.where}: {e}")
+
+
+def handle(ctx: ModuleContext) -> None:
+    problems: list[str] = []
+    try:
+        groups = normalize_groups(ctx.cfg.get("groups"))
+    except UsersConfigError as e:
+        problems.append(str(e))
+        groups = []
+    try:
+        users, warnings = normalize_users(ctx.cfg, ctx.distro.default_user())
+    except UsersConfigError as e:
+        problems.append(str(e))
+        users, warnings = [], []
+    for warning in warnings:
+        ctx.warn(warning)
+    for group in groups:
+        if ctx.distro.group_exists(group.name):
+            continue
+        try:
+            ctx.distro.create_group(group.name)
+            ctx.log.info("created group %s", group.name)
+        except DistroError as e:
+            problems.append(f"{group.where}: {e}")
+    default_name = next((u.name for u in users if u.is_default), None)
+    for request in users:
+        try:
+            apply_user(ctx, request, default_name, problems)
+        except (UserApplyError, RuleError, UsersConfigError) as e:
+            problems.append(str(e))
+        except (RootError, OSError) as e:
+            problems.append(f"{request.where}: {e}")
+    for group in groups:
+        if ctx.distro.group_exists(group.name):
+            _add_members(ctx, group, problems)
+    if problems:
+        raise ModuleError("; ".join(problems))
