@@ -100,3 +100,44 @@ def test_corpus_covers_every_format():
                  "include-once", "part-handler", "archive", "jinja", "per-freq", "jsonp", "merge"):
         assert word in kinds, word
     assert len(COMPARED) >= 25
+
+
+MERGE_CASES = [
+    (spec, old, new)
+    for spec in ("dict(replace)+list()+str()", "list()+dict()+str()", "list(append)+dict(recurse_array)+str()",
+                 "dict(no_replace,recurse_list)+list(prepend)", "dict(recurse_str)+str(append)",
+                 "dict(allow_delete,replace)", "dict(recurse_array,no_replace)+list(no_replace)",
+                 "list(recurse_dict,replace)+dict(no_replace)", "dict(replace)", "list(append)")
+    for old, new in (
+        ({"a": [1, 2], "b": {"c": "x", "d": [1]}, "e": "s"}, {"a": [3], "b": {"c": "y", "d": [2]}, "e": "t"}),
+        ({"a": [{"k": 1}, {"k": 2}]}, {"a": [{"j": 1}], "z": None}),
+        ({"a": "str", "n": 1}, {"a": ["list"], "n": 2, "b": None}),
+        ({"a": {"b": {"c": [1]}}}, {"a": {"b": {"c": [2], "d": 1}}}),
+    )
+]
+
+
+def test_mergers_agree_with_reference():
+    from cloudseed.agent.userdata.merging import Merger
+
+    code = ("import importlib.util, json, sys\nfrom cloudinit import mergers\n"
+            "out = []\n"
+            "for spec, old, new in json.load(sys.stdin):\n"
+            "    out.append(mergers.construct(mergers.string_extract_mergers(spec)).merge(old, new))\n"
+            "print(json.dumps(out))\n")
+    theirs = json.loads(reference_python(code, input=json.dumps(MERGE_CASES)).stdout)
+    mine = [Merger.from_string(spec).merge(old, new) for spec, old, new in MERGE_CASES]
+    assert mine == theirs
+
+
+def test_vendor_under_user_agrees_with_reference_mergemanydict():
+    from cloudseed.agent.userdata import merge_vendor_under_user
+
+    pairs = [({"a": 1, "l": [1], "d": {"x": 1}}, {"a": 2, "l": [2, 3], "d": {"x": 2, "y": 3}, "v": 1}),
+             ({"runcmd": ["u"]}, {"runcmd": ["v1", "v2"], "merge_how": "list(append)+dict()+str()"}),
+             ({"merge_how": "dict(replace)"}, {"k": "vendor"})]
+    code = ("import json, sys\nfrom cloudinit import util\n"
+            "print(json.dumps([util.mergemanydict([u, v]) for u, v in json.load(sys.stdin)]))\n")
+    theirs = json.loads(reference_python(code, input=json.dumps(pairs)).stdout)
+    mine = [merge_vendor_under_user(v, u) for u, v in pairs]
+    assert mine == theirs
