@@ -58,7 +58,7 @@ class ServerProcess:
     """A running ``cloudseed serve``; ``ports`` are the metadata listeners in --listen order."""
 
     def __init__(self, db_url: str, tmp: str, listen: list[str], config: dict | None = None,
-                 extra: list[str] | None = None):
+                 extra: list[str] | None = None, netns: str | None = None):
         self.db_url = db_url
         self.tmp = tmp
         os.makedirs(tmp, exist_ok=True)
@@ -78,6 +78,9 @@ class ServerProcess:
                 yaml.safe_dump(config, handle)
             args += ["--config", path]
         args += extra or []
+        if netns:  # the server runs inside a network namespace; admin still on its loopback
+            args = ["ip", "netns", "exec", netns] + args
+        self.netns = netns
         self.stderr_path = os.path.join(tmp, "stderr")
         self.stderr = open(self.stderr_path, "w+")  # noqa: SIM115 - the child writes it until stop()
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=self.stderr)
@@ -116,7 +119,19 @@ class ServerProcess:
         all_headers.update(headers or {})
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
+        if self.netns:
+            return self._admin_in_netns(method, path, all_headers, body)
         return http(self.admin_port, path, method, headers=all_headers, body=body)
+
+    def _admin_in_netns(self, method: str, path: str, headers: dict, body) -> Reply:
+        code = (f"import http.client,sys,json;c=http.client.HTTPConnection('127.0.0.1',{self.admin_port});"
+                "a=json.loads(sys.stdin.read());c.request(a[0],a[1],body=a[3],headers=a[2]);"
+                "r=c.getresponse();sys.stdout.write(json.dumps([r.status,r.read().decode()]))")
+        proc = subprocess.run(["ip", "netns", "exec", self.netns, sys.executable, "-c", code],
+                              input=json.dumps([method, path, headers, body]), capture_output=True, text=True,
+                              timeout=30, check=True)
+        status, text = json.loads(proc.stdout)
+        return Reply(status, {}, text.encode())
 
     def add(self, **fields) -> dict:
         reply = self.admin("POST", "/v1/instances", fields)
