@@ -1,0 +1,191 @@
+"""Put an agent into a lab root tree: cloudseed from the working tree, or Debian's cloud-init.
+
+cloudseed goes in with ``cloudseed install --root TREE --with-package`` when that verb exists;
+until it does, the package is copied and four stage units are written here. Every lab image also
+gets a small *collector*: after the agent is done it prints the agent's status and result JSON
+on the serial console (one line each), so the lab can report without logging in.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+from cloudseed.lab.rootfs import ImageBuildError, chroot_mounts, log, run
+
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECT_MARK = "cloudseed-lab:"
+
+_LAUNCHER = "#!/usr/bin/python3\nimport sys\nfrom cloudseed.cli import main\nsys.exit(main())\n"
+
+# The four boot stages as systemd units (used only until `cloudseed install` exists).
+_FALLBACK_UNITS = {
+    "cloudseed-local.service": ("cloudseed init --local", "DefaultDependencies=no\nWants=network-pre.target\n"
+                                "After=systemd-remount-fs.service\nBefore=network-pre.target\n"
+                                "Before=sysinit.target shutdown.target\nConflicts=shutdown.target\n"),
+    "cloudseed-network.service": ("cloudseed init", "Wants=network-online.target\n"
+                                  "After=cloudseed-local.service network-online.target\n"
+                                  "Before=sshd.service ssh.service systemd-user-sessions.service\n"),
+    "cloudseed-config.service": ("cloudseed modules --mode config",
+                                 "After=cloudseed-network.service network-online.target\n"),
+    "cloudseed-final.service": ("cloudseed modules --mode final",
+                                "After=cloudseed-config.service multi-user.target\n"),
+}
+
+_COLLECT_SCRIPT = """#!/bin/sh
+# Lab collector: report the agent's status and result on the serial console, one line each.
+out=/dev/ttyS0
+emit() {{ printf '%s %s %s\\n' "{mark}" "$1" "$(tr -d '\\n' < "$2" 2>/dev/null)" > $out; }}
+if [ -x /usr/bin/cloudseed ]; then
+    /usr/bin/cloudseed status --wait >/dev/null 2>&1
+    /usr/bin/cloudseed status --format json --long > /run/cloudseed-lab-status.json 2>/dev/null
+    emit status /run/cloudseed-lab-status.json
+    emit result /run/cloudseed/result.json
+elif [ -x /usr/bin/cloud-init ]; then
+    /usr/bin/cloud-init status --wait >/dev/null 2>&1
+    emit status /run/cloud-init/status.json
+    emit result /run/cloud-init/result.json
+fi
+printf '%s done\\n' "{mark}" > $out
+"""
+
+_COLLECT_UNIT = """[Unit]
+Description=cloudseed lab: report the agent's results on the serial console
+After=multi-user.target cloudseed-final.service cloud-final.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/cloudseed-lab-collect
+TimeoutStartSec=900
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def install_verb_available() -> bool:
+    return importlib.util.find_spec("cloudseed.commands.install") is not None
+
+
+def install_cloudseed(tree: str) -> str:
+    """Install cloudseed from the working tree into ``tree``; returns how it was installed."""
+    if install_verb_available():
+        run([sys.executable, "-m", "cloudseed", "--root", tree, "install", "--with-package"])
+        method = "cloudseed install --with-package"
+    else:
+        _copy_package(tree)
+        _write_fallback_units(tree)
+        method = "lab fallback (package copy + 4 units)"
+    with chroot_mounts(tree):
+        run(["chroot", tree, "python3", "-m", "compileall", "-q",
+             "/usr/lib/python3/dist-packages/cloudseed"])
+    return method
+
+
+def _copy_package(tree: str) -> None:
+    target = os.path.join(tree, "usr/lib/python3/dist-packages/cloudseed")
+    if os.path.lexists(target):
+        shutil.rmtree(target)
+    shutil.copytree(PACKAGE_DIR, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    launcher = os.path.join(tree, "usr/bin/cloudseed")
+    with open(launcher + ".tmp", "w") as handle:
+        handle.write(_LAUNCHER)
+    os.chmod(launcher + ".tmp", 0o755)
+    os.replace(launcher + ".tmp", launcher)
+
+
+def _write_fallback_units(tree: str) -> None:
+    unit_dir = os.path.join(tree, "etc/systemd/system")
+    wants = os.path.join(unit_dir, "cloudseed.target.wants")
+    os.makedirs(wants, exist_ok=True)
+    for name, (command, deps) in _FALLBACK_UNITS.items():
+        text = (f"[Unit]\nDescription=cloudseed {name.split('-')[1].split('.')[0]} stage\n{deps}\n"
+                f"[Service]\nType=oneshot\nExecStart=/usr/bin/{command}\nRemainAfterExit=yes\n"
+                "StandardOutput=journal+console\nTimeoutSec=0\n")
+        _write(os.path.join(unit_dir, name), text)
+        _symlink(f"/etc/systemd/system/{name}", os.path.join(wants, name))
+    _write(os.path.join(unit_dir, "cloudseed.target"),
+           "[Unit]\nDescription=cloudseed boot stages\nAfter=multi-user.target\n\n"
+           "[Install]\nWantedBy=multi-user.target\n")
+    multi = os.path.join(unit_dir, "multi-user.target.wants")
+    os.makedirs(multi, exist_ok=True)
+    _symlink("/etc/systemd/system/cloudseed.target", os.path.join(multi, "cloudseed.target"))
+
+
+def install_collector(tree: str) -> None:
+    """The lab collector script and unit, enabled."""
+    script = os.path.join(tree, "usr/local/sbin/cloudseed-lab-collect")
+    os.makedirs(os.path.dirname(script), exist_ok=True)
+    _write(script, _COLLECT_SCRIPT.format(mark=COLLECT_MARK), 0o755)
+    unit_dir = os.path.join(tree, "etc/systemd/system")
+    _write(os.path.join(unit_dir, "cloudseed-lab-collect.service"), _COLLECT_UNIT)
+    multi = os.path.join(unit_dir, "multi-user.target.wants")
+    os.makedirs(multi, exist_ok=True)
+    _symlink("/etc/systemd/system/cloudseed-lab-collect.service",
+             os.path.join(multi, "cloudseed-lab-collect.service"))
+
+
+_KEYGEN_UNIT = """[Unit]
+Description=lab: generate SSH host keys when missing (what an image without an agent needs)
+Before=ssh.service
+ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key
+
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def install_host_keygen(tree: str) -> None:
+    """For the image without an agent: ``ssh-keygen -A`` before sshd, as a plain image needs."""
+    unit_dir = os.path.join(tree, "etc/systemd/system")
+    _write(os.path.join(unit_dir, "lab-ssh-keygen.service"), _KEYGEN_UNIT)
+    multi = os.path.join(unit_dir, "multi-user.target.wants")
+    os.makedirs(multi, exist_ok=True)
+    _symlink("/etc/systemd/system/lab-ssh-keygen.service", os.path.join(multi, "lab-ssh-keygen.service"))
+
+
+def install_reference(tree: str) -> None:
+    """Debian's cloud-init package from the archive, installed with apt in the tree."""
+    with chroot_mounts(tree):
+        log("installing Debian's cloud-init in the reference image")
+        run(["chroot", tree, "apt-get", "update", "-q"])
+        run(["chroot", tree, "apt-get", "install", "-y", "-q", "--no-install-recommends", "cloud-init"])
+        run(["chroot", tree, "apt-get", "clean"])
+    shutil.rmtree(os.path.join(tree, "var/lib/apt/lists"), ignore_errors=True)
+    os.makedirs(os.path.join(tree, "var/lib/apt/lists/partial"), exist_ok=True)
+    for key in ("etc/ssh/ssh_host_rsa_key", "etc/ssh/ssh_host_ed25519_key", "etc/ssh/ssh_host_ecdsa_key"):
+        for suffix in ("", ".pub"):
+            path = os.path.join(tree, key + suffix)
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def _write(path: str, text: str, mode: int = 0o644) -> None:
+    """Replace ``path`` atomically (never writes through a hard link into the cached base)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as handle:
+        handle.write(text)
+    os.chmod(path + ".tmp", mode)
+    os.replace(path + ".tmp", path)
+
+
+def _symlink(target: str, link: str) -> None:
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(target, link)
+
+
+def copy_tree_linked(source: str, dest: str) -> None:
+    """A hard-linked copy of ``source`` at ``dest`` (cheap; files must be replaced, not edited)."""
+    if os.path.lexists(dest):
+        shutil.rmtree(dest)
+    proc = subprocess.run(["cp", "-al", source, dest], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ImageBuildError(f"cp -al {source} {dest}: {proc.stderr.strip()}")

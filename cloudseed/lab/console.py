@@ -1,0 +1,142 @@
+"""The serial console of a lab VM: lines timestamped from qemu start, and what they mean.
+
+``Console`` collects lines from qemu's stdout in a thread, writes them to a log file and lets
+callers wait for a line matching a pattern. ``parse_event`` recognises the markers of the
+kernel, the cloudseed agent (``cloudseed: stage X start`` / ``finished in``), Debian's
+cloud-init (``Cloud-init v. ... running 'init' at``) and the lab collector.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable, Optional
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
+
+STAGE_START = re.compile(r"cloudseed: stage (\w+) start")
+STAGE_DONE = re.compile(r"cloudseed: stage (\w+) finished in ([0-9.]+)s \((\d+) modules?, (\d+) errors?\)")
+AGENT_DONE = re.compile(r"cloudseed: finished\b")
+REF_STAGE = re.compile(r"Cloud-init v\. \S+ running '([\w:-]+)' at")
+REF_DONE = re.compile(r"Cloud-init v\. \S+ finished at")
+COLLECTED = re.compile(r"cloudseed-lab: (status|result|done) ?(.*)$")
+KERNEL = re.compile(r"Linux version \d")
+LOGIN = re.compile(r"login: *$")
+
+
+@dataclass
+class Line:
+    at: float  # seconds since qemu started
+    text: str
+
+
+@dataclass
+class Event:
+    kind: str  # kernel, stage-start, stage-done, agent-done, collected, login
+    at: float
+    stage: str = ""
+    seconds: float = 0.0
+    modules: int = 0
+    errors: int = 0
+    data: Any = None
+    text: str = ""
+
+
+def parse_event(line: Line) -> Optional[Event]:
+    text = line.text
+    match = STAGE_DONE.search(text)
+    if match:
+        return Event("stage-done", line.at, stage=match.group(1), seconds=float(match.group(2)),
+                     modules=int(match.group(3)), errors=int(match.group(4)), text=text)
+    match = STAGE_START.search(text)
+    if match:
+        return Event("stage-start", line.at, stage=match.group(1), text=text)
+    if AGENT_DONE.search(text) or REF_DONE.search(text):
+        return Event("agent-done", line.at, text=text)
+    match = REF_STAGE.search(text)
+    if match:
+        return Event("stage-start", line.at, stage=match.group(1), text=text)
+    match = COLLECTED.search(text)
+    if match:
+        data: Any = None
+        if match.group(2):
+            try:
+                data = json.loads(match.group(2))
+            except ValueError:
+                data = {"unparsed": match.group(2)[:2000]}
+        return Event("collected", line.at, stage=match.group(1), data=data, text=text)
+    if KERNEL.search(text):
+        return Event("kernel", line.at, text=text)
+    if LOGIN.search(text):
+        return Event("login", line.at, text=text)
+    return None
+
+
+@dataclass
+class Console:
+    started: float
+    log: Optional[IO[str]] = None
+    on_event: Optional[Callable[[Event], None]] = None
+    lines: list[Line] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    closed: bool = False
+
+    def __post_init__(self) -> None:
+        self._cond = threading.Condition()
+
+    def follow(self, stream: IO[bytes]) -> threading.Thread:
+        thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        thread.start()
+        return thread
+
+    def _read(self, stream: IO[bytes]) -> None:
+        buffer = b""
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(4096)
+            if not chunk:
+                break
+            buffer += chunk
+            while b"\n" in buffer:
+                raw, buffer = buffer.split(b"\n", 1)
+                self._add(raw)
+        if buffer:
+            self._add(buffer)
+        with self._cond:
+            self.closed = True
+            self._cond.notify_all()
+
+    def _add(self, raw: bytes) -> None:
+        line = Line(time.monotonic() - self.started, _ANSI.sub("", raw.decode("utf-8", "replace")))
+        event = parse_event(line)
+        with self._cond:
+            self.lines.append(line)
+            if event:
+                self.events.append(event)
+            self._cond.notify_all()
+        if self.log:
+            with contextlib.suppress(ValueError):  # the log was closed when the VM stopped
+                self.log.write(f"[{line.at:8.3f}] {line.text}\n")
+                self.log.flush()
+        if event and self.on_event:
+            self.on_event(event)
+
+    def wait_event(self, predicate: Callable[[Event], bool], timeout: float, since: int = 0) -> Optional[Event]:
+        """The first event (from index ``since``) matching ``predicate``, waiting up to ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for event in self.events[since:]:
+                    if predicate(event):
+                        return event
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self.closed:
+                    return None
+                self._cond.wait(min(remaining, 1.0))
+
+    def text(self) -> str:
+        with self._cond:
+            return "\n".join(line.text for line in self.lines)

@@ -1,0 +1,154 @@
+"""Lab disk images: the cached base tree plus an agent, as a raw disk with one ext4 partition.
+
+``lab_image(agent)`` returns an ``Image`` (raw disk, kernel, initrd) for ``agent`` "cloudseed"
+(the working tree's package, keyed by a hash of its sources so the image always carries the
+current code), "reference" (Debian's cloud-init) or "none". The disk is an MBR with partition 1
+at 1 MiB, made by ``mke2fs -d`` from the tree: no loop device, no root mount needed.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass
+
+from cloudseed.lab import agent_install
+from cloudseed.lab.cache import build_lock, digest, lab_dir
+from cloudseed.lab.rootfs import ImageBuildError, base_rootfs, kernel_files, log, run
+
+PARTITION_OFFSET = 1024 * 1024
+IMAGE_VERSION = "4"  # bump when the way images are assembled changes
+AGENTS = ("cloudseed", "reference", "none")
+
+
+def external_image(path: str) -> Image:
+    """Any qcow2/raw cloud image given with ``--image``: booted by its own boot loader."""
+    if not os.path.isfile(path):
+        raise ImageBuildError(f"--image {path}: no such file")
+    return Image(disk=os.path.abspath(path), kernel="", initrd="", agent="external", key="external",
+                 install_method="as given")
+
+
+@dataclass
+class Image:
+    disk: str  # raw disk image, partition 1 = root
+    kernel: str
+    initrd: str
+    agent: str
+    key: str
+    install_method: str = ""
+    partition_offset: int = PARTITION_OFFSET
+
+
+def package_hash() -> str:
+    """A hash of the cloudseed package sources (every file, by path and content, but the lab's)."""
+    items: list[str | bytes] = []
+    for dirpath, dirnames, filenames in os.walk(agent_install.PACKAGE_DIR):
+        # the lab itself never runs in the guest: editing it must not force an image rebuild
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and
+                             os.path.join(dirpath, d) != os.path.dirname(os.path.abspath(__file__)))
+        for name in sorted(filenames):
+            if name.endswith(".pyc"):
+                continue
+            path = os.path.join(dirpath, name)
+            items.append(os.path.relpath(path, agent_install.PACKAGE_DIR))
+            with open(path, "rb") as handle:
+                items.append(handle.read())
+    return digest(items)
+
+
+def lab_image(agent: str = "cloudseed") -> Image:
+    """The cached image for ``agent``, building what is missing."""
+    if agent not in AGENTS:
+        raise ImageBuildError(f"unknown agent {agent!r}: one of {', '.join(AGENTS)}")
+    base = base_rootfs()
+    parts = [IMAGE_VERSION, os.path.basename(base), agent]
+    if agent == "cloudseed":
+        parts.append(package_hash())
+    key = f"{agent}-{digest(parts)}"
+    images = lab_dir("images")
+    disk = os.path.join(images, f"{key}.raw")
+    with build_lock(f"image-{agent}"):
+        if not os.path.exists(disk):
+            _build(agent, base, disk, key)
+        kernel = os.path.join(images, f"{key}.vmlinuz")
+        initrd = os.path.join(images, f"{key}.initrd")
+        method_file = os.path.join(images, f"{key}.method")
+        method = ""
+        if os.path.exists(method_file):
+            with open(method_file) as handle:
+                method = handle.read().strip()
+    return Image(disk=disk, kernel=kernel, initrd=initrd, agent=agent, key=key, install_method=method)
+
+
+def _build(agent: str, base: str, disk: str, key: str) -> None:
+    images = os.path.dirname(disk)
+    stage = os.path.join(lab_dir("staging"), key)
+    method = "none"
+    log(f"assembling {agent} image {key}")
+    if agent == "reference":
+        tree = os.path.join(lab_dir("rootfs"), f"reference-{os.path.basename(base)}")
+        if not os.path.exists(os.path.join(tree, ".cloudseed-reference-ready")):
+            shutil.rmtree(tree, ignore_errors=True)
+            run(["cp", "-a", base, tree + ".partial"])
+            agent_install.install_reference(tree + ".partial")
+            open(os.path.join(tree + ".partial", ".cloudseed-reference-ready"), "w").close()
+            os.rename(tree + ".partial", tree)
+        agent_install.copy_tree_linked(tree, stage)
+        method = "Debian cloud-init package"
+    else:
+        agent_install.copy_tree_linked(base, stage)
+        if agent == "cloudseed":
+            method = agent_install.install_cloudseed(stage)
+        else:
+            agent_install.install_host_keygen(stage)
+    agent_install.install_collector(stage)
+    try:
+        kernel, initrd = kernel_files(stage)
+        shutil.copyfile(kernel, os.path.join(images, f"{key}.vmlinuz"))
+        shutil.copyfile(initrd, os.path.join(images, f"{key}.initrd"))
+        make_disk(stage, disk)
+        with open(os.path.join(images, f"{key}.method"), "w") as handle:
+            handle.write(method + "\n")
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    _prune(images, agent, keep=key)
+    log(f"image ready: {disk} ({method})")
+
+
+def _tree_bytes(tree: str) -> int:
+    proc = subprocess.run(["du", "-sb", "--apparent-size", tree], capture_output=True, text=True)
+    return int(proc.stdout.split()[0]) if proc.returncode == 0 else 2 << 30
+
+
+def make_disk(tree: str, disk: str) -> None:
+    """A raw disk: MBR with one Linux partition at 1 MiB holding an ext4 made from ``tree``."""
+    size_mib = max(1024, (_tree_bytes(tree) * 14 // 10) // (1 << 20) + 256)
+    total = size_mib << 20
+    partial = disk + ".partial"
+    with open(partial, "wb") as handle:
+        handle.truncate(total)
+    fs_kib = (total - PARTITION_OFFSET) // 1024
+    run(["mke2fs", "-q", "-F", "-t", "ext4", "-L", "cloudseed-root", "-E",
+         f"offset={PARTITION_OFFSET}", "-d", tree, partial, f"{fs_kib}k"])
+    write_mbr(partial, PARTITION_OFFSET // 512, (total - PARTITION_OFFSET) // 512)
+    os.replace(partial, disk)
+
+
+def write_mbr(disk: str, start_sector: int, sectors: int) -> None:
+    """An MBR partition table with one bootable-agnostic Linux (0x83) partition."""
+    entry = struct.pack("<B3sB3sII", 0x00, b"\xfe\xff\xff", 0x83, b"\xfe\xff\xff", start_sector, sectors)
+    with open(disk, "r+b") as handle:
+        handle.seek(440)
+        handle.write(struct.pack("<I", 0x636C6F75) + b"\0\0")  # disk signature
+        handle.write(entry + b"\0" * 48 + b"\x55\xaa")
+
+
+def _prune(images: str, agent: str, keep: str) -> None:
+    """Drop older images of the same agent (the cloudseed image changes with every source edit)."""
+    for path in glob.glob(os.path.join(images, f"{agent}-*")):
+        if not os.path.basename(path).startswith(keep):
+            os.unlink(path)

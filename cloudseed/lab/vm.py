@@ -1,0 +1,195 @@
+"""One lab VM: qemu on a throw-away qcow2 overlay, serial console followed, SSH forwarded.
+
+The guest gets the image as ``vda`` (through an overlay, so the base stays clean), each seed as
+a read-only virtio disk, one user-mode NIC with SSH forwarded from a host loopback port and,
+when a metadata port is given, 169.254.169.254:80 in the guest forwarded to it (one socat per
+connection). The VM is stopped with an ACPI power-down over QMP so the disk is clean to read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from cloudseed.lab.console import Console, Event
+from cloudseed.lab.image import Image
+
+PLATFORMS = {
+    "openstack": "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova",
+    "ec2": "type=1,manufacturer=Amazon EC2,product=t3.micro,uuid=ec2e1916-9099-7caf-fd21-012345abcdef",
+}
+
+
+class LabError(Exception):
+    """The VM could not be started or did not behave as expected."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _format(path: str) -> str:
+    """qcow2 or raw, from the file's magic."""
+    with open(path, "rb") as handle:
+        return "qcow2" if handle.read(4) == b"QFI\xfb" else "raw"
+
+
+def accel_args(accel: str) -> list[str]:
+    if accel == "kvm":
+        return ["-accel", "kvm", "-cpu", "host"]
+    return ["-accel", "tcg,thread=multi", "-cpu", "max"]
+
+
+@dataclass
+class VmSpec:
+    image: Image
+    workdir: str
+    seeds: list[str] = field(default_factory=list)
+    metadata_port: Optional[int] = None
+    platform: Optional[str] = None  # openstack | ec2 | None
+    accel: str = "tcg"
+    memory_mib: int = 1024
+    cpus: int = 2
+    overlay: Optional[str] = None  # reuse this overlay (a reboot); created when missing
+    overlay_size: str = "4G"
+    kernel_args: str = ""
+
+
+class VirtualMachine:
+    def __init__(self, spec: VmSpec, on_event: Optional[Callable[[Event], None]] = None):
+        self.spec = spec
+        os.makedirs(spec.workdir, exist_ok=True)
+        self.overlay = spec.overlay or os.path.join(spec.workdir, "overlay.qcow2")
+        self.qmp_path = os.path.join(spec.workdir, "qmp.sock")
+        self.ssh_port = free_port()
+        self.on_event = on_event
+        self.process: Optional[subprocess.Popen] = None
+        self.console: Optional[Console] = None
+        self.ssh_ready_at: Optional[float] = None
+        self.started = 0.0
+        self._stop = threading.Event()
+        self._log = None
+
+    def argv(self) -> list[str]:
+        spec = self.spec
+        netdev = f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22"
+        if spec.metadata_port is not None:
+            socat = shutil.which("socat") or "socat"
+            netdev += (",net=169.254.0.0/16,host=169.254.169.1,dhcpstart=169.254.169.10,ipv6=off,"
+                       f"guestfwd=tcp:169.254.169.254:80-cmd:{socat} STDIO TCP:127.0.0.1:{spec.metadata_port}")
+        argv = ["qemu-system-x86_64", *accel_args(spec.accel), "-smp", str(spec.cpus),
+                "-m", str(spec.memory_mib), "-display", "none", "-monitor", "none", "-serial", "stdio",
+                "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
+                "-drive", f"file={self.overlay},if=virtio,format=qcow2,cache=unsafe",
+                "-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56",
+                "-object", "rng-random,filename=/dev/urandom,id=rng0",
+                "-device", "virtio-rng-pci,rng=rng0"]
+        if spec.image.kernel:
+            argv += ["-kernel", spec.image.kernel, "-initrd", spec.image.initrd,
+                     "-append", f"root=/dev/vda1 ro console=ttyS0,115200 {spec.kernel_args}".strip()]
+        for seed in spec.seeds:
+            argv += ["-drive", f"file={seed},if=virtio,format=raw,readonly=on"]
+        smbios = PLATFORMS.get(spec.platform or "", spec.platform)
+        if smbios:
+            argv += ["-smbios", smbios]
+        return argv
+
+    def start(self) -> None:
+        if not os.path.exists(self.overlay):
+            proc = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", _format(self.spec.image.disk), "-b",
+                                   self.spec.image.disk, self.overlay, self.spec.overlay_size],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise LabError(f"qemu-img create {self.overlay}: {proc.stderr.strip()}")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.qmp_path)
+        boot = 1
+        while os.path.exists(os.path.join(self.spec.workdir, f"console-{boot}.log")):
+            boot += 1
+        self.console_log = os.path.join(self.spec.workdir, f"console-{boot}.log")
+        self._log = open(self.console_log, "w")  # noqa: SIM115 - open for the VM's lifetime
+        self.started = time.monotonic()
+        with open(os.path.join(self.spec.workdir, "qemu.err"), "a") as errors:
+            self.process = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                            stderr=errors)
+        self.console = Console(self.started, self._log, self.on_event)
+        self.console.follow(self.process.stdout)
+        threading.Thread(target=self._watch_ssh, daemon=True).start()
+
+    def _watch_ssh(self) -> None:
+        while not self._stop.is_set() and self.process and self.process.poll() is None:
+            try:
+                with socket.create_connection(("127.0.0.1", self.ssh_port), timeout=2) as sock:
+                    sock.settimeout(3)
+                    if sock.recv(8).startswith(b"SSH-"):
+                        self.ssh_ready_at = time.monotonic() - self.started
+                        if self.on_event:
+                            self.on_event(Event("ssh-ready", self.ssh_ready_at))
+                        return
+            except OSError:
+                pass
+            self._stop.wait(0.5)
+
+    def wait_event(self, predicate: Callable[[Event], bool], timeout: float) -> Optional[Event]:
+        assert self.console is not None
+        return self.console.wait_event(predicate, timeout)
+
+    def wait_ssh(self, timeout: float) -> Optional[float]:
+        deadline = time.monotonic() + timeout
+        while self.ssh_ready_at is None and time.monotonic() < deadline and self.running():
+            time.sleep(0.2)
+        return self.ssh_ready_at
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def _qmp(self, command: str) -> None:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(5)
+            sock.connect(self.qmp_path)
+            sock.recv(4096)
+            for message in ({"execute": "qmp_capabilities"}, {"execute": command}):
+                sock.sendall(json.dumps(message).encode() + b"\n")
+                sock.recv(4096)
+
+    def stop(self, timeout: float = 90) -> None:
+        """ACPI power-down; if the guest does not power off in ``timeout``, quit qemu."""
+        self._stop.set()
+        if not self.running():
+            return self._close()
+        with contextlib.suppress(OSError):
+            self._qmp("system_powerdown")
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                self._qmp("quit")
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._close()
+
+    def kill(self) -> None:
+        self._stop.set()
+        if self.running():
+            self.process.kill()
+            self.process.wait()
+        self._close()
+
+    def _close(self) -> None:
+        time.sleep(0.2)  # let the console thread drain
+        if self._log and not self._log.closed:
+            self._log.flush()
+            self._log.close()
