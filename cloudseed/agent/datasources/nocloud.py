@@ -217,19 +217,39 @@ class NoCloud(Datasource):
         return None
 
     def _read_seedfrom(self, seedfrom: str) -> dict[str, Any]:
+        """The four seed files under ``seedfrom`` (file:// or http(s)://), within a total time budget.
+
+        ``datasource: NoCloud: {timeout, retries, max_wait}``: per-request timeout (default 5s),
+        retries of a failing file (default 2), total seconds for all files (default 20).
+        A 404 is an absent file; any other failure is logged naming the URL.
+        """
+        import time
+
         from cloudseed.agent.http import FetchError, fetch
 
         base = seedfrom if seedfrom.endswith("/") else seedfrom + "/"
         cfg = self.ctx.ds_cfg("NoCloud")
-        timeout = float(cfg.get("timeout", 5))
-        retries = int(cfg.get("retries", 2))
+        try:
+            timeout = float(cfg.get("timeout", 5))
+            retries = int(cfg.get("retries", 2))
+            max_wait = float(cfg.get("max_wait", 20))
+        except (TypeError, ValueError):
+            LOG.warning("datasource.NoCloud timeout/retries/max_wait must be numbers; using defaults")
+            timeout, retries, max_wait = 5.0, 2, 20.0
+        deadline = time.monotonic() + max_wait
         files: dict[str, bytes | None] = {}
         for name in SEED_FILES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                LOG.warning("NoCloud seed %s: out of time (max_wait %gs) before %s", seedfrom, max_wait, name)
+                files[name] = None
+                continue
             try:
-                files[name] = fetch(base + name, timeout=timeout, retries=retries)
+                files[name] = fetch(base + name, timeout=min(timeout, left), retries=retries, max_wait=left,
+                                    max_bytes=MAX_SEED_FILE)
             except FetchError as e:
-                if name == "meta-data" or (e.status not in (404, None) and name == "user-data"):
-                    LOG.warning("NoCloud seed: %s", e)
+                if e.status != 404:
+                    self.warnings.append(f"NoCloud seed: {e}")
                 files[name] = None
         seed = _read_dir(files.get, seedfrom)
         if seed is None:

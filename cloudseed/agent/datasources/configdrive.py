@@ -1,0 +1,117 @@
+"""ConfigDrive: OpenStack's read-only disk labelled ``config-2`` (ISO 9660 or VFAT).
+
+The drive (a CD-ROM, a disk or a partition) carries ``openstack/<version>/`` (meta_data.json,
+user_data, vendor_data.json, vendor_data2.json, network_data.json) and often
+``ec2/latest/meta-data.json``; the newest version we understand is read. A seed directory
+(``/var/lib/cloud/seed/config_drive``) with the same layout works too. Needs no network.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources._openstack_common import MetadataError, fill_datasource, load_json, read_tree
+
+LOG = logging.getLogger("cloudseed.datasources.configdrive")
+
+LABELS = ("config-2", "CONFIG-2")
+SEED_DIRS = ("/var/lib/cloudseed/seed/config_drive", "/var/lib/cloud/seed/config_drive")
+MAX_FILE = 32 * 1024 * 1024
+
+
+def _reader(top: str):
+    """``read(relative) -> bytes | None`` over a directory, bounded, never leaving ``top``."""
+    real_top = os.path.realpath(top)
+
+    def read(relative: str) -> bytes | None:
+        path = os.path.realpath(os.path.join(real_top, relative))
+        if not path.startswith(real_top + os.sep) or not os.path.isfile(path):
+            return None
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE + 1)
+        if len(data) > MAX_FILE:
+            raise MetadataError(f"{path} is larger than {MAX_FILE} bytes")
+        return data
+
+    return read
+
+
+class ConfigDrive(Datasource):
+    name = "ConfigDrive"
+    stages = (LOCAL,)
+    platform = "openstack"
+    sensitive_keys = ("admin_pass", "random_seed")
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "openstack"
+        self.warnings: list[str] = []
+
+    @classmethod
+    def _seed_dirs(cls, ctx: DatasourceContext) -> list[str]:
+        return [d for d in SEED_DIRS if ctx.root.isdir(f"{d}/openstack")]
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        """Why a config drive may be here (None: it cannot be)."""
+        seeds = cls._seed_dirs(ctx)
+        if seeds:
+            return f"seed directory {seeds[0]}"
+        from cloudseed.agent.devices import find_devices_by_label
+
+        devices = find_devices_by_label(LABELS)
+        if devices:
+            return f"filesystem labelled config-2 on {', '.join(devices)}"
+        return None
+
+    @classmethod
+    def detect(cls, ctx: DatasourceContext) -> bool:
+        return cls.why(ctx) is not None
+
+    def fetch(self) -> bool:
+        for directory in self._seed_dirs(self.ctx):
+            if self._read_from(self.ctx.root.path(directory), directory, "seed-dir"):
+                return True
+        from cloudseed.agent.devices import MountError, find_devices_by_label, mounted_readonly
+
+        for device in find_devices_by_label(LABELS):
+            try:
+                with mounted_readonly(device) as mnt:
+                    if self._read_from(mnt, device, "config-disk"):
+                        return True
+            except MountError as e:
+                LOG.warning("%s", e)
+        return False
+
+    def _read_from(self, top: str, where: str, kind: str) -> bool:
+        read = _reader(top)
+        os_dir = os.path.join(top, "openstack")
+        versions = sorted(os.listdir(os_dir)) if os.path.isdir(os_dir) else []
+        if not versions:
+            LOG.warning("%s is labelled as a config drive but has no openstack/ directory", where)
+            return False
+        try:
+            tree = read_tree(read, versions, where)
+            ec2 = read("ec2/latest/meta-data.json")
+            if ec2 is not None:
+                try:
+                    tree["ec2_metadata"] = load_json(ec2, f"{where}/ec2/latest/meta-data.json")
+                except MetadataError as e:
+                    LOG.error("%s; ignored", e)
+                    self.warnings.append(str(e))
+            fill_datasource(self, tree, where)
+        except MetadataError as e:
+            LOG.error("config drive %s", e)
+            raise
+        meta_dsmode = (self.metadata.get("meta") or {}).get("dsmode") if isinstance(
+            self.metadata.get("meta"), dict) else None
+        if meta_dsmode == "disabled":
+            LOG.info("config drive %s: meta dsmode=disabled; not used", where)
+            return False
+        self.subplatform = f"{kind} ({where})"
+        return True
+
+
+DATASOURCE = ConfigDrive

@@ -1,0 +1,375 @@
+"""Ec2: the EC2 instance metadata service (IMDS) at 169.254.169.254 and [fd00:ec2::254].
+
+IMDSv2 first: ``PUT /latest/api/token`` with a TTL header, both endpoints side by side, the first
+answer wins; the token goes on every request and is renewed on a 401. IMDSv1 (no token) only when
+the service does not offer v2 (404/405 on the PUT) and ``datasource: Ec2: {imdsv1: false}`` is not
+set; a 403 means the service is disabled and nothing more is asked. The ``meta-data/`` tree is
+crawled (bounded: entries, depth, size; IAM credentials are never fetched), with ``user-data`` and
+``dynamic/instance-identity/document``. Network config v2 is built from the per-MAC data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable, urls_from_cfg
+
+LOG = logging.getLogger("cloudseed.datasources.ec2")
+
+DEFAULT_URLS = ("http://169.254.169.254", "http://[fd00:ec2::254]")
+TOKEN_PATH = "latest/api/token"
+TOKEN_HEADER = "X-aws-ec2-metadata-token"
+TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
+TOKEN_TTL = "21600"
+# dated versions we understand, newest first; "latest" when the service lists none of them
+VERSIONS = ("2021-03-23", "2018-09-24", "2016-09-02", "2009-04-04")
+MAX_ENTRIES = 1000
+MAX_DEPTH = 10
+MAX_LEAF = 1024 * 1024
+MAX_USERDATA = 16 * 1024 * 1024
+NEVER_CRAWLED = ("security-credentials",)
+
+
+class ImdsError(Exception):
+    """The service answered but cannot be used; the message names the URL."""
+
+
+class Imds:
+    """One metadata service endpoint, with its session token when IMDSv2 is in use."""
+
+    def __init__(self, base: str, limits: ServiceLimits, token: str | None = None):
+        self.base = base
+        self.limits = limits
+        self.token = token
+        self.requests = 0
+
+    def _headers(self) -> dict[str, str]:
+        return {TOKEN_HEADER: self.token} if self.token else {}
+
+    def renew_token(self) -> None:
+        from cloudseed.agent.http import request
+
+        resp = request(f"{self.base}/{TOKEN_PATH}", method="PUT", headers={TTL_HEADER: TOKEN_TTL},
+                       timeout=self.limits.timeout, max_bytes=4096)
+        self.token = resp.body.decode("ascii", "replace").strip()
+
+    def get(self, path: str, max_bytes: int = MAX_LEAF) -> bytes | None:
+        """The body at ``path`` (None on 404), renewing an expired token once."""
+        from cloudseed.agent.http import FetchError, fetch
+
+        self.requests += 1
+        if self.requests > MAX_ENTRIES:
+            raise ImdsError(f"{self.base}: more than {MAX_ENTRIES} metadata requests; stopping the crawl")
+        url = f"{self.base}/{path}"
+        for attempt in range(2):
+            try:
+                return fetch(url, timeout=self.limits.timeout, retries=self.limits.retries,
+                             headers=self._headers(), max_bytes=max_bytes,
+                             max_wait=self.limits.timeout * (self.limits.retries + 1) + 2)
+            except FetchError as e:
+                if e.status == 404:
+                    return None
+                if e.status == 401 and self.token and attempt == 0:
+                    LOG.info("Ec2: token refused at %s; renewing it", url)
+                    try:
+                        self.renew_token()
+                    except FetchError as renew:
+                        raise ImdsError(f"renewing the IMDSv2 token failed: {renew}") from None
+                    continue
+                raise ImdsError(str(e)) from None
+        return None
+
+
+def _decode_leaf(name: str, blob: bytes) -> Any:
+    text = blob.decode("utf-8", "replace")
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            LOG.warning("Ec2: %s looks like JSON but does not parse; kept as text", name)
+    if "\n" in stripped:
+        return stripped.splitlines()
+    return stripped
+
+
+def _crawl(imds: Imds, path: str, depth: int) -> dict[str, Any]:
+    listing = imds.get(path + "/")
+    tree: dict[str, Any] = {}
+    if listing is None:
+        return tree
+    if depth > MAX_DEPTH:
+        raise ImdsError(f"{imds.base}/{path}: metadata nested deeper than {MAX_DEPTH} levels")
+    for line in listing.decode("utf-8", "replace").splitlines():
+        entry = line.strip()
+        if not entry or entry.strip("/") in NEVER_CRAWLED or ".." in entry or entry.startswith("/"):
+            continue
+        if entry.endswith("/"):
+            name = entry.rstrip("/")
+            tree[name] = _crawl(imds, f"{path}/{name}", depth + 1)
+            continue
+        index, sep, key_name = entry.partition("=")
+        if sep and index.isdigit():  # public-keys listing: "0=my-key" -> 0/openssh-key
+            blob = imds.get(f"{path}/{index}/openssh-key")
+            name = key_name
+        else:
+            blob = imds.get(f"{path}/{entry}")
+            name = entry
+        if blob is not None and name not in tree:
+            tree[name] = _decode_leaf(f"{path}/{name}", blob)
+    return tree
+
+
+def crawl_tree(base: str, path: str, limits: ServiceLimits, headers: dict[str, str] | None = None) -> dict:
+    """The directory tree under ``base/path`` as nested dicts (used by OpenStack's EC2 mirror too)."""
+    token = (headers or {}).get(TOKEN_HEADER)
+    return _crawl(Imds(base, limits, token), path, 0)
+
+
+# ------------------------------------------------------------------------------- platform facts
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def identified(ctx: DatasourceContext) -> str | None:
+    """Why local facts say this is EC2 or an EC2-compatible cloud (None: they do not)."""
+    vendor = ctx.dmi("sys_vendor")
+    uuid = ctx.dmi("product_uuid").lower()
+    serial = ctx.dmi("product_serial").lower()
+    if vendor == "Amazon EC2":
+        return "DMI sys_vendor is 'Amazon EC2'"
+    hypervisor_uuid = ctx.root.read_text("/sys/hypervisor/uuid", default="").strip().lower()
+    if hypervisor_uuid.startswith("ec2"):
+        return "Xen hypervisor uuid starts with 'ec2'"
+    if uuid.startswith("ec2") and uuid == serial:
+        return "DMI product_uuid and product_serial start with 'ec2'"
+    if serial.endswith(".brightbox.com"):
+        return "DMI product_serial is a Brightbox one"
+    if ctx.dmi("chassis_asset_tag").lower().endswith(".zstack.io"):
+        return "DMI chassis_asset_tag is a ZStack one"
+    if vendor == "e24cloud":
+        return "DMI sys_vendor is 'e24cloud'"
+    if vendor == "3DS Outscale" and ctx.dmi("product_name") == "3DS Outscale VM":
+        return "DMI says 3DS Outscale VM"
+    return None
+
+
+# ------------------------------------------------------------------------------ network config
+
+
+def _system_macs() -> dict[str, str]:
+    found = {}
+    base = "/sys/class/net"
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        mac = _read(f"{base}/{name}/address").lower()
+        if mac and mac != "00:00:00:00:00:00" and name != "lo":
+            found.setdefault(mac, name)
+    return found
+
+
+def _as_list(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value if str(v)]
+    return [str(value)] if value else []
+
+
+def _secondaries(nic: dict, key: str, cidr_key: str, default_prefix: str) -> list[str]:
+    ips = _as_list(nic.get(key))
+    if len(ips) < 2:
+        return []
+    cidrs = _as_list(nic.get(cidr_key))
+    prefix = cidrs[0].split("/")[1] if cidrs and "/" in cidrs[0] else default_prefix
+    return [f"{ip}/{prefix}" for ip in ips[1:]]
+
+
+def network_config_from_macs(macs: dict[str, Any], system_macs: dict[str, str] | None = None) -> dict | None:
+    """Network config v2 for the NICs the metadata lists per MAC (DHCP plus secondary addresses)."""
+    if not isinstance(macs, dict) or not macs:
+        return None
+    system = {m.lower(): n for m, n in (system_macs if system_macs is not None else _system_macs()).items()}
+    ethernets: dict[str, Any] = {}
+    ordered = sorted(macs.items(), key=lambda kv: (str((kv[1] or {}).get("device-number", "99")), kv[0]))
+    for mac, nic in ordered:
+        if not isinstance(nic, dict):
+            continue
+        number = str(nic.get("device-number", len(ethernets)))
+        number = number if number.isdigit() else str(len(ethernets))
+        name = system.get(mac.lower())
+        entry: dict[str, Any] = {"match": {"macaddress": mac.lower()}, "dhcp4": True,
+                                 "dhcp6": bool(_as_list(nic.get("ipv6s")))}
+        if name:
+            entry["set-name"] = name
+        addresses = _secondaries(nic, "local-ipv4s", "subnet-ipv4-cidr-block", "24") + \
+            _secondaries(nic, "ipv6s", "subnet-ipv6-cidr-block", "128")
+        if addresses:
+            entry["addresses"] = addresses
+        ethernets[name or f"eth{number}"] = (entry, int(number))
+    if len(ethernets) > 1:
+        for entry, number in ethernets.values():
+            entry["dhcp4-overrides"] = {"route-metric": (number + 1) * 100}
+            if entry["dhcp6"]:
+                entry["dhcp6-overrides"] = {"route-metric": (number + 1) * 100}
+    return {"version": 2, "ethernets": {name: entry for name, (entry, _n) in ethernets.items()}}
+
+
+# --------------------------------------------------------------------------------- datasource
+
+
+class Ec2(Datasource):
+    name = "Ec2"
+    stages = (LOCAL, NETWORK)
+    platform = "ec2"
+    sensitive_keys = ("identity-credentials",)
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "aws"
+        self.warnings: list[str] = []
+        self.metadata_address: str | None = None
+        self.imds_version = ""
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        found = identified(ctx)
+        if found:
+            return found
+        section = ctx.ds_cfg(cls.name)
+        if section.get("metadata_urls"):
+            return "datasource.Ec2.metadata_urls is configured"
+        if section.get("strict_id") is False or str(section.get("strict_id")).lower() == "false":
+            return "datasource.Ec2.strict_id is false"
+        return None
+
+    @classmethod
+    def detect(cls, ctx: DatasourceContext) -> bool:
+        return cls.why(ctx) is not None
+
+    def fetch(self) -> bool:
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        if limits.max_wait <= 0:
+            return False
+        if self.ctx.stage == LOCAL and not identified(self.ctx):
+            LOG.debug("Ec2: platform not identified; not trying it before the network is up")
+            return False
+        with reachable(self.ctx, self.name) as ok:
+            if not ok:
+                return False
+            imds = self._connect(urls_from_cfg(section, DEFAULT_URLS), limits, section.get("imdsv1", True))
+            if imds is None:
+                return False
+            try:
+                return self._read(imds)
+            except ImdsError as e:
+                LOG.error("Ec2: %s", e)
+                raise
+
+    def _connect(self, urls: list[str], limits: ServiceLimits, v1_allowed: Any) -> Imds | None:
+        from cloudseed.agent.http import FetchError, first_answer
+
+        def final(e: FetchError) -> bool:  # the service is there and said no
+            return e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429)
+
+        answer = first_answer([f"{u}/{TOKEN_PATH}" for u in urls], method="PUT", headers={TTL_HEADER: TOKEN_TTL},
+                              timeout=limits.max_wait, max_wait=limits.max_wait, max_bytes=4096, accept=final)
+        if answer is None:
+            LOG.info("Ec2: no metadata service answered at %s within %gs", ", ".join(urls), limits.max_wait)
+            return None
+        url, result = answer
+        base = url[: -len(TOKEN_PATH) - 1]
+        self.metadata_address = base
+        if isinstance(result, FetchError):
+            if result.status == 403:
+                LOG.warning("Ec2: %s refused a session token (HTTP 403): the metadata service is disabled", url)
+                return None
+            if result.status not in (404, 405):
+                LOG.warning("Ec2: %s", result)
+                return None
+            if v1_allowed is False or str(v1_allowed).lower() == "false":
+                LOG.warning("Ec2: %s does not offer IMDSv2 and datasource.Ec2.imdsv1 is false", base)
+                return None
+            LOG.info("Ec2: %s does not offer IMDSv2 (HTTP %s); using IMDSv1", base, result.status)
+            self.imds_version = "v1"
+            return Imds(base, limits)
+        token = result.body.decode("ascii", "replace").strip()
+        if not token:
+            LOG.warning("Ec2: %s gave an empty session token", url)
+            return None
+        self.imds_version = "v2"
+        return Imds(base, limits, token)
+
+    def _version(self, imds: Imds) -> str:
+        listing = imds.get("") or b""
+        offered = {line.strip() for line in listing.decode("utf-8", "replace").splitlines()}
+        return next((v for v in VERSIONS if v in offered), "latest")
+
+    def _read(self, imds: Imds) -> bool:
+        started = time.monotonic()
+        version = self._version(imds)
+        meta = _crawl(imds, f"{version}/meta-data", 0)
+        if not meta.get("instance-id"):
+            LOG.warning("Ec2: %s/%s/meta-data has no instance-id", imds.base, version)
+            return False
+        userdata = imds.get(f"{version}/user-data", max_bytes=MAX_USERDATA)
+        identity: dict[str, Any] = {}
+        doc = imds.get(f"{version}/dynamic/instance-identity/document")
+        if doc:
+            try:
+                loaded = json.loads(doc.decode("utf-8", "replace"))
+                identity = loaded if isinstance(loaded, dict) else {}
+            except ValueError as e:
+                msg = f"{imds.base}/{version}/dynamic/instance-identity/document: invalid JSON: {e}"
+                LOG.warning("Ec2: %s", msg)
+                self.warnings.append(msg)
+        self._fill(meta, userdata, identity)
+        self.raw = {"meta-data": meta, "dynamic": {"instance-identity": {"document": identity}},
+                    "_metadata_api_version": version, "imds": self.imds_version}
+        self.subplatform = f"metadata ({imds.base})"
+        LOG.info("Ec2: read %s (%s, %d requests) from %s in %.2fs", version, self.imds_version, imds.requests,
+                 imds.base, time.monotonic() - started)
+        return True
+
+    def _fill(self, meta: dict[str, Any], userdata: bytes | None, identity: dict[str, Any]) -> None:
+        md = dict(meta)
+        md["instance-id"] = str(meta["instance-id"])
+        if meta.get("local-hostname"):
+            md["local-hostname"] = _as_list(meta["local-hostname"])[0]
+        keys = meta.get("public-keys")
+        found: list[str] = []
+        if isinstance(keys, dict):
+            for value in keys.values():
+                found.extend(_as_list(value.get("openssh-key") if isinstance(value, dict) else value))
+        else:
+            found.extend(_as_list(keys))
+        self.public_keys = [k.strip() for k in found if k.strip() and not k.startswith("#")]
+        placement = meta.get("placement") if isinstance(meta.get("placement"), dict) else {}
+        zone = placement.get("availability-zone") or identity.get("availabilityZone")
+        self.availability_zone = str(zone) if zone else None
+        region = identity.get("region") or placement.get("region")
+        if not region and self.availability_zone:
+            region = self.availability_zone.rstrip("abcdefghijklmnopqrstuvwxyz") or None
+        self.region = str(region) if region else None
+        if self.availability_zone:
+            md["availability-zone"] = self.availability_zone
+        if self.region:
+            md["region"] = self.region
+        self.metadata = md
+        self.userdata_raw = userdata if userdata else None
+        macs = ((meta.get("network") or {}).get("interfaces") or {}).get("macs") if isinstance(
+            meta.get("network"), dict) else None
+        if self.ctx.ds_cfg(self.name).get("apply_network_config", True) is not False:
+            self.network_config = network_config_from_macs(macs) if isinstance(macs, dict) else None
+
+
+DATASOURCE = Ec2

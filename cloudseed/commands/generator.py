@@ -1,0 +1,53 @@
+"""``cloudseed generator NORMAL_DIR [EARLY_DIR LATE_DIR]``: the systemd generator's decision.
+
+Runs at every boot before any unit starts. When a datasource can exist here (see
+``cloudseed.agent.detect``) it links ``cloudseed.target`` into ``NORMAL_DIR/multi-user.target.wants``
+and writes ``/run/cloudseed/enabled`` (JSON: which datasources may exist and why); otherwise it
+links nothing and writes the reason to ``/run/cloudseed/disabled``. Paths are inside ``--root``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+HELP = "systemd generator: enable the agent for this boot only when a datasource can exist"
+
+TARGET_UNIT = "/usr/lib/systemd/system/cloudseed.target"
+RUN_DIR = "/run/cloudseed"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("normal_dir", metavar="NORMAL_DIR", help="systemd's normal generator directory")
+    parser.add_argument("early_dir", metavar="EARLY_DIR", nargs="?", help="(unused)")
+    parser.add_argument("late_dir", metavar="LATE_DIR", nargs="?", help="(unused)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.config import load_system_config, read_cmdline
+    from cloudseed.agent.detect import decide
+    from cloudseed.agent.root import TargetRoot
+
+    started = time.monotonic()
+    root = TargetRoot(args.root)
+    cmdline = read_cmdline(root)
+    errors: list[str] = []
+    cfg = load_system_config(root, cmdline, errors)
+    verdict = decide(root, cfg, cmdline)
+    verdict["seconds"] = round(time.monotonic() - started, 4)
+    if errors:
+        verdict["config_errors"] = errors
+    link = f"{args.normal_dir.rstrip('/')}/multi-user.target.wants/cloudseed.target"
+    root.makedirs(RUN_DIR)
+    if verdict["enabled"]:
+        root.symlink(TARGET_UNIT, link)
+        root.remove(f"{RUN_DIR}/disabled")
+        root.write(f"{RUN_DIR}/enabled", json.dumps(verdict, indent=1) + "\n", mode=0o644)
+    else:
+        root.remove(link)
+        root.remove(f"{RUN_DIR}/enabled")
+        root.write(f"{RUN_DIR}/disabled", verdict["reason"] + "\n", mode=0o644)
+    if getattr(args, "debug", False):
+        print(json.dumps(verdict))
+    return 0
