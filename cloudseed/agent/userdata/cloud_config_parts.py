@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import yaml
 
-from cloudseed.agent.userdata.json_patch import JsonPatchError, apply_patch, parse_patch
 from cloudseed.agent.userdata.merging import (
     PART_DEFAULT,
     Merger,
@@ -59,6 +58,8 @@ class CloudConfigMerge:
         self.sources.append(name)
 
     def add_json_patch(self, text: str, name: str, label: str) -> None:
+        from cloudseed.agent.userdata.json_patch import JsonPatchError, apply_patch, parse_patch
+
         self._start()
         text = text.lstrip()
         if text.startswith(_JSONP_PREFIX):

@@ -10,14 +10,12 @@ Parts are numbered from 1 in the order they are found, which gives unnamed parts
 
 from __future__ import annotations
 
-import gzip
 import io
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
 import yaml
 
-from cloudseed.agent.userdata import includes
 from cloudseed.agent.userdata.parts import (
     CLOUD_CONFIG,
     CLOUD_CONFIG_ARCHIVE,
@@ -179,6 +177,8 @@ class Flattener:
 
     # ------------------------------------------------------------------ includes
     def _include(self, payload: Payload, label: str, depth: int) -> None:
+        from cloudseed.agent.userdata import includes
+
         text = payload if isinstance(payload, str) else payload.decode("utf-8", "surrogateescape")
         once = False
         for line_number, line in enumerate(text.splitlines(), 1):
@@ -262,6 +262,8 @@ class Flattener:
 
 def gunzip(data: bytes, limit: int = MAX_EXPANDED_BYTES) -> bytes:
     """Decompress gzip ``data``; ValueError if it is not gzip or expands beyond ``limit`` bytes."""
+    import gzip
+
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(data), mode="rb") as stream:
             out = stream.read(limit + 1)

@@ -1,6 +1,7 @@
 """Fetching what ``#include`` and ``#include-once`` name: URLs (http, https, file) and local paths.
 
-Each fetch has a timeout and a few retries for connection errors and server errors (never for
+urllib (and the ``email`` package it pulls in) is imported only when a URL is fetched. Each
+fetch has a timeout and a few retries for connection errors and server errors (never for
 4xx). ``#include-once`` content is kept in a cache directory, one file per URL named by the
 MD5 of the URL (as cloud-init names them), so it is fetched only once per instance.
 """
@@ -11,8 +12,6 @@ import hashlib
 import os
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 MAX_INCLUDE_BYTES = 64 * 1024 * 1024
 
@@ -41,6 +40,9 @@ def fetch(url: str, *, timeout: float, retries: int = 2, retry_delay: float = 0.
         return _check_size(url, data, max_bytes)
     if not url.lower().startswith(("http://", "https://")):
         raise IncludeError(f"cannot include {url!r}: only http, https and file URLs are supported")
+    import urllib.error
+    import urllib.request
+
     attempt = 0
     while True:
         attempt += 1

@@ -15,7 +15,6 @@ from typing import Iterable, Union
 
 from cloudseed.agent.userdata.cloud_config_parts import CloudConfigMerge
 from cloudseed.agent.userdata.flatten import Flattener, RawPart
-from cloudseed.agent.userdata.jinja_parts import TemplateError, render_template_part
 from cloudseed.agent.userdata.parts import (
     BOOTHOOK,
     CLOUD_CONFIG,
@@ -136,6 +135,8 @@ class _Dispatcher:
                 self.result.errors.append(self._unknown_message(part))
 
     def _template(self, index: int, part: RawPart) -> None:
+        from cloudseed.agent.userdata.jinja_parts import TemplateError, render_template_part
+
         try:
             rendered, problems = render_template_part(part.text(), self.instance_data)
         except TemplateError as e:

@@ -219,3 +219,17 @@ def test_to_json_shape():
         "cloud_config": None, "scripts": [{"name": "part-001", "content": "#!/bin/sh\necho\n"}],
         "boothooks": [], "scripts_per_freq": {"per-boot": [], "per-instance": [], "per-once": []},
         "handlers": [], "errors": []}
+
+
+def test_boot_path_imports_stay_light():
+    # A plain cloud-config must not pull in email, jinja2 or the HTTP client.
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom cloudseed.agent.userdata import process_userdata\n"
+            "assert process_userdata(b'#cloud-config\\na: 1\\n').cloud_config == {'a': 1}\n"
+            "print(sorted(m for m in ('email', 'jinja2', 'urllib.request', 'http.client', 'gzip') "
+            "if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
