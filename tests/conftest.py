@@ -22,3 +22,26 @@ def target(tmp_path):
     (root / "etc/group").write_text("root:x:0:\nadm:x:4:\nsudo:x:27:\nnogroup:x:65534:\n")
     (root / "etc/os-release").write_text('ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Debian GNU/Linux 12"\n')
     return TargetRoot(str(root))
+
+
+BUSYBOX = "/bin/busybox"
+APPLETS = ("sh", "echo", "cat", "touch", "mkdir", "id", "env", "sleep", "true", "false", "printf",
+           "ls", "grep", "rm", "test", "[", "date", "tr")
+
+
+@pytest.fixture
+def shell_target(target):
+    """``target`` plus a static busybox as /bin/sh and friends, so scripts really run chrooted."""
+    import shutil
+
+    if not os.path.exists(BUSYBOX) or os.geteuid() != 0:
+        pytest.skip("needs root and busybox-static (/bin/busybox) to run scripts in a chroot")
+    top = target.top
+    os.makedirs(f"{top}/bin", exist_ok=True)
+    os.makedirs(f"{top}/usr/bin", exist_ok=True)
+    os.makedirs(f"{top}/tmp", exist_ok=True)
+    os.makedirs(f"{top}/var/tmp", exist_ok=True)
+    shutil.copy2(BUSYBOX, f"{top}/bin/busybox")
+    for applet in APPLETS:
+        os.symlink("busybox", f"{top}/bin/{applet}")
+    return target

@@ -40,9 +40,12 @@ def find_devices_by_label(labels: Sequence[str], fstypes: Sequence[str] = SEED_F
             found.append(os.path.realpath(link))
     if not found:
         for label in labels:
-            found.extend(_blkid("-o", "device", "-t", f"LABEL={label}"))
+            # no cache: a stale cache entry may name an image file that is not a device here
+            found.extend(_blkid("-c", "/dev/null", "-o", "device", "-t", f"LABEL={label}"))
     devices = []
     for dev in dict.fromkeys(found):
+        if not _is_block_device(dev):
+            continue
         fstype = fs_type(dev)
         if fstype in fstypes:
             devices.append(dev)
@@ -51,8 +54,17 @@ def find_devices_by_label(labels: Sequence[str], fstypes: Sequence[str] = SEED_F
     return sorted(devices)
 
 
+def _is_block_device(path: str) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def fs_type(device: str) -> str | None:
-    values = _blkid("-o", "value", "-s", "TYPE", device)
+    values = _blkid("-c", "/dev/null", "-o", "value", "-s", "TYPE", device)
     return values[0] if values else None
 
 
@@ -75,7 +87,11 @@ class MountError(Exception):
 
 @contextlib.contextmanager
 def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iterator[str]:
-    """Yield a directory with ``device``'s files: its existing mount point or a private one."""
+    """Yield a directory with ``device``'s files: its existing mount point or a private one.
+
+    When the kernel cannot mount the filesystem (no iso9660/vfat support, no privilege to
+    mount), the files are read in userspace into a private directory instead.
+    """
     existing = _mountpoint_of(device)
     if existing:
         yield existing
@@ -84,16 +100,40 @@ def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iter
     target = tempfile.mkdtemp(prefix="cloudseed-seed-", dir="/run" if os.path.isdir("/run") else None)
     os.chmod(target, 0o700)
     try:
-        proc = subprocess.run(
-            ["mount", "-o", "ro,nosuid,nodev,noexec", "-t", ",".join(fstypes), device, target],
-            capture_output=True, text=True, timeout=30,
-        )
-        if proc.returncode != 0:
-            raise MountError(f"cannot mount {device}: {proc.stderr.strip() or proc.returncode}")
+        try:
+            proc = subprocess.run(
+                ["mount", "-o", "ro,nosuid,nodev,noexec", "-t", ",".join(fstypes), device, target],
+                capture_output=True, text=True, timeout=30,
+            )
+            mount_error = proc.stderr.strip() or f"mount exited {proc.returncode}" if proc.returncode else ""
+        except (OSError, subprocess.TimeoutExpired) as e:
+            mount_error = str(e)
+        if not mount_error:
+            try:
+                yield target
+            finally:
+                subprocess.run(["umount", target], capture_output=True, timeout=30)
+            return
+        LOG.info("cannot mount %s (%s); reading it in userspace", device, mount_error.splitlines()[0])
+        _extract_userspace(device, target, mount_error)
         try:
             yield target
         finally:
-            subprocess.run(["umount", target], capture_output=True, timeout=30)
+            import shutil
+
+            shutil.rmtree(target, ignore_errors=True)
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(target)
+
+
+def _extract_userspace(device: str, target: str, mount_error: str) -> None:
+    try:
+        from cloudseed.agent.seedfs import SeedFSError, extract
+    except ImportError:
+        raise MountError(f"cannot mount {device}: {mount_error}") from None
+    try:
+        extract(device, target)
+    except (SeedFSError, OSError) as e:
+        raise MountError(f"cannot read {device}: mount failed ({mount_error.splitlines()[0]}) "
+                         f"and the userspace reader failed too: {e}") from None

@@ -182,16 +182,15 @@ class TargetRoot:
         host = self.path(inner)
         if os.path.isdir(host):
             return host
-        parent = os.path.dirname(inner.rstrip("/")) or "/"
-        if parent != inner:
-            self.makedirs(parent, mode=0o755)
-        host = self.path(inner)
+        # ``host`` is fully resolved inside the root: only its missing tail is created here
         try:
-            os.mkdir(host, mode)
+            os.makedirs(host, 0o755)
         except FileExistsError:
             if not os.path.isdir(host):
                 raise RootError(f"{inner} exists and is not a directory") from None
             return host
+        except NotADirectoryError:
+            raise RootError(f"cannot create {inner}: a parent is not a directory") from None
         os.chmod(host, mode)
         self.chown(inner, owner, group)
         return host

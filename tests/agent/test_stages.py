@@ -1,0 +1,203 @@
+"""The four stages end to end in temporary roots: files, modes, frequencies, new instances."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import textwrap
+
+import pytest
+
+from cloudseed.agent.stages import Agent
+
+SEED = "/var/lib/cloud/seed/nocloud"
+
+USER_DATA = textwrap.dedent("""\
+    #cloud-config
+    write_files:
+      - path: /etc/demo/app.conf
+        content: |
+          key=value
+        permissions: '0640'
+      - path: /etc/demo/blob.bin
+        encoding: b64
+        content: aGVsbG8gd29ybGQ=
+        permissions: '0600'
+      - path: /etc/demo/late.txt
+        content: written in the final stage
+        defer: true
+    bootcmd:
+      - echo boot >> /var/tmp/bootcmd.log
+    runcmd:
+      - echo run >> /var/tmp/runcmd.log
+      - [sh, -c, 'echo "$INSTANCE_ID" > /var/tmp/runcmd-iid']
+    """)
+
+
+CORE_MODULES = """\
+cloud_init_modules: [bootcmd, write_files]
+cloud_config_modules: [runcmd]
+cloud_final_modules: [write_files_deferred, scripts_vendor, scripts_per_once, scripts_per_boot,
+                      scripts_per_instance, scripts_user, final_message]
+"""
+
+
+def seed(root, meta: str, user: str | bytes | None = USER_DATA, vendor: str | None = None) -> None:
+    """A NoCloud seed directory; the module lists are the core's own (identity modules have their tests)."""
+    if not root.exists("/etc/cloudseed/cloud.cfg.d/00-core-modules.cfg"):
+        root.write("/etc/cloudseed/cloud.cfg.d/00-core-modules.cfg", CORE_MODULES)
+    root.write(f"{SEED}/meta-data", meta)
+    if user is not None:
+        root.write(f"{SEED}/user-data", user)
+    if vendor is not None:
+        root.write(f"{SEED}/vendor-data", vendor)
+
+
+def boot(root) -> int:
+    """One boot: /run is empty at the start of every boot."""
+    shutil.rmtree(os.path.join(root.top, "run"), ignore_errors=True)
+    return Agent(root).run_all()
+
+
+def read(root, path: str) -> str:
+    return root.read_text(path)
+
+
+def lines(root, path: str) -> list[str]:
+    return read(root, path).split() if root.exists(path) else []
+
+
+def status(root) -> dict:
+    return json.loads(read(root, "/run/cloudseed/status.json"))
+
+
+def test_four_stages_from_a_seed_directory(shell_target):
+    root = shell_target
+    seed(root, "instance-id: iid-one\nlocal-hostname: web1\n")
+    assert boot(root) == 0
+    assert read(root, "/etc/demo/app.conf") == "key=value\n"
+    assert stat.S_IMODE(root.stat("/etc/demo/app.conf").st_mode) == 0o640
+    assert root.read_bytes("/etc/demo/blob.bin") == b"hello world"
+    assert stat.S_IMODE(root.stat("/etc/demo/blob.bin").st_mode) == 0o600
+    assert read(root, "/etc/demo/late.txt") == "written in the final stage"
+    assert lines(root, "/var/tmp/bootcmd.log") == ["boot"]
+    assert lines(root, "/var/tmp/runcmd.log") == ["run"]
+    assert lines(root, "/var/tmp/runcmd-iid") == ["iid-one"]
+    # state: instance directory, link, raw user-data private
+    assert os.path.realpath(root.path("/var/lib/cloudseed/instance")).endswith("instances/iid-one")
+    ud = "/var/lib/cloudseed/instances/iid-one/user-data.txt"
+    assert stat.S_IMODE(root.stat(ud).st_mode) == 0o600
+    assert stat.S_IMODE(root.stat("/run/cloudseed/instance-data-sensitive.json").st_mode) == 0o600
+    data = json.loads(read(root, "/run/cloudseed/instance-data.json"))
+    assert data["v1"]["instance_id"] == "iid-one" and data["instance_id"] == "iid-one"
+    assert data["v1"]["local_hostname"] == "web1"
+    assert data["merged_cfg"] == "redacted for non-root user"
+    st = status(root)["v1"]
+    assert st["datasource"] == "NoCloud"
+    assert all(st[k]["finished"] for k in ("init-local", "init", "modules-config", "modules-final"))
+    result = json.loads(read(root, "/run/cloudseed/result.json"))
+    assert result["v1"]["errors"] == []
+
+
+def test_reboot_reruns_only_per_boot_work_and_new_instance_reruns_per_instance(shell_target):
+    root = shell_target
+    seed(root, "instance-id: iid-a\n")
+    root.write("/var/lib/cloudseed/scripts/per-boot/10-mark", "#!/bin/sh\necho b >> /var/tmp/perboot\n", mode=0o755)
+    root.write("/var/lib/cloudseed/scripts/per-instance/10-mark",
+               "#!/bin/sh\necho i >> /var/tmp/perinstance\n", mode=0o755)
+    root.write("/var/lib/cloudseed/scripts/per-once/10-mark", "#!/bin/sh\necho o >> /var/tmp/peronce\n", mode=0o755)
+    assert boot(root) == 0
+    assert boot(root) == 0  # same instance, reboot
+    assert lines(root, "/var/tmp/bootcmd.log") == ["boot", "boot"]
+    assert lines(root, "/var/tmp/perboot") == ["b", "b"]
+    assert lines(root, "/var/tmp/runcmd.log") == ["run"]
+    assert lines(root, "/var/tmp/perinstance") == ["i"]
+    seed(root, "instance-id: iid-b\n")  # the image is started as a new instance
+    assert boot(root) == 0
+    assert lines(root, "/var/tmp/bootcmd.log") == ["boot"] * 3
+    assert lines(root, "/var/tmp/runcmd.log") == ["run", "run"]
+    assert lines(root, "/var/tmp/perinstance") == ["i", "i"]
+    assert lines(root, "/var/tmp/peronce") == ["o"]  # never again
+    assert read(root, "/var/lib/cloudseed/data/previous-instance-id").strip() == "iid-a"
+    assert lines(root, "/var/tmp/runcmd-iid") == ["iid-b"]
+
+
+def test_module_frequency_override_in_the_module_list(shell_target):
+    root = shell_target
+    root.write("/etc/cloudseed/cloud.cfg.d/50-always.cfg", "cloud_config_modules:\n  - [runcmd, always]\n"
+               "cloud_final_modules:\n  - [scripts_user, always]\n")
+    seed(root, "instance-id: iid-freq\n")
+    boot(root)
+    boot(root)
+    assert lines(root, "/var/tmp/runcmd.log") == ["run", "run"]
+
+
+@pytest.fixture
+def cidata_iso(tmp_path):
+    if shutil.which("genisoimage") is None or os.geteuid() != 0:
+        pytest.skip("needs genisoimage and root for a loop device")
+    src = tmp_path / "iso"
+    src.mkdir()
+    (src / "meta-data").write_text("instance-id: iid-iso\nlocal-hostname: from-iso\n")
+    (src / "user-data").write_text("#cloud-config\nwrite_files:\n  - path: /etc/from-iso\n    content: iso\n")
+    image = tmp_path / "seed.iso"
+    subprocess.run(["genisoimage", "-quiet", "-o", str(image), "-V", "cidata", "-J", "-R", str(src)], check=True)
+    device = subprocess.run(["losetup", "-f", "--show", "-r", str(image)], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    yield device
+    subprocess.run(["losetup", "-d", device], check=False)
+
+
+def test_local_stage_reads_a_real_cidata_iso(shell_target, cidata_iso):
+    root = shell_target
+    root.write("/etc/cloudseed/cloud.cfg.d/00-core-modules.cfg", CORE_MODULES)
+    assert boot(root) == 0
+    assert read(root, "/etc/from-iso") == "iso"
+    data = json.loads(read(root, "/run/cloudseed/instance-data.json"))
+    assert data["v1"]["instance_id"] == "iid-iso"
+    assert data["v1"]["subplatform"].startswith("config-disk (/dev/loop")
+    # the private mount is gone afterwards
+    assert cidata_iso not in open("/proc/self/mounts").read()
+
+
+def test_kernel_cmdline_nocloud_with_file_seed(shell_target, tmp_path):
+    root = shell_target
+    seed_dir = tmp_path / "seedfrom"
+    seed_dir.mkdir()
+    (seed_dir / "meta-data").write_text("local-hostname: from-file\n")
+    (seed_dir / "user-data").write_text("#cloud-config\nwrite_files:\n  - path: /etc/from-file\n    content: f\n")
+    root.write("/etc/cloudseed/cloud.cfg.d/00-core-modules.cfg", CORE_MODULES)
+    root.write("/etc/cloudseed/cmdline", f"root=/dev/vda1 ds=nocloud;s=file://{seed_dir}/;i=iid-cmdline")
+    assert boot(root) == 0
+    assert read(root, "/etc/from-file") == "f"
+    data = json.loads(read(root, "/run/cloudseed/instance-data.json"))
+    assert data["v1"]["instance_id"] == "iid-cmdline"  # i= wins over the seed's meta-data
+    assert data["v1"]["local_hostname"] == "from-file"
+
+
+def test_disabled_by_marker_does_nothing(shell_target):
+    root = shell_target
+    seed(root, "instance-id: iid-off\n")
+    root.write("/etc/cloudseed/disabled", "")
+    assert boot(root) == 0
+    assert not root.exists("/etc/demo/app.conf")
+    assert status(root)["v1"]["disabled"].startswith("/etc/cloudseed/disabled")
+
+
+def test_vendor_data_merges_under_user_data_and_can_be_switched_off(shell_target):
+    root = shell_target
+    vendor = "#cloud-config\nwrite_files:\n  - path: /etc/vendor\n    content: v\nruncmd: [echo vendor]\n"
+    seed(root, "instance-id: iid-v\n", user="#cloud-config\nruncmd:\n  - echo user >> /var/tmp/who\n",
+         vendor=vendor)
+    boot(root)
+    assert read(root, "/etc/vendor") == "v"  # a vendor key the user did not set applies
+    assert lines(root, "/var/tmp/who") == ["user"]  # the user's runcmd wins over the vendor's
+    seed(root, "instance-id: iid-v2\n",
+         user="#cloud-config\nvendor_data: {enabled: false}\nruncmd: ['echo user2 >> /var/tmp/who']\n",
+         vendor=vendor.replace("/etc/vendor", "/etc/vendor2"))
+    boot(root)
+    assert not root.exists("/etc/vendor2")
+    assert lines(root, "/var/tmp/who") == ["user", "user2"]
