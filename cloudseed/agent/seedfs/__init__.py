@@ -1,0 +1,301 @@
+"""Userspace readers for seed filesystems (ISO 9660 and FAT), used when ``mount`` is not possible.
+
+A kernel without iso9660/vfat support, or a container without mount privilege, cannot mount a
+NoCloud ``cidata`` or ConfigDrive ``config-2`` seed. ``extract`` reads such an image or block
+device with plain file reads and copies its regular files into a private directory.
+
+Extraction is two-phase: the reader for the filesystem first walks the whole tree into a
+``Plan`` (names checked, sizes and counts held to the limits, every data extent checked to lie
+inside the image), and only then are files written. A corrupt or hostile image therefore fails
+with ``SeedFSError`` before anything is written; an I/O error during the copy removes what was
+written. Nothing is ever written outside ``dest_dir``: names are single path components (no
+``/``, NUL, ``.`` or ``..``), directories are opened with ``O_NOFOLLOW`` and files created with
+``O_EXCL``. Files get mode 0600 (seeds hold secrets), directories 0700.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+
+__all__ = ["SeedFSError", "detect_fstype", "extract"]
+
+DEFAULT_MAX_TOTAL_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_FILES = 10000
+_MAX_NAME_BYTES = 255
+_COPY_CHUNK = 1024 * 1024
+
+
+class SeedFSError(Exception):
+    """The image could not be read safely: corrupt, hostile, unsupported or over a limit."""
+
+
+class Image:
+    """Bounds-checked reads from an image file or block device."""
+
+    def __init__(self, path: str):
+        self.path = path
+        try:
+            self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            raise SeedFSError(f"{path}: cannot open: {e.strerror}") from e
+        try:
+            # st_size is 0 for block devices; the end offset is the real size for both
+            self.size = os.lseek(self.fd, 0, os.SEEK_END)
+        except OSError as e:
+            os.close(self.fd)
+            raise SeedFSError(f"{path}: cannot determine size: {e.strerror}") from e
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self) -> Image:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def check(self, offset: int, length: int, what: str) -> None:
+        """Raise unless ``length`` bytes at ``offset`` lie inside the image."""
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise SeedFSError(
+                f"{self.path}: {what} at byte {offset} (+{length}) lies outside the image ({self.size} bytes)"
+            )
+
+    def read(self, offset: int, length: int, what: str) -> bytes:
+        """Exactly ``length`` bytes at ``offset``; SeedFSError when they are not all there."""
+        self.check(offset, length, what)
+        try:
+            data = os.pread(self.fd, length, offset)
+        except OSError as e:
+            raise SeedFSError(f"{self.path}: cannot read {what} at byte {offset}: {e.strerror}") from e
+        if len(data) != length:
+            raise SeedFSError(f"{self.path}: short read of {what} at byte {offset}")
+        return data
+
+
+@dataclass
+class Node:
+    """One directory or regular file of the image, with where its bytes are."""
+
+    path: tuple[str, ...]
+    is_dir: bool
+    size: int = 0
+    extents: list[tuple[int, int]] = field(default_factory=list)  # (byte offset, length) in the image
+
+
+class Plan:
+    """The validated tree to extract, built by a filesystem reader before anything is written."""
+
+    def __init__(self, image: Image, max_total_bytes: int, max_files: int):
+        self.image = image
+        self.max_total_bytes = max_total_bytes
+        self.max_files = max_files
+        self.nodes: dict[tuple[str, ...], Node] = {}
+        self.files = 0
+        self.dirs = 0
+        self.total_bytes = 0
+
+    def _check_path(self, path: tuple[str, ...]) -> None:
+        shown = "/".join(path)
+        if not path:
+            raise SeedFSError(f"{self.image.path}: empty path")
+        for part in path:
+            if part in ("", ".", ".."):
+                raise SeedFSError(f"{self.image.path}: unsafe name {part!r} in {shown!r}")
+            if "/" in part or "\0" in part:
+                raise SeedFSError(f"{self.image.path}: unsafe name {part!r} (contains '/' or NUL) in {shown!r}")
+            try:
+                encoded = part.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError as e:
+                raise SeedFSError(f"{self.image.path}: name {part!r} cannot be encoded") from e
+            if len(encoded) > _MAX_NAME_BYTES:
+                raise SeedFSError(f"{self.image.path}: name longer than {_MAX_NAME_BYTES} bytes in {shown!r}")
+        if path in self.nodes:
+            raise SeedFSError(f"{self.image.path}: duplicate entry {shown!r}")
+        parent = path[:-1]
+        if parent and (parent not in self.nodes or not self.nodes[parent].is_dir):
+            raise SeedFSError(f"{self.image.path}: {shown!r} has no parent directory")
+
+    def add_dir(self, path: tuple[str, ...]) -> Node:
+        self._check_path(path)
+        self.dirs += 1
+        if self.dirs > self.max_files:
+            raise SeedFSError(f"{self.image.path}: more than {self.max_files} directories")
+        node = self.nodes[path] = Node(path, True)
+        return node
+
+    def add_file(self, path: tuple[str, ...], size: int) -> Node:
+        """Record a file; the reader then fills ``extents`` (checked again in ``finish``)."""
+        self._check_path(path)
+        self.files += 1
+        if self.files > self.max_files:
+            raise SeedFSError(f"{self.image.path}: more than {self.max_files} files (limit)")
+        self.total_bytes += size
+        if self.total_bytes > self.max_total_bytes:
+            raise SeedFSError(
+                f"{self.image.path}: files total more than {self.max_total_bytes} bytes (limit),"
+                f" reached at {'/'.join(path)!r} ({size} bytes)"
+            )
+        node = self.nodes[path] = Node(path, False, size)
+        return node
+
+    def finish(self) -> None:
+        for node in self.nodes.values():
+            if node.is_dir:
+                continue
+            if sum(length for _, length in node.extents) != node.size:
+                raise SeedFSError(f"{self.image.path}: extents of {'/'.join(node.path)!r} do not match its size")
+            for offset, length in node.extents:
+                self.image.check(offset, length, f"data of {'/'.join(node.path)!r}")
+
+
+def _read_head(path: str, length: int) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return b""
+    try:
+        return os.pread(fd, length, 0)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def detect_fstype(path: str) -> str | None:
+    """``"iso9660"``, ``"vfat"`` or None, from the superblocks of the image or device at ``path``."""
+    from . import fat, iso9660
+
+    head = _read_head(path, 40 * 1024)
+    if iso9660.probe(head):
+        return "iso9660"
+    if fat.probe(head):
+        return "vfat"
+    return None
+
+
+def _open_dir(root_fd: int, parts: tuple[str, ...]) -> int:
+    """A descriptor for the directory ``parts`` under ``root_fd``, never following a symlink."""
+    fd = os.dup(root_fd)
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        for part in parts:
+            nxt = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _copy(image: Image, node: Node, out_fd: int) -> None:
+    for offset, length in node.extents:
+        done = 0
+        while done < length:
+            chunk = image.read(offset + done, min(_COPY_CHUNK, length - done), f"data of {'/'.join(node.path)!r}")
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out_fd, view):]
+            done += len(chunk)
+
+
+def _write(plan: Plan, dest_dir: str) -> list[str]:
+    os.makedirs(dest_dir, mode=0o700, exist_ok=True)
+    try:
+        root_fd = os.open(dest_dir, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise SeedFSError(f"cannot open destination {dest_dir}: {e.strerror}") from e
+    created: list[Node] = []
+    written: list[str] = []
+    try:
+        # parents come before children: nodes were added in traversal order, sort makes it certain
+        for node in sorted((n for n in plan.nodes.values() if n.is_dir), key=lambda n: len(n.path)):
+            parent_fd = _open_dir(root_fd, node.path[:-1])
+            try:
+                try:
+                    os.mkdir(node.path[-1], 0o700, dir_fd=parent_fd)
+                    created.append(node)
+                except FileExistsError:
+                    pass  # an existing directory is reused; _open_dir refuses a symlink
+                fd = _open_dir(parent_fd, node.path[-1:])
+                try:
+                    os.fchmod(fd, 0o700)
+                finally:
+                    os.close(fd)
+            finally:
+                os.close(parent_fd)
+        for node in plan.nodes.values():
+            if node.is_dir:
+                continue
+            parent_fd = _open_dir(root_fd, node.path[:-1])
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+                out_fd = os.open(node.path[-1], flags, 0o600, dir_fd=parent_fd)
+                created.append(node)
+                try:
+                    os.fchmod(out_fd, 0o600)
+                    _copy(plan.image, node, out_fd)
+                finally:
+                    os.close(out_fd)
+            finally:
+                os.close(parent_fd)
+            written.append("/".join(node.path))
+    except BaseException as e:
+        _remove(root_fd, created)
+        os.close(root_fd)
+        if isinstance(e, OSError):
+            raise SeedFSError(f"cannot write seed files into {dest_dir}: {e}") from e
+        raise
+    os.close(root_fd)
+    return written
+
+
+def _remove(root_fd: int, created: list[Node]) -> None:
+    """Best-effort removal of what this extraction created, children first."""
+    for node in reversed(created):
+        try:
+            parent_fd = _open_dir(root_fd, node.path[:-1])
+        except OSError:
+            continue
+        try:
+            st = os.stat(node.path[-1], dir_fd=parent_fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(node.path[-1], dir_fd=parent_fd)
+            else:
+                os.unlink(node.path[-1], dir_fd=parent_fd)
+        except OSError:
+            pass
+        finally:
+            os.close(parent_fd)
+
+
+def extract(
+    path: str,
+    dest_dir: str,
+    *,
+    max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
+    max_files: int = DEFAULT_MAX_FILES,
+) -> list[str]:
+    """Copy every regular file of the ISO 9660 or FAT image/device ``path`` into ``dest_dir``.
+
+    The directory tree is kept; the relative paths of the files written are returned (``/``
+    separated, in image order). Raises SeedFSError when the image is not ISO 9660 or FAT, is
+    corrupt or hostile, or its files exceed ``max_total_bytes`` or ``max_files``; in that case
+    nothing is left in ``dest_dir``. Existing files in ``dest_dir`` are never overwritten.
+    """
+    from . import fat, iso9660
+
+    fstype = detect_fstype(path)
+    if fstype is None:
+        raise SeedFSError(f"{path}: neither an ISO 9660 nor a FAT filesystem")
+    with Image(path) as image:
+        plan = Plan(image, max_total_bytes, max_files)
+        if fstype == "iso9660":
+            iso9660.read_tree(image, plan)
+        else:
+            fat.read_tree(image, plan)
+        plan.finish()
+        return _write(plan, dest_dir)
