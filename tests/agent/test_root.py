@@ -16,7 +16,8 @@ def test_write_sets_mode_and_owner_atomically(target):
     st = os.stat(host)
     assert stat.S_IMODE(st.st_mode) == 0o600
     assert (st.st_uid, st.st_gid) == (65534, 65534)
-    assert open(host).read() == "s3cret\n"
+    with open(host) as f:
+        assert f.read() == "s3cret\n"
     # no temporary files left beside it
     assert os.listdir(os.path.dirname(host)) == ["secret.conf"]
 

@@ -160,7 +160,8 @@ def test_local_stage_reads_a_real_cidata_iso(shell_target, cidata_iso):
     assert data["v1"]["instance_id"] == "iid-iso"
     assert data["v1"]["subplatform"].startswith("config-disk (/dev/loop")
     # the private mount is gone afterwards
-    assert cidata_iso not in open("/proc/self/mounts").read()
+    with open("/proc/self/mounts") as f:
+        assert cidata_iso not in f.read()
 
 
 def test_kernel_cmdline_nocloud_with_file_seed(shell_target, tmp_path):
