@@ -155,7 +155,8 @@ def request(url: str, *, method: str = "GET", headers: Mapping[str, str] | None 
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise FetchError(url, f"unsupported URL {current!r}", permanent=True)
         cls = _TLSConnection if parts.scheme == "https" else _Connection
-        conn = cls(parts.hostname, parts.port, deadline)
+        port = parts.port or (443 if parts.scheme == "https" else 80)  # explicit: IPv6 literals
+        conn = cls(parts.hostname, port, deadline)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         try:
             try:

@@ -105,3 +105,44 @@ class NetLab:
                     stream.close()
         for ns in (self.guest, self.cloud):
             sh("ip", "netns", "del", ns, check=False)
+
+
+FIND_CODE = """
+import base64, json, logging, sys, time
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+from cloudseed.agent.root import TargetRoot
+from cloudseed.agent.state import Paths
+from cloudseed.agent.datasources import DatasourceContext, find_datasource
+root = TargetRoot(ROOT)
+ctx = DatasourceContext(root=root, cfg=json.loads(CFG), cmdline="", paths=Paths(root), stage=STAGE)
+started = time.monotonic()
+search = find_datasource(ctx, NAMES)
+out = {"took": time.monotonic() - started, "errors": search.errors, "tried": search.tried, "ds": None}
+ds = search.datasource
+if ds is not None:
+    out["ds"] = ds.to_json()
+    for key in ("userdata_raw", "vendordata_raw", "vendordata2_raw"):
+        value = out["ds"][key]
+        out["ds"][key] = None if value is None else base64.b64decode(value).decode("utf-8", "replace")
+    out["address"] = getattr(ds, "metadata_address", None)
+    out["imds"] = getattr(ds, "imds_version", None)
+    out["warnings"] = getattr(ds, "warnings", [])
+print(json.dumps(out))
+"""
+
+
+def find_in_guest(lab: NetLab, root: str, names: list, cfg: dict | None = None, stage: str = "network",
+                  timeout: float = 60) -> dict:
+    """Run ``find_datasource`` in the guest namespace against target root ``root``."""
+    code = (FIND_CODE.replace("ROOT", repr(root)).replace("CFG", repr(json.dumps(cfg or {})))
+            .replace("STAGE", repr(stage)).replace("NAMES", repr(names)))
+    return lab.guest_python(code, timeout=timeout)
+
+
+def write_tree(top, files: dict) -> None:
+    """Create ``files`` ({relative path: text or bytes}) under ``top``."""
+    for name, content in files.items():
+        path = os.path.join(str(top), name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(content if isinstance(content, bytes) else content.encode())
