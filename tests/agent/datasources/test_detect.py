@@ -1,0 +1,126 @@
+"""Detection from local facts and the systemd generator's verdict, in temporary roots."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from netlab import PYTHON, write_tree
+
+from cloudseed.agent.config import load_system_config
+from cloudseed.agent.detect import decide, possible_datasources
+from cloudseed.agent.devices import find_devices_by_label
+
+NETWORK_ONLY = "datasource_list: [OpenStack, Ec2, None]\n"
+
+
+def cfg_of(target, text=None, cmdline=""):
+    if text is not None:
+        write_tree(target.top, {"etc/cloudseed/cloud.cfg.d/50-test.cfg": text})
+    return load_system_config(target, cmdline)
+
+
+def generator(target, cmdline=None):
+    if cmdline is not None:
+        write_tree(target.top, {"etc/cloudseed/cmdline": cmdline})
+    proc = subprocess.run([PYTHON, "-m", "cloudseed", "--root", target.top, "generator", "/run/systemd/generator",
+                           "/run/systemd/generator.early", "/run/systemd/generator.late"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    link = os.path.join(target.top, "run/systemd/generator/multi-user.target.wants/cloudseed.target")
+    enabled = os.path.join(target.top, "run/cloudseed/enabled")
+    disabled = os.path.join(target.top, "run/cloudseed/disabled")
+    return {
+        "link": os.readlink(link) if os.path.islink(link) else None,
+        "enabled": json.load(open(enabled)) if os.path.exists(enabled) else None,
+        "disabled": open(disabled).read().strip() if os.path.exists(disabled) else None,
+    }
+
+
+def test_nothing_possible_disables_the_agent(target):
+    cfg_of(target, NETWORK_ONLY)
+    out = generator(target)
+    assert out["link"] is None and out["enabled"] is None
+    assert out["disabled"] == "no datasource can exist here (checked OpenStack, Ec2 from datasource_list)"
+
+
+def test_default_list_on_a_bare_machine(target):
+    if find_devices_by_label(["cidata", "CIDATA", "config-2", "CONFIG-2"]):
+        pytest.skip("a seed device is attached on this machine right now")
+    out = generator(target)
+    assert out["link"] is None
+    assert "checked NoCloud, ConfigDrive, OpenStack, Ec2" in out["disabled"]
+
+
+def test_openstack_dmi_enables_it(target):
+    write_tree(target.top, {"sys/class/dmi/id/product_name": "OpenStack Nova\n"})
+    cfg_of(target, NETWORK_ONLY)
+    out = generator(target)
+    assert out["link"] == "/usr/lib/systemd/system/cloudseed.target"
+    assert out["enabled"]["datasources"] == [["OpenStack", "DMI product_name is 'OpenStack Nova'"]]
+    assert out["disabled"] is None
+    # a later boot on a machine where nothing can exist removes the link again
+    os.remove(os.path.join(target.top, "sys/class/dmi/id/product_name"))
+    out = generator(target)
+    assert out["link"] is None and out["enabled"] is None and out["disabled"]
+
+
+@pytest.mark.parametrize("facts,expected", [
+    ({"sys/class/dmi/id/chassis_asset_tag": "OpenTelekomCloud\n"}, ("OpenStack", "chassis_asset_tag")),
+    ({"sys/class/dmi/id/sys_vendor": "Amazon EC2\n"}, ("Ec2", "sys_vendor")),
+    ({"sys/class/dmi/id/product_uuid": "ec2abcde-0000\n", "sys/class/dmi/id/product_serial": "EC2ABCDE-0000\n"},
+     ("Ec2", "product_uuid")),
+    ({"sys/hypervisor/uuid": "ec2aaaaa-1111\n"}, ("Ec2", "Xen")),
+])
+def test_dmi_facts(target, facts, expected):
+    write_tree(target.top, facts)
+    found = possible_datasources(target, cfg_of(target, NETWORK_ONLY), "")
+    assert len(found) == 1 and found[0][0] == expected[0] and expected[1] in found[0][1]
+
+
+def test_kernel_command_line_seed_and_list(target):
+    cfg = cfg_of(target, "datasource_list: [NoCloud, OpenStack, None]\ndatasource: {NoCloud: {fs_label: null}}\n")
+    assert possible_datasources(target, cfg, "quiet") == []
+    found = possible_datasources(target, cfg, "ds=nocloud;s=http://10.0.0.1/seed/ quiet")
+    assert found == [("NoCloud", "kernel command line has ds=nocloud")]
+    # ci.ds= replaces the configured list
+    write_tree(target.top, {"sys/class/dmi/id/product_name": "OpenStack Compute\n"})
+    assert [n for n, _ in possible_datasources(target, cfg, "")] == ["OpenStack"]
+    assert possible_datasources(target, cfg, "ci.ds=Ec2") == []
+
+
+def test_seed_directory(target):
+    write_tree(target.top, {"var/lib/cloud/seed/nocloud/meta-data": "instance-id: i-1\n"})
+    cfg = cfg_of(target, "datasource_list: [NoCloud, None]\ndatasource: {NoCloud: {fs_label: null}}\n")
+    assert possible_datasources(target, cfg, "") == [("NoCloud", "seed directory /var/lib/cloud/seed/nocloud")]
+
+
+def test_explicit_configuration_makes_a_network_datasource_possible(target):
+    cfg = cfg_of(target, NETWORK_ONLY + "datasource:\n  Ec2: {metadata_urls: ['http://10.1.1.1']}\n")
+    assert possible_datasources(target, cfg, "") == [("Ec2", "datasource.Ec2.metadata_urls is configured")]
+
+
+def test_disabled_markers_win(target):
+    write_tree(target.top, {"sys/class/dmi/id/product_name": "OpenStack Nova\n"})
+    out = generator(target, cmdline="root=/dev/vda1 cloudseed=disabled")
+    assert out["link"] is None and out["disabled"] == "kernel command line has cloudseed=disabled"
+    write_tree(target.top, {"etc/cloudseed/cmdline": "", "etc/cloudseed/disabled": ""})
+    out = generator(target)
+    assert out["link"] is None and out["disabled"] == "/etc/cloudseed/disabled exists"
+
+
+def test_none_policy(target):
+    verdict = decide(target, cfg_of(target, "datasource_list: [None]\n"), "")
+    assert verdict["enabled"] and verdict["datasources"] == [["None", "datasource_list names only None"]]
+    verdict = decide(target, cfg_of(target, NETWORK_ONLY), "")
+    assert not verdict["enabled"]
+    verdict = decide(target, cfg_of(target, NETWORK_ONLY + "datasource_detection: {notfound: enabled}\n"), "")
+    assert verdict["enabled"] and verdict["datasources"][0][0] == "None"
+
+
+def test_unknown_datasource_is_skipped(target):
+    cfg = cfg_of(target, "datasource_list: [Azure, OpenStack, None]\n")
+    write_tree(target.top, {"sys/class/dmi/id/product_name": "OpenStack Nova\n"})
+    assert [n for n, _ in possible_datasources(target, cfg, "")] == ["OpenStack"]
