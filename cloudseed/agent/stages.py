@@ -155,6 +155,10 @@ class Agent:
 
     def _apply_network(self, ds: Datasource | None, new_instance: bool,
                        errors: list[str], warnings: list[str]) -> None:
+        network_cfg = self.system_cfg.get("network")
+        if isinstance(network_cfg, dict) and network_cfg.get("config") == "disabled":
+            LOG.info("network configuration is disabled by the system config")
+            return
         try:
             from cloudseed.network.apply import apply_network
         except ImportError as e:

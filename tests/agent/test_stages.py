@@ -38,6 +38,7 @@ USER_DATA = textwrap.dedent("""\
 
 
 CORE_MODULES = """\
+network: {config: disabled}
 cloud_init_modules: [bootcmd, write_files]
 cloud_config_modules: [runcmd]
 cloud_final_modules: [write_files_deferred, scripts_vendor, scripts_per_once, scripts_per_boot,

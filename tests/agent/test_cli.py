@@ -1,0 +1,202 @@
+"""The commands people script against: status, query, schema, clean, single, analyze, install."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from test_stages import CORE_MODULES, boot, seed
+
+CLOUDSEED = [sys.executable, "-m", "cloudseed"]
+
+
+def cli(*args: str, root=None, timeout: float = 30, input: str | None = None) -> subprocess.CompletedProcess:
+    prefix = ["--root", root.top] if root is not None else []
+    return subprocess.run([*CLOUDSEED, *prefix, *args], capture_output=True, text=True, timeout=timeout,
+                          input=input)
+
+
+def test_version():
+    from cloudseed import __version__
+
+    assert cli("--version").stdout.strip() == f"cloudseed {__version__}"
+
+
+def test_status_exit_codes_follow_the_boot(shell_target):
+    root = shell_target
+    assert cli("status", root=root).stdout.startswith("status: not started")
+    seed(root, "instance-id: iid-st\n", user="#cloud-config\nruncmd: [echo ok]\n")
+    boot(root)
+    done = cli("status", "--format", "json", root=root)
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "done"
+    seed(root, "instance-id: iid-st2\n", user="#cloud-config\nruncmd: [exit 1]\n")
+    boot(root)
+    failed = cli("status", "--long", root=root)
+    assert failed.returncode == 1
+    assert "status: error" in failed.stdout and "scripts_user" in failed.stdout
+    seed(root, "instance-id: iid-st3\n", user="#cloud-config\nruncmd: [echo ok]\nnot_a_key: 1\n")
+    boot(root)
+    degraded = cli("status", "--format", "yaml", "--long", root=root)
+    assert degraded.returncode == 2
+    assert "degraded done" in degraded.stdout and "not_a_key" in degraded.stdout
+
+
+def test_status_wait_returns_at_once_when_disabled_or_not_enabled(target):
+    started = time.monotonic()
+    assert cli("status", "--wait", root=target).returncode == 0  # nothing set to run
+    target.write("/etc/cloudseed/disabled", "")
+    result = cli("status", "--wait", root=target)
+    assert result.returncode == 0 and "status: disabled" in result.stdout
+    assert time.monotonic() - started < 20
+
+
+def test_status_wait_follows_a_running_boot(shell_target):
+    root = shell_target
+    seed(root, "instance-id: iid-wait\n", user="#cloud-config\nruncmd: [sleep 2]\n")
+    root.write("/run/cloudseed/enabled", "{}")
+    waiter = subprocess.Popen([*CLOUDSEED, "--root", root.top, "status", "--wait", "--format", "json"],
+                              stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    assert waiter.poll() is None  # still waiting: the boot has not started
+    Agent_run = subprocess.run([*CLOUDSEED, "--root", root.top, "boot"], capture_output=True, timeout=60)
+    assert Agent_run.returncode == 0
+    out, _ = waiter.communicate(timeout=20)
+    assert json.loads(out)["status"] == "done"
+
+
+def test_query_standard_keys_and_aliases(shell_target):
+    root = shell_target
+    seed(root, "instance-id: iid-q\nlocal-hostname: qhost\n")
+    boot(root)
+    assert cli("query", "v1.instance_id", root=root).stdout.strip() == "iid-q"
+    assert cli("query", "instance_id", root=root).stdout.strip() == "iid-q"
+    assert cli("query", "v1.local-hostname", root=root).stdout.strip() == "qhost"
+    assert cli("query", "local_hostname", root=root).stdout.strip() == "qhost"
+    assert cli("query", "cloud_name", root=root).stdout.strip() == "nocloud"
+    keys = cli("query", "--list-keys", "v1", root=root).stdout.split()
+    assert {"instance_id", "region", "availability_zone", "cloud_name", "platform"} <= set(keys)
+    assert cli("query", "--format", "id={{ v1.instance_id }} host={{local_hostname}}", root=root).stdout.strip() \
+        == "id=iid-q host=qhost"
+    missing = cli("query", "v1.nope", root=root)
+    assert missing.returncode == 1 and "no key 'v1.nope'" in missing.stdout
+    everything = json.loads(cli("query", "--all", root=root).stdout)
+    assert everything["ds"]["meta_data"]["local-hostname"] == "qhost"
+
+
+def test_schema_valid_file(tmp_path):
+    f = tmp_path / "ok.yaml"
+    f.write_text("#cloud-config\nruncmd:\n  - echo hi\nwrite_files:\n  - path: /x\n    content: y\n")
+    result = cli("schema", "--config-file", str(f))
+    assert result.returncode == 0 and "valid" in result.stdout
+
+
+def test_schema_errors_name_key_path_and_line(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("#cloud-config\nruncmd:\n  - echo hi\nwrite_files:\n  - path: /x\n    permissions: [1]\n"
+                 "    encodng: b64\nbootcmd: 5\nruncmdd: []\n")
+    result = cli("schema", "--config-file", str(f))
+    assert result.returncode == 1
+    out = result.stdout
+    assert f"{f}:8: error: bootcmd: expected array, got integer 5" in out
+    assert "write_files[0].permissions" in out and ":6:" in out
+    assert "write_files[0].encodng: unknown key (did you mean 'encoding'?)" in out
+    assert "warning: runcmdd: unknown key (did you mean 'runcmd'?)" in out
+
+
+def test_schema_requires_the_cloud_config_header_and_valid_yaml(tmp_path):
+    f = tmp_path / "nohead.yaml"
+    f.write_text("runcmd: []\n")
+    assert "first line must be '#cloud-config'" in cli("schema", "-c", str(f)).stdout
+    g = tmp_path / "broken.yaml"
+    g.write_text("#cloud-config\nruncmd: [\n")
+    result = cli("schema", "-c", str(g))
+    assert result.returncode == 1 and "invalid YAML" in result.stdout
+
+
+def test_schema_annotate_puts_problems_beside_lines(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text("#cloud-config\nbootcmd: 5\n")
+    out = cli("schema", "-c", str(f), "--annotate").stdout
+    assert "bootcmd: 5\t\t# ERROR: bootcmd: expected array" in out
+
+
+def test_clean_makes_the_next_boot_a_first_boot(shell_target):
+    root = shell_target
+    seed(root, "instance-id: iid-clean\n")
+    boot(root)
+    assert cli("clean", "--logs", root=root).returncode == 0
+    assert not root.exists("/var/lib/cloudseed/instance")
+    assert not root.exists("/var/log/cloudseed.log")
+    assert root.exists("/var/lib/cloud/seed/nocloud/meta-data")  # not ours to remove
+    boot(root)
+    assert root.read_text("/var/tmp/runcmd.log").split() == ["run", "run"]
+
+
+def test_single_runs_one_module_with_a_frequency_override(shell_target):
+    root = shell_target
+    seed(root, "instance-id: iid-single\n")
+    boot(root)
+    first = cli("single", "--name", "write-files", root=root)
+    assert "already ran" in first.stderr
+    root.remove("/etc/demo/app.conf")
+    again = cli("single", "--name", "write_files", "--frequency", "always", root=root)
+    assert again.returncode == 0 and root.exists("/etc/demo/app.conf")
+    assert "unknown frequency" in cli("single", "--name", "runcmd", "--frequency", "weekly", root=root).stdout
+
+
+def test_analyze_blame_lists_modules_by_time(shell_target):
+    root = shell_target
+    seed(root, "instance-id: iid-an\n")
+    boot(root)
+    out = cli("analyze", "blame", root=root).stdout
+    assert "network/write_files" in out and "final/scripts_user" in out
+
+
+def test_install_puts_units_and_generator_into_a_root(target):
+    result = cli("install", root=target)
+    assert result.returncode == 0
+    unit = target.read_text("/usr/lib/systemd/system/cloudseed-local.service")
+    assert "Before=network-pre.target" in unit and "ExecStart=/usr/bin/cloudseed init --local" in unit
+    network = target.read_text("/usr/lib/systemd/system/cloudseed-network.service")
+    assert "Before=network-online.target" in network
+    assert "After=network-online.target" in target.read_text("/usr/lib/systemd/system/cloudseed-config.service")
+    assert "multi-user.target" in target.read_text("/usr/lib/systemd/system/cloudseed-final.service")
+    generator = target.path("/usr/lib/systemd/system-generators/cloudseed-generator")
+    assert os.access(generator, os.X_OK)
+
+
+def test_units_pass_systemd_analyze_verify(target, tmp_path):
+    import shutil
+
+    if shutil.which("systemd-analyze") is None:
+        import pytest
+
+        pytest.skip("systemd-analyze is not installed")
+    cli("install", root=target)
+    unit_dir = target.path("/usr/lib/systemd/system")
+    result = subprocess.run(["systemd-analyze", "verify", "--man=no",
+                             *[os.path.join(unit_dir, u) for u in sorted(os.listdir(unit_dir))]],
+                            capture_output=True, text=True, env={**os.environ, "SYSTEMD_LOG_LEVEL": "warning"})
+    own = [line for line in result.stderr.splitlines() if "cloudseed" in line and "/usr/bin/cloudseed" not in line
+           and "Command" not in line]
+    assert own == [], result.stderr
+
+
+def test_config_order_cloud_then_cloudseed_then_cmdline(target):
+    from cloudseed.agent.config import load_system_config
+
+    target.write("/etc/cloud/cloud.cfg", "a: cloud\nb: cloud\nc: cloud\nd: {x: 1, y: 1}\n")
+    target.write("/etc/cloud/cloud.cfg.d/10-x.cfg", "b: cloud.d\nd: {y: 2}\n")
+    target.write("/etc/cloudseed/cloud.cfg", "c: cloudseed\n")
+    target.write("/etc/cloudseed/cloud.cfg.d/10-x.cfg", "e: cloudseed.d\n")
+    cfg = load_system_config(target, "ro cc: e: cmdline\\nf: [1, 2] end_cc quiet")
+    assert (cfg["a"], cfg["b"], cfg["c"], cfg["e"], cfg["f"]) == ("cloud", "cloud.d", "cloudseed", "cmdline", [1, 2])
+    assert cfg["d"] == {"x": 1, "y": 2}
+    assert cfg["datasource_list"][0] == "NoCloud"  # built-in default kept
+
+
+def test_core_module_list_in_test_roots_is_the_cores():
+    assert "write_files" in CORE_MODULES
