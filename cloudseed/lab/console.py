@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import threading
 import time
@@ -88,18 +89,28 @@ class Console:
     def __post_init__(self) -> None:
         self._cond = threading.Condition()
 
-    def follow(self, stream: IO[bytes]) -> threading.Thread:
-        thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+    def follow_file(self, path: str, alive: Callable[[], bool]) -> threading.Thread:
+        """Tail ``path`` (qemu's serial output file) in a thread until ``alive()`` turns false."""
+        thread = threading.Thread(target=self._tail, args=(path, alive), daemon=True)
         thread.start()
         return thread
 
-    def _read(self, stream: IO[bytes]) -> None:
+    def _tail(self, path: str, alive: Callable[[], bool]) -> None:
+        while not os.path.exists(path) and alive():
+            time.sleep(0.05)
         buffer = b""
-        while True:
-            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(4096)
-            if not chunk:
-                break
-            buffer += chunk
+        with open(path, "rb") as stream:
+            while True:
+                chunk = stream.read(65536)
+                if not chunk:
+                    if not alive():
+                        chunk = stream.read(65536)
+                        if not chunk:
+                            break
+                    else:
+                        time.sleep(0.05)
+                        continue
+                buffer += chunk
             while b"\n" in buffer:
                 raw, buffer = buffer.split(b"\n", 1)
                 self._add(raw)

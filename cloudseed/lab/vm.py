@@ -71,6 +71,7 @@ class VirtualMachine:
         os.makedirs(spec.workdir, exist_ok=True)
         self.overlay = spec.overlay or os.path.join(spec.workdir, "overlay.qcow2")
         self.qmp_path = os.path.join(spec.workdir, "qmp.sock")
+        self.serial_path = os.path.join(spec.workdir, "serial.out")
         self.ssh_port = free_port()
         self.on_event = on_event
         self.process: Optional[subprocess.Popen] = None
@@ -88,7 +89,8 @@ class VirtualMachine:
             netdev += (",net=169.254.0.0/16,host=169.254.169.1,dhcpstart=169.254.169.10,ipv6=off,"
                        f"guestfwd=tcp:169.254.169.254:80-cmd:{socat} STDIO TCP:127.0.0.1:{spec.metadata_port}")
         argv = ["qemu-system-x86_64", *accel_args(spec.accel), "-smp", str(spec.cpus),
-                "-m", str(spec.memory_mib), "-display", "none", "-monitor", "none", "-serial", "stdio",
+                "-m", str(spec.memory_mib), "-display", "none", "-monitor", "none",
+                "-serial", f"file:{self.serial_path}",
                 "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
                 "-drive", f"file={self.overlay},if=virtio,format=qcow2,cache=unsafe",
                 "-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56",
@@ -111,8 +113,9 @@ class VirtualMachine:
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 raise LabError(f"qemu-img create {self.overlay}: {proc.stderr.strip()}")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.qmp_path)
+        for stale in (self.qmp_path, self.serial_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stale)
         boot = 1
         while os.path.exists(os.path.join(self.spec.workdir, f"console-{boot}.log")):
             boot += 1
@@ -120,10 +123,10 @@ class VirtualMachine:
         self._log = open(self.console_log, "w")  # noqa: SIM115 - open for the VM's lifetime
         self.started = time.monotonic()
         with open(os.path.join(self.spec.workdir, "qemu.err"), "a") as errors:
-            self.process = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                            stderr=errors)
+            self.process = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=errors,
+                                            stderr=errors, start_new_session=True)
         self.console = Console(self.started, self._log, self.on_event)
-        self.console.follow(self.process.stdout)
+        self.console.follow_file(self.serial_path, self.running)
         threading.Thread(target=self._watch_ssh, daemon=True).start()
 
     def _watch_ssh(self) -> None:
@@ -189,7 +192,7 @@ class VirtualMachine:
         self._close()
 
     def _close(self) -> None:
-        time.sleep(0.2)  # let the console thread drain
+        time.sleep(0.3)  # let the console thread drain
         if self._log and not self._log.closed:
             self._log.flush()
             self._log.close()

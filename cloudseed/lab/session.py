@@ -1,0 +1,122 @@
+"""One lab boot from start to report: image, seed or metadata server, VM, console, results.
+
+``run_boot`` starts the VM, waits for the agent to finish (its final marker, then the lab
+collector's lines) and for SSH, and returns a ``BootResult`` with the timeline, the agent's
+status and result as the collector reported them, and the VM (still running when ``keep``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from cloudseed.lab.console import Event
+from cloudseed.lab.image import Image
+from cloudseed.lab.vm import VirtualMachine, VmSpec
+
+
+@dataclass
+class StageTiming:
+    name: str
+    started_at: Optional[float] = None  # seconds since power-on (host clock)
+    finished_at: Optional[float] = None
+    seconds: Optional[float] = None  # as the agent measured it
+    modules: int = 0
+    errors: int = 0
+
+
+@dataclass
+class BootResult:
+    accel: str
+    accel_reason: str
+    image: Image
+    workdir: str
+    console_log: str
+    overlay: str
+    kernel_at: Optional[float] = None
+    stages: dict[str, StageTiming] = field(default_factory=dict)
+    agent_done_at: Optional[float] = None
+    collected_at: Optional[float] = None
+    ssh_ready_at: Optional[float] = None
+    status: Any = None
+    result: Any = None
+    timed_out: bool = False
+    metadata_requests: Optional[int] = None
+    vm: Optional[VirtualMachine] = None
+
+    @property
+    def agent_seconds(self) -> Optional[float]:
+        """Total agent time: the sum of the stage durations the agent reported."""
+        own = [s.seconds for s in self.stages.values() if s.seconds is not None]
+        if own:
+            return sum(own)
+        stages = (self.status or {}).get("stages") if isinstance(self.status, dict) else None
+        if isinstance(stages, dict):
+            return sum(float(s.get("seconds", 0) or 0) for s in stages.values() if isinstance(s, dict))
+        return None
+
+
+def _apply(result: BootResult, event: Event) -> None:
+    if event.kind == "kernel" and result.kernel_at is None:
+        result.kernel_at = event.at
+    elif event.kind == "stage-start":
+        result.stages.setdefault(event.stage, StageTiming(event.stage)).started_at = event.at
+    elif event.kind == "stage-done":
+        timing = result.stages.setdefault(event.stage, StageTiming(event.stage))
+        timing.finished_at, timing.seconds = event.at, event.seconds
+        timing.modules, timing.errors = event.modules, event.errors
+    elif event.kind == "agent-done":
+        result.agent_done_at = event.at
+    elif event.kind == "collected":
+        if event.stage == "status":
+            result.status = event.data
+        elif event.stage == "result":
+            result.result = event.data
+        else:
+            result.collected_at = event.at
+    elif event.kind == "ssh-ready":
+        result.ssh_ready_at = event.at
+
+
+def run_boot(image: Image, workdir: str, accel: str = "tcg", accel_reason: str = "",
+             seeds: Optional[list[str]] = None, metadata_port: Optional[int] = None,
+             platform: Optional[str] = None, overlay: Optional[str] = None, timeout: float = 420,
+             ssh_timeout: float = 30, keep: bool = False,
+             progress: Optional[Callable[[Event], None]] = None) -> BootResult:
+    """Boot, wait for the agent and the collector, stop the VM unless ``keep``."""
+    spec = VmSpec(image=image, workdir=workdir, seeds=list(seeds or []), metadata_port=metadata_port,
+                  platform=platform, accel=accel, overlay=overlay)
+    holder: dict[str, BootResult] = {}
+
+    def on_event(event: Event) -> None:
+        if "r" in holder:
+            _apply(holder["r"], event)
+        if progress:
+            progress(event)
+
+    vm = VirtualMachine(spec, on_event=on_event)
+    result = BootResult(accel=accel, accel_reason=accel_reason, image=image, workdir=workdir,
+                        console_log="", overlay=vm.overlay, vm=vm)
+    holder["r"] = result
+    vm.start()
+    result.console_log = vm.console_log
+    started = time.monotonic()
+    done = vm.wait_event(lambda e: e.kind == "collected" and e.stage == "done", timeout)
+    if done is None:
+        result.timed_out = True
+    else:
+        remaining = max(0.0, ssh_timeout - (time.monotonic() - started - done.at))
+        vm.wait_ssh(remaining)
+    # events that raced the holder being set are replayed
+    if vm.console:
+        fresh = BootResult(accel=accel, accel_reason=accel_reason, image=image, workdir=workdir,
+                           console_log=result.console_log, overlay=vm.overlay, vm=vm)
+        for event in list(vm.console.events):
+            _apply(fresh, event)
+        fresh.ssh_ready_at = vm.ssh_ready_at
+        fresh.timed_out = result.timed_out
+        result = fresh
+    if not keep:
+        vm.stop()
+    return result
