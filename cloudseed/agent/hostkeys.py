@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -28,6 +29,8 @@ class KeygenResult:
     ok: bool
     skipped: bool = False
     message: str = ""
+    started: float = 0.0  # time.monotonic() around the ssh-keygen process
+    finished: float = 0.0
 
 
 def key_path(keytype: str) -> str:
@@ -35,6 +38,13 @@ def key_path(keytype: str) -> str:
 
 
 def _keygen(root: TargetRoot, keytype: str) -> KeygenResult:
+    started = time.monotonic()
+    result = _run_keygen(root, keytype)
+    result.started, result.finished = started, time.monotonic()
+    return result
+
+
+def _run_keygen(root: TargetRoot, keytype: str) -> KeygenResult:
     inner = key_path(keytype)
     argv = ["-t", keytype, "-N", "", "-f"]
     env = dict(os.environ, LANG="C")

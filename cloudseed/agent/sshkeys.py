@@ -66,17 +66,39 @@ def _split_options(text: str) -> tuple[str, str]:
     return text[:index], text[index:].lstrip()
 
 
+# plain key types: number of length-prefixed fields in the blob (the type name included)
+_FIELD_COUNTS = {"ssh-rsa": 3, "ssh-dss": 5, "ssh-ed25519": 2, "ecdsa-sha2-nistp256": 3, "ecdsa-sha2-nistp384": 3,
+                 "ecdsa-sha2-nistp521": 3, "sk-ecdsa-sha2-nistp256@openssh.com": 4,
+                 "sk-ssh-ed25519@openssh.com": 3}
+
+
 def _blob_type(blob: str) -> str:
+    """The key type named inside the blob, after checking the blob's structure."""
     try:
         raw = base64.b64decode(blob, validate=True)
     except (binascii.Error, ValueError):
         raise SshKeyError("the key data is not valid base64") from None
-    if len(raw) < 4:
-        raise SshKeyError("the key data is too short")
-    (length,) = struct.unpack(">I", raw[:4])
-    if length > len(raw) - 4 or length == 0:
-        raise SshKeyError("the key data is truncated")
-    return raw[4:4 + length].decode("ascii", errors="replace")
+    fields: list[bytes] = []
+    offset = 0
+    while offset < len(raw):
+        if offset + 4 > len(raw):
+            raise SshKeyError("the key data is truncated")
+        (length,) = struct.unpack(">I", raw[offset:offset + 4])
+        if offset + 4 + length > len(raw):
+            if fields and fields[0].decode("ascii", "replace").endswith("-cert-v01@openssh.com"):
+                break  # certificates also hold fixed-size integers; the type name was enough
+            raise SshKeyError("the key data is truncated")
+        fields.append(raw[offset + 4:offset + 4 + length])
+        offset += 4 + length
+    if not fields or not fields[0]:
+        raise SshKeyError("the key data is empty")
+    keytype = fields[0].decode("ascii", errors="replace")
+    expected = _FIELD_COUNTS.get(keytype)
+    if expected is not None and len(fields) != expected:
+        raise SshKeyError(f"the key data is truncated or corrupt ({len(fields)} of {expected} parts)")
+    if keytype == "ssh-ed25519" and len(fields[1]) != 32:
+        raise SshKeyError("the ed25519 key is not 32 bytes")
+    return keytype
 
 
 def parse_key(line: str, options: str | None = None) -> KeyLine:
