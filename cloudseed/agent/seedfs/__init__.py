@@ -24,6 +24,9 @@ __all__ = ["SeedFSError", "detect_fstype", "extract"]
 DEFAULT_MAX_TOTAL_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_FILES = 10000
 _MAX_NAME_BYTES = 255
+# directory and continuation-area bytes read while walking: seeds need a few KiB; this stops an image
+# whose directories all point at the same large extent from making us read gigabytes
+MAX_METADATA_BYTES = 64 * 1024 * 1024
 _COPY_CHUNK = 1024 * 1024
 
 
@@ -96,6 +99,15 @@ class Plan:
         self.files = 0
         self.dirs = 0
         self.total_bytes = 0
+        self.metadata_bytes = 0
+
+    def charge_metadata(self, length: int, what: str) -> None:
+        """Count ``length`` bytes of directory data about to be read; SeedFSError over the budget."""
+        self.metadata_bytes += length
+        if self.metadata_bytes > MAX_METADATA_BYTES:
+            raise SeedFSError(
+                f"{self.image.path}: more than {MAX_METADATA_BYTES} bytes of directory data (limit), at {what}"
+            )
 
     def _check_path(self, path: tuple[str, ...]) -> None:
         shown = "/".join(path)

@@ -208,10 +208,12 @@ class FatVolume:
             left -= length
         return runs
 
-    def read_dir(self, first_cluster: int, what: str) -> bytes:
+    def read_dir(self, first_cluster: int, what: str, plan: Plan) -> bytes:
         if first_cluster == 0 and self.bits != 32:
+            plan.charge_metadata(self.root_bytes, "root directory")
             return self.image.read(self.root_offset, self.root_bytes, "root directory")
         clusters = self.chain(first_cluster, f"directory {what}", limit=_MAX_DIR_BYTES // self.cluster_bytes or 1)
+        plan.charge_metadata(len(clusters) * self.cluster_bytes, f"directory {what}")
         return b"".join(
             self.image.read(offset, length, f"directory {what}")
             for offset, length in self.extents(clusters, len(clusters) * self.cluster_bytes)
@@ -281,7 +283,7 @@ class FatVolume:
             if len(path) > _MAX_DEPTH:
                 raise SeedFSError(f"{self.image.path}: directories nested deeper than {_MAX_DEPTH} at {what}")
             subdirs = []
-            for name, attr, first, size in self.entries(self.read_dir(cluster, what), what):
+            for name, attr, first, size in self.entries(self.read_dir(cluster, what, plan), what):
                 child = path + (name,)
                 shown = "/" + "/".join(child)
                 if attr & _ATTR_DIRECTORY:

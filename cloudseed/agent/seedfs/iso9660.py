@@ -30,14 +30,12 @@ _MAX_CE_BYTES = 64 * 1024
 _JOLIET_ESCAPES = (b"%/@", b"%/C", b"%/E")
 _RRIP_IDS = (b"RRIP_1991A", b"IEEE_P1282", b"IEEE_1282")
 
-_FLAG_HIDDEN = 0x01
 _FLAG_DIR = 0x02
 _FLAG_ASSOCIATED = 0x04
 _FLAG_MULTI_EXTENT = 0x80
 
 _S_IFMT = 0o170000
 _S_IFREG = 0o100000
-_S_IFDIR = 0o040000
 
 
 def probe(head: bytes) -> bool:
@@ -137,6 +135,7 @@ class _Reader:
         if rec.size > _MAX_DIR_BYTES:
             raise SeedFSError(f"{self.image.path}: directory {what} is {rec.size} bytes (limit {_MAX_DIR_BYTES})")
         offset, size = self.extent(rec, f"directory {what}")
+        self.plan.charge_metadata(size, f"directory {what}")
         return self.image.read(offset, size, f"directory {what}")
 
     def records(self, data: bytes, what: str):
@@ -182,6 +181,7 @@ class _Reader:
             block, offset, size = cont
             if size > _MAX_CE_BYTES:
                 raise SeedFSError(f"{self.image.path}: SUSP continuation area of {size} bytes for {what}")
+            self.plan.charge_metadata(size, f"SUSP continuation area of {what}")
             area = self.image.read(block * self.block_size + offset, size, f"SUSP continuation area of {what}")
 
     def detect_rock(self, root: Record) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 
 import pytest
 from seedfs_helpers import CIDATA, CONFIG_DRIVE, assert_same_tree, genisoimage, make_tree, xorriso_iso
 
-from cloudseed.agent.seedfs import detect_fstype, extract
+from cloudseed.agent.seedfs import SeedFSError, detect_fstype, extract
 
 LONG_NAME = "a-very-long-file-name-" + "x" * 150 + ".yaml"  # its NM entry needs a CE continuation area
 RICH = {
@@ -139,3 +140,61 @@ def test_iso_names_without_extensions_lose_version_and_dot(tmp_path):
     out = tmp_path / "out"
     assert sorted(extract(str(tmp_path / "plain.iso"), str(out))) == ["dir/meta", "net.cfg", "userdata"]
     assert (out / "net.cfg").read_bytes() == b"n"
+
+
+def _split_into_extents(iso, name: bytes, *, finish: bool = True) -> None:
+    """Rewrite the root directory record ``name`` (a 2-sector file) as a two-record multi-extent file.
+
+    No tool writes multi-extent files below 4 GiB, so the records are made by hand (ECMA-119 9.1.6).
+    With ``finish=False`` only the first record, flagged "more extents follow", is left.
+    """
+    raw = bytearray(iso.read_bytes())
+    pvd = 16 * 2048
+    root_lba = struct.unpack_from("<I", raw, pvd + 156 + 2)[0]
+    root_size = struct.unpack_from("<I", raw, pvd + 156 + 10)[0]
+    start = root_lba * 2048
+    directory = bytes(raw[start:start + root_size])
+    at = directory.find(bytes([len(name)]) + name) - 32
+    rec = bytearray(directory[at:at + directory[at]])
+    lba, size = struct.unpack_from("<I", rec, 2)[0], struct.unpack_from("<I", rec, 10)[0]
+    assert size == 4096
+    first, second = bytearray(rec), bytearray(rec)
+    first[10:18] = struct.pack("<I", 2048) + struct.pack(">I", 2048)
+    first[25] |= 0x80
+    second[2:10] = struct.pack("<I", lba + 1) + struct.pack(">I", lba + 1)
+    second[10:18] = struct.pack("<I", 2048) + struct.pack(">I", 2048)
+    records = bytes(first + second) if finish else bytes(first)
+    new = directory[:at] + records + directory[at + len(rec):]
+    assert not any(new[root_size:])  # only padding falls off the end of the sector
+    new = new[:root_size].ljust(root_size, b"\0")
+    raw[start:start + root_size] = new
+    iso.write_bytes(bytes(raw))
+
+
+def test_multi_extent_file(tmp_path):
+    data = os.urandom(4096)
+    src = make_tree(tmp_path / "src", {"data.bin": data, "other": b"o"})
+    iso = genisoimage(src, tmp_path / "seed.iso")
+    _split_into_extents(iso, b"DATA.BIN;1")
+    out = tmp_path / "out"
+    assert sorted(extract(str(iso), str(out))) == ["data.bin", "other"]
+    assert (out / "data.bin").read_bytes() == data
+
+
+def test_multi_extent_file_without_last_extent(tmp_path):
+    src = make_tree(tmp_path / "src", {"data.bin": os.urandom(4096)})
+    iso = genisoimage(src, tmp_path / "seed.iso")
+    _split_into_extents(iso, b"DATA.BIN;1", finish=False)
+    with pytest.raises(SeedFSError, match="multi-extent"):
+        extract(str(iso), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_directory_data_budget(tmp_path, monkeypatch):
+    import cloudseed.agent.seedfs as seedfs
+
+    src = make_tree(tmp_path / "src", {f"d{i}/f": b"x" for i in range(4)})
+    iso = genisoimage(src, tmp_path / "seed.iso", "-J", "-R")
+    monkeypatch.setattr(seedfs, "MAX_METADATA_BYTES", 3 * 2048)
+    with pytest.raises(SeedFSError, match="directory data"):
+        extract(str(iso), str(tmp_path / "out"))
