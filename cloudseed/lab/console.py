@@ -111,9 +111,9 @@ class Console:
                         time.sleep(0.05)
                         continue
                 buffer += chunk
-            while b"\n" in buffer:
-                raw, buffer = buffer.split(b"\n", 1)
-                self._add(raw)
+                while b"\n" in buffer:
+                    raw, buffer = buffer.split(b"\n", 1)
+                    self._add(raw)
         if buffer:
             self._add(buffer)
         with self._cond:

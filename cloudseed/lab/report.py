@@ -57,7 +57,9 @@ def format_report(result: BootResult) -> str:
     if modules:
         lines.append("")
         lines.append("modules:")
-        for stage, entries in modules.items():
+        order = list(result.stages) + [name for name in modules if name not in result.stages]
+        for stage in order:
+            entries = modules.get(stage, [])
             for entry in entries:
                 detail = entry.get("reason") or entry.get("error") or ""
                 seconds = entry.get("seconds")

@@ -1,0 +1,145 @@
+"""Real VM boots of the cloudseed image, each checked from outside the guest.
+
+Results are read from the guest disk after power-off (qemu-img convert + debugfs), not from
+anything the guest says; the console is used only for timing and the agent's own report.
+The default (ci) set: NoCloud ISO (+ SSH login, a reboot, a new instance-id on the same disk),
+config drive ISO, OpenStack metadata service. ``CLOUDSEED_E2E=all`` adds the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from guest import BOOT_TIMEOUT, assert_provisioned, read_disk, seed_boot, spec, ssh  # noqa: E402
+
+
+def _booted(result) -> None:
+    assert not result.timed_out, f"agent did not finish; console: {result.console_log}"
+    assert result.agent_done_at is not None, f"no final marker on the console: {result.console_log}"
+
+
+class NoCloudMachine:
+    """One NoCloud ISO instance whose disk is reused by the reboot and new-instance tests."""
+
+    def __init__(self, lab, workdir: str, public_key: str):
+        self.lab, self.workdir, self.public_key = lab, workdir, public_key
+        self.first = seed_boot(lab, workdir, "nocloud", "iso9660", spec(public_key), keep=True)
+
+    def stop(self) -> None:
+        if self.first.vm and self.first.vm.running():
+            self.first.vm.stop()
+
+
+@pytest.fixture(scope="module")
+def nocloud(lab, ssh_key, tmp_path_factory):
+    machine = NoCloudMachine(lab, str(tmp_path_factory.mktemp("nocloud")), ssh_key[1])
+    yield machine
+    machine.stop()
+
+
+def test_nocloud_iso_ssh_login_with_injected_key(nocloud, ssh_key):
+    _booted(nocloud.first)
+    assert nocloud.first.ssh_ready_at is not None, "sshd never answered on the forwarded port"
+    proc = ssh(nocloud.first, ssh_key[0], "tester", "id -un; hostname; sudo -n true && echo sudo-ok")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["tester", "e2e-host", "sudo-ok"]
+
+
+def test_nocloud_iso_provisions_the_instance(nocloud):
+    _booted(nocloud.first)
+    nocloud.stop()
+    status = nocloud.first.status or {}
+    assert status.get("datasource", "").lower().startswith("nocloud")
+    assert status.get("errors") == []
+    with read_disk(nocloud.first) as disk:
+        assert_provisioned(disk, nocloud.public_key)
+
+
+def test_reboot_reruns_only_per_boot_work(nocloud, lab):
+    nocloud.stop()
+    again = seed_boot(lab, nocloud.workdir, "nocloud", "iso9660", spec(nocloud.public_key),
+                      overlay=nocloud.first.overlay)
+    _booted(again)
+    with read_disk(again) as disk:
+        assert disk.text("/var/tmp/e2e-bootcmd.log") == "boot\nboot\n"  # bootcmd: every boot
+        assert disk.text("/var/tmp/e2e-runcmd.log") == "run\n"  # runcmd: once per instance
+        assert disk.text("/etc/hostname").strip() == "e2e-host"
+
+
+@pytest.mark.e2e_extra
+def test_new_instance_id_reruns_per_instance_work(nocloud, lab):
+    nocloud.stop()
+    fresh = spec(nocloud.public_key, instance_id="iid-e2e-0002", marker="second")
+    result = seed_boot(lab, nocloud.workdir, "nocloud", "iso9660", fresh, overlay=nocloud.first.overlay)
+    _booted(result)
+    with read_disk(result) as disk:
+        assert disk.text("/etc/hostname").strip() == "second-host"
+        assert disk.text("/etc/e2e/one.txt") == "second one\n"
+        assert disk.text("/var/tmp/e2e-runcmd.log").count("run") >= 2  # per-instance work ran again
+
+
+def test_config_drive_iso(lab, ssh_key, tmp_path):
+    result = seed_boot(lab, str(tmp_path), "configdrive", "iso9660", spec(ssh_key[1]))
+    _booted(result)
+    assert (result.status or {}).get("datasource", "").lower().startswith("configdrive")
+    with read_disk(result) as disk:
+        assert_provisioned(disk, ssh_key[1])
+
+
+@pytest.mark.e2e_extra
+@pytest.mark.parametrize("kind", ["nocloud", "configdrive"])
+def test_vfat_seeds(lab, ssh_key, tmp_path, kind):
+    result = seed_boot(lab, str(tmp_path), kind, "vfat", spec(ssh_key[1]))
+    _booted(result)
+    with read_disk(result) as disk:
+        assert_provisioned(disk, ssh_key[1])
+
+
+def _metadata_boot(lab, tmp_path, instance, platform, imds_tokens=None):
+    from cloudseed.lab.metadata import MetadataServer
+    from cloudseed.lab.session import run_boot
+
+    image, accel, reason = lab
+    with MetadataServer(instance, str(tmp_path), imds_tokens=imds_tokens) as server:
+        result = run_boot(image, str(tmp_path), accel=accel, accel_reason=reason,
+                          metadata_port=server.port, platform=platform, timeout=BOOT_TIMEOUT)
+        result.metadata_requests = server.request_count()
+    return result
+
+
+def test_openstack_metadata_service(lab, ssh_key, tmp_path):
+    result = _metadata_boot(lab, tmp_path, spec(ssh_key[1]), "openstack")
+    _booted(result)
+    assert (result.status or {}).get("datasource", "").lower().startswith("openstack")
+    assert result.metadata_requests and result.metadata_requests > 0
+    with read_disk(result) as disk:
+        assert_provisioned(disk, ssh_key[1])
+
+
+@pytest.mark.e2e_extra
+def test_ec2_metadata_service_with_imdsv2_required(lab, ssh_key, tmp_path):
+    result = _metadata_boot(lab, tmp_path, spec(ssh_key[1]), "ec2", imds_tokens="required")
+    _booted(result)
+    assert (result.status or {}).get("datasource", "").lower().startswith("ec2")
+    with open(os.path.join(str(tmp_path), "metadata-access.log")) as handle:
+        assert "/latest/api/token" in handle.read()  # it asked for a session token
+    with read_disk(result) as disk:
+        assert_provisioned(disk, ssh_key[1])
+
+
+@pytest.mark.e2e_extra
+def test_invalid_user_data_still_boots_with_a_clear_error(lab, ssh_key, tmp_path):
+    broken = spec(ssh_key[1], data=b"#cloud-config\nruncmd: [unclosed\nwrite_files: 3\n")
+    result = seed_boot(lab, str(tmp_path), "nocloud", "iso9660", broken)
+    _booted(result)
+    status = result.status or {}
+    messages = " ".join(str(e) for e in status.get("errors", []) + status.get("warnings", []))
+    assert "user-data" in messages or "cloud-config" in messages, status
+    assert "line" in messages, status
+    with read_disk(result) as disk:
+        assert disk.text("/etc/hostname").strip() == "e2e-host"  # meta-data still applied
