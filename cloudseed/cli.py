@@ -9,7 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Sequence
+
 
 # verb -> module under cloudseed.commands (one file per verb)
 COMMANDS: dict[str, str] = {

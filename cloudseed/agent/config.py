@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any
 
 from cloudseed.agent.root import TargetRoot
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 LOG = logging.getLogger("cloudseed.config")
 

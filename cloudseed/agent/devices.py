@@ -11,7 +11,11 @@ import logging
 import os
 import subprocess
 import tempfile
-from typing import Iterator, Sequence
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Iterator, Sequence
+
 
 LOG = logging.getLogger("cloudseed.devices")
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import copy
 import os
-import platform
-from typing import Any
 
 from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import Paths, write_json
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 REDACTED = "redacted for non-root user"
 # Always sensitive, whatever the datasource: the merged config (passwords, keys) and credentials.
@@ -32,6 +34,8 @@ def _distro_facts(root: TargetRoot) -> tuple[str, str, str]:
 def build(root: TargetRoot, datasource: Any, merged_cfg: dict | None,
           extra: dict | None = None) -> dict[str, Any]:
     """The full instance data (not redacted)."""
+    import platform
+
     distro, version, release = _distro_facts(root)
     uname = platform.uname()
     ds_section: dict[str, Any] = {}

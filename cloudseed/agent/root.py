@@ -13,9 +13,13 @@ import errno
 import os
 import stat
 import subprocess
-from typing import Mapping, Sequence, Union
 
-Content = Union[str, bytes]
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Mapping, Sequence, Union
+
+    Content = Union[str, bytes]
+
 
 _MAX_SYMLINKS = 40
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import logging
 import shlex
 import time
-from typing import Any, Mapping
 
 from cloudseed.agent.root import CommandError, TargetRoot
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any, Mapping
 
 LOG = logging.getLogger("cloudseed.scripts")
 OUTPUT_LOG = "/var/log/cloudseed-output.log"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from cloudseed.agent import instance_data
 from cloudseed.agent.config import as_bool, get_list, is_disabled, load_system_config, merge_config, read_cmdline
@@ -22,6 +21,10 @@ from cloudseed.agent.modules import STAGE_LIST_KEYS, ModuleContext, run_module, 
 from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import SCRIPT_DIRS, Paths, ensure_dirs, read_json, write_json
 from cloudseed.agent.status import StatusRecorder
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 LOG = logging.getLogger("cloudseed.stages")
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 from cloudseed.agent.root import TargetRoot
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 DATA_DIR = "/var/lib/cloudseed"
 RUN_DIR = "/run/cloudseed"

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 from cloudseed.agent.state import Paths, read_json, write_json
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 STAGE_KEYS = {"local": "init-local", "network": "init", "config": "modules-config", "final": "modules-final"}
 STAGE_ORDER = ("local", "network", "config", "final")

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
 
 from cloudseed.agent import instance_data
 from cloudseed.agent.config import merge_config
 from cloudseed.agent.root import CommandError
 from cloudseed.agent.state import SCRIPT_DIRS
 
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from cloudseed.agent.stages import Agent
 
 LOG = logging.getLogger("cloudseed.userdata")

@@ -12,11 +12,13 @@ from __future__ import annotations
 import base64
 import importlib
 import logging
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
 from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import Paths
+
+TYPE_CHECKING = False  # typing and dataclasses are not imported at boot
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 LOG = logging.getLogger("cloudseed.datasources")
 
@@ -27,15 +29,15 @@ NETWORK = "network"
 ALIASES = {"nocloudnet": "nocloud", "openstacklocal": "openstack", "configdrive2": "configdrive"}
 
 
-@dataclass
 class DatasourceContext:
     """What a datasource may look at while detecting and fetching."""
 
-    root: TargetRoot
-    cfg: dict
-    cmdline: str
-    paths: Paths
-    stage: str
+    def __init__(self, root: TargetRoot, cfg: dict, cmdline: str, paths: Paths, stage: str):
+        self.root = root
+        self.cfg = cfg
+        self.cmdline = cmdline
+        self.paths = paths
+        self.stage = stage
 
     def ds_cfg(self, name: str) -> dict:
         """``datasource: {<name>: {...}}`` from the system config."""
@@ -151,13 +153,13 @@ class Datasource:
         return ds
 
 
-@dataclass
 class DatasourceSearch:
     """The outcome of looking for a datasource in one stage."""
 
-    datasource: Datasource | None = None
-    tried: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.datasource: Datasource | None = None
+        self.tried: list[str] = []
+        self.errors: list[str] = []
 
 
 def datasource_class(name: str) -> type[Datasource]:

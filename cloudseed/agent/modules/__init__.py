@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import importlib
 import logging
-import pkgutil
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
 
 from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import PER_INSTANCE, Paths, Semaphores, normalize_frequency
+
+TYPE_CHECKING = False  # typing and dataclasses are not imported at boot
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 LOG = logging.getLogger("cloudseed.modules")
 
@@ -32,37 +33,44 @@ STAGE_LIST_KEYS = {
 }
 
 
-@dataclass(frozen=True)
 class ModuleSpec:
     """What a module declares about itself."""
 
-    name: str
-    stage: str
-    frequency: str = PER_INSTANCE
-    activate_by: tuple[str, ...] = ()  # run only when one of these keys is configured; () = always
-    distros: tuple[str, ...] = ()  # distro families ("debian", "rhel"); () = all
-    schema: dict = field(default_factory=dict)  # {"properties": {...}} for the keys it owns
-    title: str = ""
+    __slots__ = ("name", "stage", "frequency", "activate_by", "distros", "schema", "title")
+
+    def __init__(self, name: str, stage: str, frequency: str = PER_INSTANCE, activate_by: tuple[str, ...] = (),
+                 distros: tuple[str, ...] = (), schema: dict | None = None, title: str = ""):
+        self.name = name
+        self.stage = stage
+        self.frequency = frequency
+        self.activate_by = tuple(activate_by)  # run only when one of these keys is configured; () = always
+        self.distros = tuple(distros)  # distro families ("debian", "rhel"); () = all
+        self.schema = schema or {}  # {"properties": {...}} for the keys it owns
+        self.title = title
+
+    def __repr__(self) -> str:
+        return f"ModuleSpec({self.name!r}, stage={self.stage!r}, frequency={self.frequency!r})"
 
 
 class ModuleError(Exception):
     """A module could not do what the config asked; the message names the key."""
 
 
-@dataclass
 class ModuleContext:
     """Everything a module may use: the root, the merged config, the instance, the distro."""
 
-    root: TargetRoot
-    paths: Paths
-    cfg: dict
-    instance_id: str
-    stage: str
-    datasource: Any = None  # cloudseed.agent.datasources.Datasource, or None offline
-    instance_data: dict = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    module_name: str = ""
-    _distro: Any = None
+    def __init__(self, root: TargetRoot, paths: Paths, cfg: dict, instance_id: str, stage: str,
+                 datasource: Any = None, instance_data: dict | None = None):
+        self.root = root
+        self.paths = paths
+        self.cfg = cfg
+        self.instance_id = instance_id
+        self.stage = stage
+        self.datasource = datasource  # cloudseed.agent.datasources.Datasource, or None offline
+        self.instance_data = instance_data if instance_data is not None else {}
+        self.warnings: list[str] = []
+        self.module_name = ""
+        self._distro: Any = None
 
     @property
     def log(self) -> logging.Logger:
@@ -93,13 +101,15 @@ class ModuleContext:
         console(message)
 
 
-@dataclass
 class ModuleResult:
-    name: str
-    status: str  # "ok" | "failed" | "skipped"
-    seconds: float = 0.0
-    reason: str = ""
-    frequency: str = ""
+    """How one module's run went: "ok", "failed" or "skipped", with why and how long."""
+
+    def __init__(self, name: str, status: str, seconds: float = 0.0, reason: str = "", frequency: str = ""):
+        self.name = name
+        self.status = status
+        self.seconds = seconds
+        self.reason = reason
+        self.frequency = frequency
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "status": self.status, "seconds": round(self.seconds, 4)}
@@ -116,10 +126,7 @@ def canonical_name(name: str) -> str:
     return text[3:] if text.startswith("cc_") else text
 
 
-Handler = Callable[[ModuleContext], None]
-
-
-def load_module(name: str) -> tuple[ModuleSpec, Handler]:
+def load_module(name: str) -> tuple[ModuleSpec, Callable[[ModuleContext], None]]:
     """The declaration and handler of module ``name``; ImportError when cloudseed has none."""
     module = importlib.import_module(f"{__name__}.{canonical_name(name)}")
     return module.MODULE, module.handle
@@ -127,6 +134,8 @@ def load_module(name: str) -> tuple[ModuleSpec, Handler]:
 
 def all_module_names() -> list[str]:
     """Every module this package provides (imports nothing)."""
+    import pkgutil
+
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
