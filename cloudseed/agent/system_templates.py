@@ -4,7 +4,8 @@ A template named ``hosts.debian`` is looked up first in the target's ``/etc/clou
 (the user's override), then in ``/etc/cloud/templates`` (images prepared for cloud-init), then in
 the defaults shipped in ``cloudseed/data/templates``. A first line ``## template:jinja`` marks it
 as Jinja; templates that only use ``{{ name }}`` and ``{# comments #}`` are rendered without
-importing Jinja2 (the boot path), anything with ``{% ... %}`` needs Jinja2.
+importing Jinja2 (the boot path), anything with ``{% ... %}`` needs Jinja2. The final newline of
+the template is kept (as cloud-init's templater does).
 """
 
 from __future__ import annotations
@@ -78,8 +79,7 @@ def _render_simple(text: str, values: dict[str, Any]) -> str:
         item = values.get(found.group(1))
         return "" if item is None else str(item)
 
-    rendered = _VARIABLE.sub(value, "".join(out))
-    return rendered[:-1] if rendered.endswith("\n") else rendered  # Jinja drops one final newline
+    return _VARIABLE.sub(value, "".join(out))
 
 
 def _render_jinja(text: str, values: dict[str, Any], source: str) -> str:
@@ -89,7 +89,8 @@ def _render_jinja(text: str, values: dict[str, Any], source: str) -> str:
         raise TemplateError(f"{source}: uses Jinja blocks but Jinja2 is not installed") from None
     try:
         template = jinja2.Template(text, trim_blocks=True, undefined=jinja2.Undefined)
-        return template.render(**values)
+        # Jinja drops the final newline; keep it, as the file had it
+        return template.render(**values) + ("\n" if text.endswith("\n") else "")
     except jinja2.TemplateError as e:
         raise TemplateError(f"{source}: {e}") from None
 
