@@ -38,6 +38,11 @@ def without_comments(text: str) -> list[str]:
     return [line for line in text.splitlines() if not line.startswith("#")]
 
 
+def read(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
+
+
 def normalise_stamps(text: str) -> str:
     return _STAMP.sub(r"# \1 by PRODUCT", text)
 
@@ -135,7 +140,8 @@ def test_sudoers_matches(target, tmp_path, sudoers_base):
     base.write_text(sudoers_base.replace("/etc/sudoers.d", str(drop_dir)))
     code = ("import sys, json; from cloudinit import distros; from cloudinit.distros import debian\n"
             "d = debian.Distro('debian', {}, None)\n"
-            "d.ensure_sudo_dir = lambda path, sudo_base=sys.argv[1]: distros.Distro.ensure_sudo_dir(d, path, sys.argv[1])\n"
+            "d.ensure_sudo_dir = lambda path, sudo_base=sys.argv[1]: \\\n"
+            "    distros.Distro.ensure_sudo_dir(d, path, sys.argv[1])\n"
             "for user, rules in json.loads(sys.argv[3]):\n"
             "    d.write_sudo_rules(user, rules, sudo_file=sys.argv[2])\n")
     ref(code, str(base), str(drop_dir / "90-cloud-init-users"), json.dumps(SUDO_USERS))
@@ -166,7 +172,7 @@ def test_sudoers_matches(target, tmp_path, sudoers_base):
                                       "LANG=C\nLC_TIME=C.UTF-8\n"])
 def test_default_locale_matches(chroot, chroot_tree, existing):
     path = chroot.path("/etc/default/locale")
-    saved = open(path).read() if os.path.exists(path) else None
+    saved = read(path) if os.path.exists(path) else None
 
     def reset():
         if existing is None:
@@ -183,11 +189,11 @@ def test_default_locale_matches(chroot, chroot_tree, existing):
                 "subp.subp = lambda args, *a, **k: real(['chroot', sys.argv[1]] + list(args), *a, **k)\n"
                 "debian.update_locale_conf('C.UTF-8', '/etc/default/locale')\n")
         ref(code, chroot_tree)
-        theirs = open(path).read()
+        theirs = read(path)
         reset()
         result, _ = run(chroot, "locale", {"locale": "C.UTF-8"})
         assert result.status == "ok", result.reason
-        assert open(path).read() == theirs
+        assert read(path) == theirs
     finally:
         if saved is not None:
             with open(path, "w") as handle:
