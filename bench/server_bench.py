@@ -1,0 +1,284 @@
+"""Metadata server benchmark: throughput and latency beside lighttpd, and a boot storm.
+
+    .venv/bin/python bench/server_bench.py [--instances 100000] [--storm 2000] [--duration 10]
+
+1. Registers N instances in a fresh SQLite registry (instance k at loopback address 127.a.b.c).
+2. Starts ``cloudseed serve`` and, in the same run, lighttpd serving the same responses of one
+   instance as static files (the ZStack design), and drives both with wrk (mixed OpenStack/EC2
+   workload, keep-alive) for requests/s and p50/p99.
+3. The same mixed workload from many instance source addresses (an asyncio client, one
+   connection per instance address) against cloudseed, which must identify each instance.
+4. Boot storm: ``--storm`` instances at once, each doing the request sequence Debian's
+   cloud-init 22.4 makes at boot (recorded from its access log in tests/provider/server:
+   OpenStack 37 requests, EC2 with IMDSv2 36), one new connection per request like its
+   ``readurl``; reports time until the last instance finishes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from cloudseed.provider.registry import InstanceRecord, open_registry  # noqa: E402
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 bench@example"
+MIXED = ["/openstack/latest/meta_data.json", "/openstack/latest/user_data", "/openstack/latest/network_data.json",
+         "/openstack/latest/vendor_data.json", "/latest/meta-data/instance-id", "/latest/meta-data/hostname",
+         "/latest/meta-data/local-ipv4", "/latest/meta-data/public-keys/0/openssh-key", "/latest/user-data",
+         "/latest/meta-data/"]
+MAC = "52:54:00:00:00:01"
+_EC2_TREE = ["meta-data/", "meta-data/public-keys/", "meta-data/public-keys/0/openssh-key",
+             "meta-data/block-device-mapping/", "meta-data/block-device-mapping/ami",
+             "meta-data/block-device-mapping/root", "meta-data/placement/", "meta-data/placement/availability-zone",
+             "meta-data/placement/region", "meta-data/network/", "meta-data/network/interfaces/",
+             "meta-data/network/interfaces/macs/", f"meta-data/network/interfaces/macs/{MAC}/"] + [
+    f"meta-data/network/interfaces/macs/{MAC}/{leaf}" for leaf in
+    ("device-number", "interface-id", "local-hostname", "mac", "owner-id", "local-ipv4s")] + [
+    f"meta-data/{leaf}" for leaf in ("ami-id", "ami-launch-index", "ami-manifest-path", "hostname", "instance-id",
+                                     "local-hostname", "local-ipv4", "reservation-id", "security-groups",
+                                     "instance-type", "mac")]
+OPENSTACK_BOOT = [("GET", "/openstack"), ("GET", "/openstack")] + [
+    ("GET", f"/openstack/2018-08-27/{f}") for f in
+    ("meta_data.json", "user_data", "vendor_data.json", "vendor_data2.json", "network_data.json")] + [
+    ("GET", f"/latest/{p}") for p in _EC2_TREE]
+EC2_BOOT = [("PUT", "/latest/api/token"), ("GET", "/2021-03-23/meta-data/instance-id"),
+            ("GET", "/2021-03-23/user-data")] + [("GET", f"/2021-03-23/{p}") for p in _EC2_TREE] + [
+    ("GET", "/2021-03-23/dynamic/instance-identity"), ("GET", "/2021-03-23/dynamic/instance-identity/document")]
+
+
+def address_of(index: int) -> str:
+    if index == 0:
+        return "127.0.0.1"
+    return f"127.{2 + index // 62500}.{(index // 250) % 250}.{index % 250 + 1}"
+
+
+def populate(db: str, count: int) -> float:
+    started = time.monotonic()
+    registry = open_registry(db)
+    batch = []
+    for index in range(count):
+        batch.append(InstanceRecord(
+            instance_id=f"i-{index:08d}", hostname=f"vm-{index}", macs=[MAC],
+            addresses=[{"address": address_of(index), "network": "default"}], ssh_keys=[{"name": "k", "data": KEY}],
+            user_data=b"#cloud-config\nruncmd: [echo hello]\n", vendor_data={"cloud-init": "#cloud-config\n"}))
+        if len(batch) == 5000:
+            registry.add_many(batch)
+            batch = []
+    if batch:
+        registry.add_many(batch)
+    registry.close()
+    return time.monotonic() - started
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port: int) -> None:
+    import socket
+
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def static_tree(docroot: str, port: int) -> None:
+    """Fetch instance 0's responses from cloudseed and store them as lighttpd static files."""
+    import urllib.request
+
+    for path in MIXED:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}{path}").read()
+        target = os.path.join(docroot, path.lstrip("/"))
+        if path.endswith("/"):
+            target = os.path.join(target, "index.txt")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as handle:
+            handle.write(body)
+
+
+def start_lighttpd(docroot: str, port: int, tmp: str) -> subprocess.Popen:
+    conf = os.path.join(tmp, "lighttpd.conf")
+    with open(conf, "w") as handle:
+        handle.write(f'server.document-root = "{docroot}"\nserver.port = {port}\nserver.bind = "127.0.0.1"\n'
+                     'index-file.names = ("index.txt")\nmimetype.assign = ("" => "text/plain")\n'
+                     'server.max-keep-alive-requests = 100000\nserver.errorlog = "/dev/null"\n')
+    proc = subprocess.Popen(["lighttpd", "-D", "-f", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc
+
+
+def run_wrk(port: int, tmp: str, duration: int, connections: int) -> dict:
+    script = os.path.join(tmp, "mixed.lua")
+    with open(script, "w") as handle:
+        handle.write("paths = {" + ", ".join(f'"{p}"' for p in MIXED) + "}\ni = 0\n"
+                     "request = function()\n  i = i % #paths + 1\n  return wrk.format('GET', paths[i])\nend\n")
+    out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", script,
+                          f"http://127.0.0.1:{port}/"], capture_output=True, text=True, check=True).stdout
+
+    def ms(label: str) -> float:
+        value, unit = re.search(rf"\s{label}\s+([\d.]+)(us|ms|s)", out).groups()
+        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)), "p50_ms": ms("50%"),
+            "p99_ms": ms("99%"), "non_2xx": int(errors.group(1)) if errors else 0}
+
+
+async def connect_from(source: str, port: int):
+    """A connection from ``source`` without asyncio's threaded getaddrinfo (the storm's bottleneck)."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_IP, 24, 1)  # IP_BIND_ADDRESS_NO_PORT: pick the port at connect()
+    sock.bind((source, 0))
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return await asyncio.open_connection(sock=sock)
+
+
+async def _request(reader, writer, method: str, path: str, headers: str = "") -> tuple[int, bytes]:
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: 169.254.169.254\r\n{headers}\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+    return status, await reader.readexactly(length)
+
+
+async def many_sources(port: int, instances: int, connections: int, duration: float) -> dict:
+    """Mixed workload, each connection bound to a different instance's address."""
+    latencies: list[float] = []
+    errors = 0
+    stop_at = time.monotonic() + duration
+    step = max(1, instances // connections)
+
+    async def worker(n: int) -> None:
+        nonlocal errors
+        reader, writer = await connect_from(address_of(n * step), port)
+        i = n
+        while time.monotonic() < stop_at:
+            started = time.perf_counter()
+            status, _ = await _request(reader, writer, "GET", MIXED[i % len(MIXED)])
+            latencies.append(time.perf_counter() - started)
+            errors += status != 200
+            i += 1
+        writer.close()
+
+    started = time.monotonic()
+    await asyncio.gather(*(worker(n) for n in range(connections)))
+    elapsed = time.monotonic() - started
+    latencies.sort()
+    return {"rps": len(latencies) / elapsed, "p50_ms": latencies[len(latencies) // 2] * 1000,
+            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000, "errors": errors}
+
+
+async def boot_storm(port: int, count: int, instances: int, sequence: list) -> dict:
+    step = max(1, instances // count)
+    durations: list[float] = []
+    failures = 0
+
+    async def boot(n: int) -> None:
+        nonlocal failures
+        started = time.monotonic()
+        token = ""
+        for method, path in sequence:
+            for attempt in range(20):  # cloud-init retries refused connections too
+                try:
+                    reader, writer = await connect_from(address_of(n * step + 1), port)
+                    break
+                except OSError:
+                    await asyncio.sleep(0.05 * (attempt + 1))
+            headers = "X-aws-ec2-metadata-token-ttl-seconds: 21600\r\n" if method == "PUT" else (
+                f"X-aws-ec2-metadata-token: {token}\r\n" if token else "")
+            status, body = await _request(reader, writer, method, path, headers + "Connection: close\r\n")
+            writer.close()
+            if method == "PUT":
+                token = body.decode()
+            failures += status != 200
+        durations.append(time.monotonic() - started)
+
+    started = time.monotonic()
+    await asyncio.gather(*(boot(n) for n in range(count)))
+    return {"instances": count, "requests_each": len(sequence), "last_done_s": time.monotonic() - started,
+            "median_boot_s": statistics.median(durations), "failures": failures}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", type=int, default=100_000)
+    parser.add_argument("--storm", type=int, default=2000)
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--access-log", action="store_true", help="keep the access log on (to a file)")
+    parser.add_argument("--processes", type=int, default=1, help="cloudseed serve processes (SO_REUSEPORT)")
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="cloudseed-bench-")
+    try:
+        db = os.path.join(tmp, "server.db")
+        print(f"registering {args.instances} instances: {populate(db, args.instances):.1f}s", flush=True)
+        port, static_port = free_port(), free_port()
+        access_log = os.path.join(tmp, "access.log") if args.access_log else ""
+        servers = [subprocess.Popen([sys.executable, "-m", "cloudseed", "serve", "--db", db, "--listen",
+                                     f"127.0.0.1:{port}", "--rate-limit", "0", "--access-log", access_log,
+                                     "--reuse-port"], cwd=ROOT, stderr=subprocess.DEVNULL)
+                   for _ in range(args.processes)]
+        try:
+            wait_port(port)
+            docroot = os.path.join(tmp, "static")
+            static_tree(docroot, port)
+            lighttpd = start_lighttpd(docroot, static_port, tmp)
+            try:
+                ours = run_wrk(port, tmp, args.duration, args.connections)
+                theirs = run_wrk(static_port, tmp, args.duration, args.connections)
+            finally:
+                lighttpd.send_signal(signal.SIGTERM)
+                lighttpd.wait()
+            print(f"wrk mixed workload, 1 source, {args.connections} connections, {args.duration}s, "
+                  f"{args.processes} cloudseed process(es), 1 lighttpd process:")
+            print(f"  cloudseed: {ours['rps']:.0f} req/s  p50 {ours['p50_ms']:.2f} ms  p99 {ours['p99_ms']:.2f} ms"
+                  f"  non-2xx {ours['non_2xx']}")
+            print(f"  lighttpd:  {theirs['rps']:.0f} req/s  p50 {theirs['p50_ms']:.2f} ms  "
+                  f"p99 {theirs['p99_ms']:.2f} ms")
+            print(f"  ratio: {ours['rps'] / theirs['rps']:.2f} of lighttpd", flush=True)
+            spread = asyncio.run(many_sources(port, args.instances, 200, args.duration))
+            print(f"asyncio client, 200 instance addresses: {spread['rps']:.0f} req/s  p50 {spread['p50_ms']:.2f} ms"
+                  f"  p99 {spread['p99_ms']:.2f} ms  errors {spread['errors']} (client-bound: Python client)")
+            for name, sequence in (("OpenStack", OPENSTACK_BOOT), ("EC2 IMDSv2", EC2_BOOT)):
+                storm = asyncio.run(boot_storm(port, args.storm, args.instances, sequence))
+                print(f"boot storm {name}: {storm['instances']} instances x {storm['requests_each']} requests, "
+                      f"last finished after {storm['last_done_s']:.2f}s (median {storm['median_boot_s']:.2f}s), "
+                      f"failures {storm['failures']}", flush=True)
+        finally:
+            for server in servers:
+                server.send_signal(signal.SIGTERM)
+                server.wait()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
