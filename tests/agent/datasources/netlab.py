@@ -30,7 +30,7 @@ def sh(*args: str, check: bool = True, timeout: float = 30) -> subprocess.Comple
 
 
 class NetLab:
-    def __init__(self, guest_configured: bool = True, metadata_v4: bool = True):
+    def __init__(self, guest_configured: bool = True, metadata_v4: bool = True, metadata_v6: bool = True):
         n = next(_COUNTER)
         tag = f"{os.getpid() % 100000}x{n}"
         self.subnet = 10 + (os.getpid() + n) % 200
@@ -50,7 +50,8 @@ class NetLab:
             self.cloud_exec("ip", "addr", "add", f"{self.cloud_ip}/24", "dev", self.cloud_if)
             if metadata_v4:
                 self.cloud_exec("ip", "addr", "add", "169.254.169.254/32", "dev", self.cloud_if)
-            self.cloud_exec("ip", "-6", "addr", "add", "fd00:ec2::254/64", "dev", self.cloud_if, "nodad")
+            v6 = "fd00:ec2::254/64" if metadata_v6 else "fd00:ec2::1/64"  # ::254 then goes nowhere
+            self.cloud_exec("ip", "-6", "addr", "add", v6, "dev", self.cloud_if, "nodad")
             self.cloud_exec("ip", "link", "set", self.cloud_if, "up")
             self.guest_exec("ip", "link", "set", self.guest_if, "up")
             if guest_configured:
@@ -114,7 +115,7 @@ from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import Paths
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 root = TargetRoot(ROOT)
-ctx = DatasourceContext(root=root, cfg=json.loads(CFG), cmdline="", paths=Paths(root), stage=STAGE)
+ctx = DatasourceContext(root=root, cfg=json.loads(CFG), cmdline=CMDLINE, paths=Paths(root), stage=STAGE)
 started = time.monotonic()
 search = find_datasource(ctx, NAMES)
 out = {"took": time.monotonic() - started, "errors": search.errors, "tried": search.tried, "ds": None}
@@ -132,10 +133,10 @@ print(json.dumps(out))
 
 
 def find_in_guest(lab: NetLab, root: str, names: list, cfg: dict | None = None, stage: str = "network",
-                  timeout: float = 60) -> dict:
+                  timeout: float = 60, cmdline: str = "") -> dict:
     """Run ``find_datasource`` in the guest namespace against target root ``root``."""
     code = (FIND_CODE.replace("ROOT", repr(root)).replace("CFG", repr(json.dumps(cfg or {})))
-            .replace("STAGE", repr(stage)).replace("NAMES", repr(names)))
+            .replace("STAGE", repr(stage)).replace("CMDLINE", repr(cmdline)).replace("NAMES", repr(names)))
     return lab.guest_python(code, timeout=timeout)
 
 

@@ -134,3 +134,34 @@ def test_no_server_gives_up_within_max_wait(lab):
     assert out["ds"] is None and out["tried"] == ["OpenStack"]
     assert 1.2 < out["took"] < 2.5
     assert "no metadata service answered at http://169.254.169.254 within 1.5s" in out["_stderr"]
+
+
+def test_local_stage_through_ephemeral_dhcp(tmp_path):
+    """Before the network is up: DHCP on the fallback NIC, read the service, leave nothing behind."""
+    lab = NetLab(guest_configured=False)
+    try:
+        root = tmp_path / "root"
+        write_tree(root, {"sys/class/dmi/id/product_name": "OpenStack Nova\n"})
+        lab.tree, lab.log, lab.rules_file = tmp_path / "tree", tmp_path / "log", tmp_path / "rules.json"
+        os_tree(lab.tree)
+        serve(lab)
+        s = lab.subnet
+        lab.start_in_cloud("dnsmasq", "--keep-in-foreground", "--no-daemon", "--port=0", "--bind-interfaces",
+                           f"--interface={lab.cloud_if}", "--except-interface=lo", "--no-resolv", "--no-hosts",
+                           f"--dhcp-range=10.77.{s}.50,10.77.{s}.60,255.255.255.0,2m",
+                           f"--dhcp-option=3,{lab.cloud_ip}", f"--dhcp-leasefile={tmp_path}/leases")
+        out = find_in_guest(lab, str(root), ["OpenStack"], stage="local")
+        assert out["ds"] is not None, out["_stderr"]
+        assert out["ds"]["network_config"] == NETWORK_DATA
+        assert "temporary DHCP lease on " + lab.guest_if in out["_stderr"]
+        leftovers = lab.guest_exec("ip", "-4", "-o", "addr", "show", "dev", lab.guest_if).stdout
+        routes = lab.guest_exec("ip", "-4", "route", "show").stdout
+        assert leftovers.strip() == "" and routes.strip() == ""
+        # without DMI identification the local stage does not even try DHCP
+        bare = tmp_path / "bare"
+        write_tree(bare, {"etc/hostname": "x\n"})
+        out = find_in_guest(lab, str(bare), ["OpenStack"], stage="local",
+                            cfg={"datasource": {"OpenStack": {"detect": "always"}}})
+        assert out["ds"] is None and "temporary DHCP" not in out["_stderr"]
+    finally:
+        lab.close()
