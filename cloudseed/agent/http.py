@@ -25,6 +25,8 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_REDIRECTS = 5
 MAX_HEADER_BYTES = 64 * 1024
 USER_AGENT = "cloudseed"
+# how long first_answer still waits for another endpoint's success after one endpoint said no
+REFUSAL_GRACE = 0.5
 
 
 class FetchError(Exception):
@@ -236,7 +238,7 @@ def fetch_response(url: str, *, method: str = "GET", timeout: float = 5.0, retri
             transient = not e.permanent or (e.status == 404 and retry_on_404)
             pause = backoff * (2 ** attempt)
             if attempt >= retries or not transient or time.monotonic() + pause >= budget_end:
-                LOG.warning("%s", e)
+                LOG.log(logging.DEBUG if e.status == 404 else logging.WARNING, "%s", e)
                 raise
             LOG.info("%s; retrying in %.2gs (attempt %d of %d)", e, pause, attempt + 2, retries + 1)
             time.sleep(pause)
@@ -264,8 +266,9 @@ def first_answer(urls: Sequence[str], *, method: str = "GET", headers: Mapping[s
 
     Each endpoint is retried with backoff while it fails transiently, until ``max_wait``.
     Returns ``(url, response)`` for the first success, or ``(url, error)`` for the first error
-    ``accept`` declares final (an HTTP 403 meaning "disabled" is an answer too); None when no
-    endpoint answered in time. Losing attempts are abandoned (bounded by their own deadline).
+    ``accept`` declares final (an HTTP 403 meaning "disabled" is an answer too) when no other
+    endpoint succeeds within ``REFUSAL_GRACE`` seconds after it; None when no endpoint answered.
+    Losing attempts are abandoned (bounded by their own deadline).
     """
     if not urls:
         return None
@@ -306,19 +309,25 @@ def first_answer(urls: Sequence[str], *, method: str = "GET", headers: Mapping[s
     for thread in threads:
         thread.start()
     running = len(threads)
+    refusal = None  # a final error: returned only when no endpoint succeeds within the grace time
+    refusal_deadline = end
     try:
         while running:
-            left = end - time.monotonic()
+            limit = end if refusal is None else min(end, refusal_deadline)
+            left = limit - time.monotonic()
             if left <= 0:
-                return None
+                break
             try:
                 item = answers.get(timeout=left)
             except queue.Empty:
-                return None
+                break
             if item is None:
                 running -= 1
-                continue
-            return item
-        return None
+            elif isinstance(item[1], FetchError):
+                if refusal is None:
+                    refusal, refusal_deadline = item, time.monotonic() + REFUSAL_GRACE
+            else:
+                return item
+        return refusal
     finally:
         stop.set()

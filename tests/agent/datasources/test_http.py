@@ -149,3 +149,12 @@ def test_first_answer_accepts_a_final_refusal(serve):
                                headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"},
                                accept=lambda e: e.status == 403)
     assert isinstance(answer, FetchError) and answer.status == 403
+
+
+def test_a_quick_refusal_does_not_beat_a_slightly_slower_success(serve):
+    refuses = serve()  # 404 at once
+    answers = serve(rules={"/t": {"delay": 0.2}}, files={"t": "token"})
+    url, resp = first_answer([f"{refuses}/t", f"{answers}/t"], accept=lambda e: e.status == 404)
+    assert url == f"{answers}/t" and resp.body == b"token"
+    url, err = first_answer([f"{refuses}/t"], accept=lambda e: e.status == 404)
+    assert isinstance(err, FetchError) and err.status == 404
