@@ -165,3 +165,17 @@ def test_local_stage_through_ephemeral_dhcp(tmp_path):
         assert out["ds"] is None and "temporary DHCP" not in out["_stderr"]
     finally:
         lab.close()
+
+
+def test_cloudseed_init_network_stage_in_the_guest(lab):
+    os_tree(lab.tree)
+    serve(lab)
+    write_tree(lab.root, {"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n", "etc/group": "root:x:0:\n",
+                          "etc/os-release": "ID=debian\nVERSION_ID=12\n",
+                          "etc/cloudseed/cloud.cfg.d/90-test.cfg": "datasource_list: [OpenStack, None]\n"
+                                                                   "ssh_genkeytypes: []\ncloud_init_modules: []\n"})
+    proc = lab.guest_exec(os.path.join(REPO, ".venv", "bin", "cloudseed"), "--root", lab.root, "init",
+                          check=False, timeout=120)
+    iid = os.path.join(lab.root, "var/lib/cloudseed/data/instance-id")
+    assert os.path.exists(iid), proc.stderr[-2000:]
+    assert open(iid).read().strip() == META["uuid"]
