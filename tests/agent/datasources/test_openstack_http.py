@@ -178,4 +178,5 @@ def test_cloudseed_init_network_stage_in_the_guest(lab):
                           check=False, timeout=120)
     iid = os.path.join(lab.root, "var/lib/cloudseed/data/instance-id")
     assert os.path.exists(iid), proc.stderr[-2000:]
-    assert open(iid).read().strip() == META["uuid"]
+    with open(iid) as f:
+        assert f.read().strip() == META["uuid"]
