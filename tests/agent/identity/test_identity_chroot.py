@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import InputDatasource, run
+from identity_support import InputDatasource, run
 
 pytestmark = pytest.mark.root
 

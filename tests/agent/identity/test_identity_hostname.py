@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import InputDatasource, run
+from identity_support import InputDatasource, run
 
 
 def test_hostname_from_config_written_debian(target):

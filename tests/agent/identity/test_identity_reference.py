@@ -22,7 +22,7 @@ import re
 import shutil
 
 import pytest
-from conftest import run
+from identity_support import run
 from reference import reference_python, reference_tree
 
 pytestmark = pytest.mark.reference

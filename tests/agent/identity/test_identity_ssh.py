@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import InputDatasource, run
+from identity_support import InputDatasource, run
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen on the host")
 

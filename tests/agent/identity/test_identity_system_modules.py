@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import RHEL_OS_RELEASE, run
+from identity_support import RHEL_OS_RELEASE, run
 
 CERT = """-----BEGIN CERTIFICATE-----
 MIIBszCCAVmgAwIBAgIUYmFzZTY0IGNlcnRpZmljYXRlIGZvciB0ZXN0czAKBggq
@@ -101,7 +101,7 @@ def test_ca_certs_rhel_anchor(rhel_target):
 
 
 def test_seed_random_regular_file(target):
-    from conftest import InputDatasource
+    from identity_support import InputDatasource
 
     ds = InputDatasource(metadata={"random_seed": "from-metadata"})
     result, _ = run(target, "seed_random", {"random_seed": {"file": "/var/seed", "data": "aGVsbG8=",
