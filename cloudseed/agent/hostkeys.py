@@ -12,14 +12,16 @@ import os
 import shutil
 import subprocess
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from cloudseed.agent.root import CommandError, TargetRoot
 
 KEY_DIR = "/etc/ssh"
+# Keys started early in the boot (local stage) wait here until the ssh module takes them.
+STAGING_DIR = "/run/cloudseed/hostkeys"
 KEY_FILE = KEY_DIR + "/ssh_host_{}_key"
 KNOWN_TYPES = ("rsa", "dsa", "ecdsa", "ed25519")
+DEFAULT_TYPES = ("rsa", "ecdsa", "ed25519")
 
 
 @dataclass
@@ -68,16 +70,79 @@ def _run_keygen(root: TargetRoot, keytype: str) -> KeygenResult:
     return KeygenResult(keytype, inner, True, message=proc.stdout)
 
 
+def start_early(root: TargetRoot, keytypes: list[str]) -> list[str]:
+    """Start generating ``keytypes`` now, in the background, into the staging directory.
+
+    Called by the local stage on a new instance so RSA's seconds overlap with network bring-up;
+    ``generate`` later adopts the finished keys instead of starting over. Returns the types started.
+    """
+    keygen = root.which("ssh-keygen")
+    if keygen is None:
+        return []
+    root.makedirs(STAGING_DIR, mode=0o700)
+    started = []
+    for keytype in dict.fromkeys(keytypes):
+        if keytype not in KNOWN_TYPES or root.exists(f"{STAGING_DIR}/ssh_host_{keytype}_key"):
+            continue
+        try:
+            proc = root.spawn([keygen, "-q", "-t", keytype, "-N", "", "-f", f"{STAGING_DIR}/ssh_host_{keytype}_key"],
+                              env=dict(os.environ, LANG="C"))
+        except OSError:
+            continue
+        root.write(f"{STAGING_DIR}/{keytype}.pid", f"{proc.pid}\n", mode=0o600)
+        started.append(keytype)
+    return started
+
+
+def _adopt_staged(root: TargetRoot, keytype: str, timeout: float = 120.0) -> KeygenResult | None:
+    """Move an early-generated key into place once its ssh-keygen has finished; None if there is none."""
+    staged = f"{STAGING_DIR}/ssh_host_{keytype}_key"
+    pid_file = f"{STAGING_DIR}/{keytype}.pid"
+    if not root.exists(pid_file):
+        return None
+    started = time.monotonic()
+    try:
+        pid = int(root.read_text(pid_file).strip())
+    except ValueError:
+        return None
+    while time.monotonic() - started < timeout:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            pass
+        if os.path.exists(f"/proc/{pid}/stat"):
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(") ", 1)[-1].startswith("Z"):
+                    break
+        time.sleep(0.05)
+    root.remove(pid_file)
+    if not (root.isfile(staged) and root.isfile(f"{staged}.pub")):
+        return None
+    os.replace(root.path(staged), root.path_nofollow(key_path(keytype)))
+    os.replace(root.path(f"{staged}.pub"), root.path_nofollow(f"{key_path(keytype)}.pub"))
+    root.chmod(key_path(keytype), 0o600)
+    root.chmod(f"{key_path(keytype)}.pub", 0o644)
+    return KeygenResult(keytype, key_path(keytype), True, message="", started=started, finished=time.monotonic())
+
+
 def generate(root: TargetRoot, keytypes: list[str], parallel: bool = True) -> list[KeygenResult]:
-    """Generate every missing key of ``keytypes``; existing keys are kept."""
+    """Generate every missing key of ``keytypes`` (adopting early-started ones); existing keys are kept."""
     root.makedirs(KEY_DIR, mode=0o755)
     todo = [t for t in dict.fromkeys(keytypes) if not root.exists(key_path(t))]
+    adopted = [r for r in (_adopt_staged(root, t) for t in todo) if r is not None]
+    todo = [t for t in todo if t not in {r.keytype for r in adopted}]
+    root.remove_tree(STAGING_DIR)  # leftover early keys of types not asked for are not kept
     if not todo:
+        return adopted
         return []
     if not parallel or len(todo) == 1:
-        return [_keygen(root, t) for t in todo]
+        return adopted + [_keygen(root, t) for t in todo]
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=len(todo)) as pool:
-        return list(pool.map(lambda t: _keygen(root, t), todo))
+        return adopted + list(pool.map(lambda t: _keygen(root, t), todo))
 
 
 def public_host_keys(root: TargetRoot, exclude_types: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:

@@ -333,6 +333,19 @@ class TargetRoot:
             raise CommandError(argv, proc.returncode, out, err)
         return result
 
+    def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen:
+        """Start ``argv`` on the target in the background, detached: it outlives this process."""
+        run_env = dict(os.environ if env is None else env)
+        run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+
+        def enter_root() -> None:
+            if not self.is_live:
+                os.chroot(self.top)
+            os.chdir("/")
+
+        return subprocess.Popen(list(argv), env=run_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=enter_root)
+
     def which(self, name: str) -> str | None:
         """Path (inside the root) of an executable ``name`` on the target's standard PATH."""
         for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):

@@ -129,8 +129,11 @@ class Agent:
             ensure_dirs(self.paths)
             self.boot = {}
             self.root.remove(self.paths.boot_datasource_file)
+            first_boot = not self.root.exists(self.paths.current_instance_file)
             ds = self._find(LOCAL, errors)
             new_instance = self._adopt(ds) if ds else False
+            if new_instance or (ds is None and first_boot):
+                self._start_host_keys_early()
             warnings.extend(getattr(ds, "warnings", []) if ds else [])
             self._apply_network(ds, new_instance, errors, warnings)
             self._write_instance_data(self.system_cfg)
@@ -139,6 +142,21 @@ class Agent:
             self.status.crash("local", f"local stage: {type(e).__name__}: {e}")
             return 1
         return self._end("local", started, errors, warnings, [])
+
+    def _start_host_keys_early(self) -> None:
+        """Begin SSH host key generation now so it overlaps with network bring-up (ssh adopts them)."""
+        if not as_bool(self.system_cfg.get("ssh_deletekeys"), True) or self.system_cfg.get("ssh") is False:
+            return
+        from cloudseed.agent import hostkeys
+
+        types = self.system_cfg.get("ssh_genkeytypes", hostkeys.DEFAULT_TYPES)
+        try:
+            started = hostkeys.start_early(self.root, [str(t) for t in get_list({"t": types}, "t")])
+        except OSError as e:
+            LOG.info("early host key generation not started: %s", e)
+            return
+        if started:
+            LOG.info("host keys %s are being generated in the background", ", ".join(started))
 
     def _find(self, stage: str, errors: list[str]) -> Datasource | None:
         from cloudseed.agent.datasources import find_datasource

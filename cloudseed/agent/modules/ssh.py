@@ -21,7 +21,7 @@ from cloudseed.agent.root import CommandError, RootError
 from cloudseed.agent.sshkeys import DISABLE_ROOT_OPTS, SshKeyError, install_authorized_keys, parse_key
 from cloudseed.agent.users import default_user_name
 
-DEFAULT_KEY_TYPES = ["rsa", "ecdsa", "ed25519"]
+DEFAULT_KEY_TYPES = list(hostkeys.DEFAULT_TYPES)
 PUBLISH_EXCLUDE = ["dsa"]
 _KEY_NAME = re.compile(r"^(rsa|dsa|ecdsa|ed25519)_(private|public|certificate)$")
 _PRIVATE = re.compile(r"^-----BEGIN ([A-Z0-9 ]+ )?PRIVATE KEY-----\n.+\n-----END ([A-Z0-9 ]+ )?PRIVATE KEY-----\s*$",

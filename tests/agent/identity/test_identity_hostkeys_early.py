@@ -1,0 +1,46 @@
+"""Host keys started early (local stage) are adopted by the ssh module instead of being generated again."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+
+from identity_support import run
+
+from cloudseed.agent import hostkeys
+
+
+def wait_for(root, paths: list[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(root.exists(p) for p in paths):
+        assert time.monotonic() < deadline, f"early keys did not appear: {paths}"
+        time.sleep(0.1)
+
+
+def test_early_keys_are_adopted_and_staging_is_cleared(chroot):
+    for name in chroot.listdir("/etc/ssh"):
+        if name.startswith("ssh_host_"):
+            chroot.remove(f"/etc/ssh/{name}")
+    started = hostkeys.start_early(chroot, ["ed25519", "ecdsa"])
+    assert started == ["ed25519", "ecdsa"]
+    staged = [f"{hostkeys.STAGING_DIR}/ssh_host_{t}_key.pub" for t in started]
+    wait_for(chroot, staged)
+    early = {t: chroot.read_text(f"{hostkeys.STAGING_DIR}/ssh_host_{t}_key.pub") for t in started}
+    result, _ = run(chroot, "ssh", {"ssh_genkeytypes": ["ed25519", "ecdsa"], "ssh_quiet_keygen": True})
+    assert result.status == "ok", result.reason
+    for keytype, public in early.items():
+        assert chroot.read_text(f"/etc/ssh/ssh_host_{keytype}_key.pub") == public
+        mode = stat.S_IMODE(os.stat(chroot.path(f"/etc/ssh/ssh_host_{keytype}_key")).st_mode)
+        assert mode in (0o600, 0o640)
+    assert not chroot.exists(hostkeys.STAGING_DIR)
+
+
+def test_types_not_started_early_are_still_generated(chroot):
+    for name in chroot.listdir("/etc/ssh"):
+        if name.startswith("ssh_host_"):
+            chroot.remove(f"/etc/ssh/{name}")
+    hostkeys.start_early(chroot, ["ed25519"])
+    result, _ = run(chroot, "ssh", {"ssh_genkeytypes": ["ed25519", "ecdsa"], "ssh_quiet_keygen": True})
+    assert result.status == "ok", result.reason
+    assert chroot.isfile("/etc/ssh/ssh_host_ecdsa_key") and chroot.isfile("/etc/ssh/ssh_host_ed25519_key")
