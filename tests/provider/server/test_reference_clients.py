@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import textwrap
+import time
 
 import pytest
 from conftest import ServerProcess
@@ -146,8 +147,12 @@ report(src, ok)
     assert result["userdata"] == "#cloud-config\nruncmd: [echo hi]\n"
     ethernets = result["network_config"]["ethernets"]
     assert [e["match"]["macaddress"] for e in ethernets.values()] == [namespaces["gst_mac"]]
-    with open(netns_server.access_log) as handle:
-        requests = [json.loads(line) for line in handle if '"i-ref-ec2"' in line]
+    deadline = time.monotonic() + 5  # the access log is flushed twice a second
+    requests: list = []
+    while not requests and time.monotonic() < deadline:
+        time.sleep(0.2)
+        with open(netns_server.access_log) as handle:
+            requests = [json.loads(line) for line in handle if '"i-ref-ec2"' in line]
     assert requests[0]["method"] == "PUT" and requests[0]["path"] == "/latest/api/token"
     assert not [r for r in requests if r["status"] == 401]  # every request carried its token
 
