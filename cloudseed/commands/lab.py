@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps(report_dict(result), indent=2, default=str) if args.json else format_report(result))
     if args.keep and result.vm and result.vm.running():
+        result.vm.detached = True
         print(f"\nthe VM is still running (qemu pid {result.vm.process.pid}); log in with:\n"
               f"  ssh -p {result.vm.ssh_port} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
               f"USER@127.0.0.1\nstop it with: kill {result.vm.process.pid}")

@@ -8,6 +8,7 @@ connection). The VM is stopped with an ACPI power-down over QMP so the disk is c
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -65,7 +66,20 @@ class VmSpec:
     kernel_args: str = ""
 
 
+_RUNNING: list[VirtualMachine] = []
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    """VMs started in new sessions outlive us unless kept on purpose: kill the others at exit."""
+    for vm in list(_RUNNING):
+        if not vm.detached and vm.running():
+            vm.process.kill()
+
+
 class VirtualMachine:
+    detached = False  # set by `--keep`: the VM is meant to outlive this process
+
     def __init__(self, spec: VmSpec, on_event: Optional[Callable[[Event], None]] = None):
         self.spec = spec
         os.makedirs(spec.workdir, exist_ok=True)
@@ -125,6 +139,7 @@ class VirtualMachine:
         with open(os.path.join(self.spec.workdir, "qemu.err"), "a") as errors:
             self.process = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=errors,
                                             stderr=errors, start_new_session=True)
+        _RUNNING.append(self)
         self.console = Console(self.started, self._log, self.on_event)
         self.console.follow_file(self.serial_path, self.running)
         threading.Thread(target=self._watch_ssh, daemon=True).start()

@@ -44,7 +44,9 @@ def nocloud(lab, ssh_key, tmp_path_factory):
 
 def test_nocloud_iso_ssh_login_with_injected_key(nocloud, ssh_key):
     _booted(nocloud.first)
-    assert nocloud.first.ssh_ready_at is not None, "sshd never answered on the forwarded port"
+    ssh_ready = nocloud.first.ssh_ready_at
+    warnings = (nocloud.first.status or {}).get("warnings")
+    assert ssh_ready is not None, f"sshd never answered on the forwarded port; agent warnings: {warnings}"
     proc = ssh(nocloud.first, ssh_key[0], "tester", "id -un; hostname; sudo -n true && echo sudo-ok")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["tester", "e2e-host", "sudo-ok"]
