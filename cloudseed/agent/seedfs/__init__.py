@@ -215,11 +215,13 @@ def _copy(image: Image, node: Node, out_fd: int) -> None:
 
 
 def _write(plan: Plan, dest_dir: str) -> list[str]:
-    os.makedirs(dest_dir, mode=0o700, exist_ok=True)
     try:
+        if not os.path.isdir(dest_dir):
+            os.makedirs(dest_dir, mode=0o700)
+            os.chmod(dest_dir, 0o700)  # makedirs' mode is filtered by the umask
         root_fd = os.open(dest_dir, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        raise SeedFSError(f"cannot open destination {dest_dir}: {e.strerror}") from e
+        raise SeedFSError(f"cannot create or open destination {dest_dir}: {e}") from e
     created: list[Node] = []
     written: list[str] = []
     try:

@@ -134,6 +134,7 @@ class FatVolume:
         self.first_data = first_data_sector * self.sector
         self.root_offset = (bpb["reserved"] + bpb["num_fats"] * fat_size) * self.sector
         self.root_bytes = root_dir_sectors * self.sector
+        self.root_entries = bpb["root_entries"]
         self._chunks: dict[int, bytes] = {}
 
     # ------------------------------------------------------------------ FAT access
@@ -211,7 +212,8 @@ class FatVolume:
     def read_dir(self, first_cluster: int, what: str, plan: Plan) -> bytes:
         if first_cluster == 0 and self.bits != 32:
             plan.charge_metadata(self.root_bytes, "root directory")
-            return self.image.read(self.root_offset, self.root_bytes, "root directory")
+            # the root region is whole sectors; only the declared entries belong to the directory
+            return self.image.read(self.root_offset, self.root_bytes, "root directory")[:self.root_entries * 32]
         clusters = self.chain(first_cluster, f"directory {what}", limit=_MAX_DIR_BYTES // self.cluster_bytes or 1)
         plan.charge_metadata(len(clusters) * self.cluster_bytes, f"directory {what}")
         return b"".join(

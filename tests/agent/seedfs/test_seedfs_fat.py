@@ -93,3 +93,13 @@ def test_deleted_files_are_not_extracted(tmp_path):
     img = vfat_image(src, tmp_path / "seed.img", 2)
     run("mdel", "-i", str(img), "::/gone-with-long-name.txt", env=MTOOLS_ENV)
     assert extract(str(img), str(tmp_path / "out")) == ["keep.txt"]
+
+
+def test_destination_is_created_private_despite_umask(tmp_path):
+    img = vfat_image(make_tree(tmp_path / "src", CIDATA), tmp_path / "seed.img", 2)
+    old = os.umask(0o022)
+    try:
+        extract(str(img), str(tmp_path / "new" / "dest"))
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "new" / "dest").st_mode & 0o777 == 0o700

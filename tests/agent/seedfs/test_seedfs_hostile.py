@@ -270,3 +270,44 @@ def test_not_a_filesystem(tmp_path):
     for path in (zeros, text, ext4, tmp_path / "missing"):
         assert detect_fstype(str(path)) is None
     assert_refused(tmp_path, zeros, "neither an ISO 9660 nor a FAT")
+
+
+@pytest.mark.parametrize("kind", ["iso", "fat12", "fat32"])
+def test_random_metadata_corruption_only_raises_seedfs_error(tmp_path, kind):
+    """Seeded byte mutations of descriptors, directories and FATs: extraction either works or raises
+    SeedFSError (never IndexError, struct.error, UnicodeError...), and never writes outside dest."""
+    import random
+    import shutil
+
+    src = make_tree(tmp_path / "src", {**CONFIG_DRIVE, "a-long-name-" + "y" * 150 + ".txt": b"x"})
+    if kind == "iso":
+        img = genisoimage(src, tmp_path / "seed.img", "-J", "-R")
+        lo, hi = 16 * SECTOR, 40 * SECTOR
+    else:
+        options = ("-F", "12") if kind == "fat12" else ("-F", "32", "-s", "1")
+        img = vfat_image(src, tmp_path / "seed.img", 1.44 if kind == "fat12" else 34, *options)
+        lo, hi = 0, 200_000
+    base = img.read_bytes()
+    hot = [i for i in range(lo, hi) if base[i]]
+    rng = random.Random(1234)
+    mutated = tmp_path / "mutated.img"
+    shutil.copyfile(img, mutated)
+    work = tmp_path / "work"
+    out = work / "out"
+    outcomes = set()
+    with open(mutated, "r+b") as f:
+        for _ in range(150):
+            spots = [rng.choice(hot) for _ in range(rng.randint(1, 3))]
+            for at in spots:
+                os.pwrite(f.fileno(), bytes([rng.randrange(256)]), at)
+            try:
+                extract(str(mutated), str(out), max_total_bytes=1 << 20)
+                outcomes.add("ok")
+            except SeedFSError:
+                outcomes.add("refused")
+                assert not out.exists() or listing(out) == []
+            assert all(p == "out" or p.startswith("out/") for p in listing(work))
+            shutil.rmtree(work, ignore_errors=True)
+            for at in spots:
+                os.pwrite(f.fileno(), base[at:at + 1], at)
+    assert outcomes == {"ok", "refused"}
