@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, ServerProcess, new_address
+from server_support import ROOT, ServerProcess, new_address
 
 
 def test_admin_crud_and_list_filters(server):

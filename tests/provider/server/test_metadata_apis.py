@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import yaml
-from conftest import new_address
+from server_support import new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 USER_DATA = "#cloud-config\nhostname: from-user-data\n"

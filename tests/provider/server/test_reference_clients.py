@@ -17,8 +17,8 @@ import textwrap
 import time
 
 import pytest
-from conftest import ServerProcess
 from reference import _env, reference_tree
+from server_support import ServerProcess
 
 pytestmark = [pytest.mark.root, pytest.mark.reference]
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 ref@example"
