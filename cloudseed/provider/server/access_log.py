@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import sys
-import time
+from json.encoder import encode_basestring_ascii as _quoted
+from time import time
 from typing import Optional, TextIO
 
 
@@ -17,7 +17,7 @@ class AccessLog:
             self.stream = sys.stderr
         elif target:
             self.stream = open(target, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the run
-        self.pending: list[str] = []
+        self.pending: list[tuple] = []
 
     @property
     def enabled(self) -> bool:
@@ -25,15 +25,15 @@ class AccessLog:
 
     def write(self, source: str, instance: str, method: str, path: str, status: int, size: int,
               seconds: float) -> None:
-        self.pending.append(json.dumps({
-            "ts": round(time.time(), 3), "src": source, "instance": instance or None, "method": method,
-            "path": path, "status": status, "bytes": size, "ms": round(seconds * 1000, 3)}))
-        if len(self.pending) >= 1000:
+        """Queue one entry; it is formatted when flushed (off the request's path)."""
+        pending = self.pending
+        pending.append((time(), source, instance, method, path, status, size, seconds))
+        if len(pending) >= 1000:
             self.flush()
 
     def flush(self) -> None:
         if self.pending and self.stream is not None:
-            self.stream.write("\n".join(self.pending) + "\n")
+            self.stream.write("".join(_line(*entry) for entry in self.pending))
             self.stream.flush()
         self.pending.clear()
 
@@ -41,3 +41,12 @@ class AccessLog:
         self.flush()
         if self.stream is not None and self.stream is not sys.stderr:
             self.stream.close()
+
+
+def _line(ts: float, source: str, instance: str, method: str, path: str, status: int, size: int,
+          seconds: float) -> str:
+    """The JSON object ``json.dumps`` would write for this entry (same keys, order and spacing)."""
+    return (f'{{"ts": {round(ts, 3)!r}, "src": {_quoted(source)}, '
+            f'"instance": {_quoted(instance) if instance else "null"}, "method": {_quoted(method)}, '
+            f'"path": {_quoted(path)}, "status": {status:d}, "bytes": {size:d}, '
+            f'"ms": {round(seconds * 1000, 3)!r}}}\n')

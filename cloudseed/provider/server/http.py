@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
+from time import monotonic, perf_counter
 from typing import Any, Awaitable, Callable, Optional, Union
 from urllib.parse import unquote
 
@@ -41,11 +41,23 @@ class Response:
 
     def encode(self, keep_alive: bool, head_only: bool = False) -> bytes:
         if keep_alive and not head_only:
-            if self._encoded is None:
-                self._encoded = self._head(True) + self.body
-            return self._encoded
+            encoded = self._encoded
+            if encoded is None:
+                encoded = self._encoded = self._head(True) + self.body
+            return encoded
         head = self._head(keep_alive)
         return head if head_only else head + self.body
+
+    def keep_alive_head(self) -> bytes:
+        """The head of this response on a keep-alive connection (for responses built around it)."""
+        return self._head(True)
+
+    @classmethod
+    def prebuilt(cls, status: int, body: bytes, content_type: str, head: bytes) -> Response:
+        """A response whose keep-alive encoding is ``head + body`` (``head`` from an equal-length twin)."""
+        response = cls(status, body, content_type)
+        response._encoded = head + body
+        return response
 
     def _head(self, keep_alive: bool) -> bytes:
         lines = [f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Unknown')}",
@@ -78,7 +90,7 @@ class Request:
         self.body = body
         self.peer = peer
         self.listener = listener
-        self.started = time.perf_counter()
+        self.started = perf_counter()
         self.instance_id = ""  # who asked, once identified (access log)
         self.client = peer  # the instance's address (X-Forwarded-For from a trusted proxy)
 
@@ -93,11 +105,16 @@ class BadRequest(Exception):
 
 
 class HTTPProtocol(asyncio.Protocol):
-    """One client connection."""
+    """One client connection.
+
+    Responses to the requests of one ``data_received`` (pipelining) are written together, with
+    one ``write``; ``on_response`` (metrics, access log) runs after that write.
+    """
 
     def __init__(self, handler: Handler, listener: Any, connections: set, max_body: int):
         self.handler = handler
         self.listener = listener
+        self.on_response = listener.on_response
         self.connections = connections
         self.max_body = max_body
         self.transport: Optional[asyncio.Transport] = None
@@ -105,9 +122,11 @@ class HTTPProtocol(asyncio.Protocol):
         self.peer = ""
         self.busy = False  # a handler task is running; hold further requests
         self.closing = False
-        self.last_active = time.monotonic()
+        self.last_active = monotonic()
         self.discard_remaining = 0  # bytes of an oversized body still to swallow before answering 413
         self.discard_reply: Optional[Response] = None
+        self.out: list[bytes] = []  # encoded responses not yet written
+        self.done: list[tuple[Request, Response]] = []  # their requests, for on_response after the write
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -122,7 +141,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.closing = True
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = time.monotonic()
+        self.last_active = monotonic()
         if self.discard_remaining:
             self.discard_remaining -= min(len(data), self.discard_remaining)
             if not self.discard_remaining and self.discard_reply is not None:
@@ -141,29 +160,39 @@ class HTTPProtocol(asyncio.Protocol):
             self.transport.close()
 
     def _process(self) -> None:
-        while self.buffer and not self.closing:
-            try:
-                request = self._parse()
-            except BadRequest as error:
-                self._send(text_error(error.status, f"bad request: {error}"), None, keep_alive=False)
-                return
-            if request is None:
-                return
-            keep_alive = _wants_keep_alive(request)
-            try:
-                result = self.handler(request)
-            except Exception:  # a handler bug must not kill the connection loop silently
-                import logging
+        try:
+            while self.buffer and not self.closing:
+                try:
+                    request = self._parse()
+                except BadRequest as error:
+                    self._send(text_error(error.status, f"bad request: {error}"), None, keep_alive=False)
+                    return
+                if request is None:
+                    return
+                connection = request.headers.get("connection")
+                if connection is None:
+                    keep_alive = request.version != "HTTP/1.0"
+                else:
+                    connection = connection.lower()
+                    keep_alive = ("keep-alive" in connection if request.version == "HTTP/1.0"
+                                  else "close" not in connection)
+                try:
+                    result = self.handler(request)
+                except Exception:  # a handler bug must not kill the connection loop silently
+                    import logging
 
-                logging.getLogger("cloudseed.server").exception("handler failed for %s", request.path)
-                result = text_error(500, "internal error")
-            if isinstance(result, Response):
-                self._send(result, request, keep_alive)
-            else:
-                self.busy = True
-                task = asyncio.ensure_future(result)
-                task.add_done_callback(lambda t, r=request, k=keep_alive: self._finished(t, r, k))
-                return
+                    logging.getLogger("cloudseed.server").exception("handler failed for %s", request.path)
+                    result = text_error(500, "internal error")
+                if result.__class__ is Response:
+                    self._send(result, request, keep_alive)  # type: ignore[arg-type]
+                else:
+                    self.busy = True
+                    task = asyncio.ensure_future(result)  # type: ignore[arg-type]
+                    task.add_done_callback(lambda t, r=request, k=keep_alive: self._finished(t, r, k))
+                    return
+        finally:
+            if self.out:
+                self._flush()
 
     def _finished(self, task: asyncio.Future, request: Request, keep_alive: bool) -> None:
         self.busy = False
@@ -175,30 +204,51 @@ class HTTPProtocol(asyncio.Protocol):
             logging.getLogger("cloudseed.server").exception("handler failed for %s", request.path)
             response = text_error(500, "internal error")
         self._send(response, request, keep_alive)
-        if not self.closing:
-            self._process()
+        self._process()
+
+    def _flush(self) -> None:
+        out = self.out
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+        done = self.done
+        if done:
+            on_response = self.on_response
+            if on_response is not None:
+                for request, response in done:
+                    on_response(request, response)
+            done.clear()
 
     def _send(self, response: Response, request: Optional[Request], keep_alive: bool) -> None:
+        if response.ip_ttl is not None:
+            if self.out:
+                self._flush()  # earlier responses leave with the old TTL
+            self._set_ttl(response.ip_ttl)
+        if request is None:
+            self.out.append(response.encode(keep_alive))
+        else:
+            self.out.append(response.encode(keep_alive, request.method == "HEAD"))
+            self.done.append((request, response))
+        if not keep_alive:
+            self._flush()
+            self.closing = True
+            if self.transport is not None:
+                self.transport.close()
+
+    def _set_ttl(self, ttl: int) -> None:
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        if response.ip_ttl is not None:
-            sock = transport.get_extra_info("socket")
-            if sock is not None:
-                try:
-                    if sock.family == socket.AF_INET6:
-                        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, response.ip_ttl)
-                    else:
-                        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, response.ip_ttl)
-                except OSError:
-                    pass
-        head_only = request is not None and request.method == "HEAD"
-        transport.write(response.encode(keep_alive, head_only))
-        if request is not None and self.listener.on_response is not None:
-            self.listener.on_response(request, response)
-        if not keep_alive:
-            self.closing = True
-            transport.close()
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                if sock.family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ttl)
+                else:
+                    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ttl)
+            except OSError:
+                pass
 
     def _parse(self) -> Optional[Request]:
         buffer = self.buffer
@@ -209,13 +259,12 @@ class HTTPProtocol(asyncio.Protocol):
             return None
         if end > MAX_HEAD:
             raise BadRequest(431, f"request head larger than {MAX_HEAD} bytes")
-        head = bytes(buffer[:end]).decode("latin-1")
-        lines = head.split("\r\n")
+        lines = buffer[:end].decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             raise BadRequest(400, f"malformed request line {lines[0][:80]!r}")
         method, target, version = parts
-        if not target.startswith("/"):
+        if target[:1] != "/":
             raise BadRequest(400, f"request target {target[:80]!r} must start with /")
         headers: dict[str, str] = {}
         for line in lines[1:]:
@@ -226,35 +275,33 @@ class HTTPProtocol(asyncio.Protocol):
             value = value.strip()
             headers[name] = f"{headers[name]}, {value}" if name in headers else value
         body_start = end + 4
+        if "content-length" not in headers and "transfer-encoding" not in headers:  # most requests
+            if len(buffer) == body_start:
+                buffer.clear()
+            else:
+                del buffer[:body_start]
+            return Request(method, target, version, headers, b"", self.peer, self.listener)
         length = 0
         if "transfer-encoding" in headers:
             raise BadRequest(411, "chunked request bodies are not supported; send Content-Length")
-        if "content-length" in headers:
-            raw = headers["content-length"]
-            if not raw.isdigit():
-                raise BadRequest(400, f"Content-Length {raw[:20]!r} is not a number")
-            length = int(raw)
-            if length > self.max_body:
-                message = f"request body of {length} bytes exceeds the limit of {self.max_body}"
-                unread = body_start + length - len(buffer)
-                if 0 < unread <= MAX_DISCARD:  # read the body away so the client sees our answer
-                    buffer.clear()
-                    self.discard_remaining = unread
-                    self.discard_reply = text_error(413, f"bad request: {message}")
-                    return None
-                raise BadRequest(413, message)
+        raw = headers["content-length"]
+        if not raw.isdigit():
+            raise BadRequest(400, f"Content-Length {raw[:20]!r} is not a number")
+        length = int(raw)
+        if length > self.max_body:
+            message = f"request body of {length} bytes exceeds the limit of {self.max_body}"
+            unread = body_start + length - len(buffer)
+            if 0 < unread <= MAX_DISCARD:  # read the body away so the client sees our answer
+                buffer.clear()
+                self.discard_remaining = unread
+                self.discard_reply = text_error(413, f"bad request: {message}")
+                return None
+            raise BadRequest(413, message)
         if len(buffer) < body_start + length:
             return None
         body = bytes(buffer[body_start:body_start + length])
         del buffer[:body_start + length]
         return Request(method, target, version, headers, body, self.peer, self.listener)
-
-
-def _wants_keep_alive(request: Request) -> bool:
-    connection = request.headers.get("connection", "").lower()
-    if request.version == "HTTP/1.0":
-        return "keep-alive" in connection
-    return "close" not in connection
 
 
 class Listener:

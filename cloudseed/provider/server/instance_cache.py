@@ -18,14 +18,25 @@ MISSING = object()  # not in the cache: ask the registry
 AMBIGUOUS = "ambiguous"  # address on several networks, listener has no network
 
 
-class CachedInstance:
-    """A record and the responses already rendered for it (path key -> Response or factory)."""
+MAX_ROUTES = 512  # request paths remembered per instance (GET/HEAD answers)
 
-    __slots__ = ("record", "responses")
+
+class CachedInstance:
+    """A record and the responses already rendered for it.
+
+    ``responses``: canonical key -> Response or factory (``meta_data.json`` with a fresh seed).
+    ``routes``: request path as sent -> (Response or factory, whether an IMDSv2 token check comes
+    first): the GET/HEAD answer for that path, so a repeated request skips routing altogether.
+    Both go away with the instance when the registry changes it.
+    """
+
+    __slots__ = ("record", "responses", "routes", "instance_id")
 
     def __init__(self, record: InstanceRecord):
         self.record = record
+        self.instance_id = record.instance_id
         self.responses: dict[str, Any] = {}
+        self.routes: dict[str, tuple[Any, bool]] = {}
 
 
 class InstanceCache:

@@ -22,7 +22,7 @@ from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api
 from cloudseed.provider.server.config import ServerConfig
 from cloudseed.provider.server.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
-from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance, InstanceCache
+from cloudseed.provider.server.instance_cache import AMBIGUOUS, MAX_ROUTES, MISSING, CachedInstance, InstanceCache
 from cloudseed.provider.server.rate_limit import RateLimiter
 
 Answer = Union[Response, Awaitable[Response]]
@@ -49,10 +49,13 @@ class MetadataApp:
 
     # -- entry point -----------------------------------------------------------------------
     def handle(self, request: Request) -> Answer:
-        proxied = self._is_proxy(request.peer)
-        if proxied:
-            forwarded = request.headers.get("x-forwarded-for", "")
-            request.client = forwarded.split(",")[-1].strip() or request.peer
+        if self.config.proxies:
+            proxied = self._is_proxy(request.peer)
+            if proxied:
+                forwarded = request.headers.get("x-forwarded-for", "")
+                request.client = forwarded.split(",")[-1].strip() or request.peer
+        else:
+            proxied = False
         if self.limiter.rate > 0:
             wait = self.limiter.retry_after(request.client)
             if wait is not None:
@@ -64,6 +67,18 @@ class MetadataApp:
             instance = self._proxy_identity(request)
         else:
             instance = self.cache.cached_by_address(request.listener.network, request.peer)
+            if instance.__class__ is CachedInstance:  # the hot path: a known instance, a path seen before
+                request.instance_id = instance.instance_id
+                if request.method == "GET" or request.method == "HEAD":
+                    hit = instance.routes.get(request.path)
+                    if hit is not None:
+                        answer, check_token = hit
+                        if check_token:
+                            refused = self._check_token(request, instance)
+                            if refused is not None:
+                                return refused
+                        return answer if answer.__class__ is Response else answer()
+                return self._route(request, instance)
         if instance is MISSING:
             return self._identify_then_answer(request, proxied)
         return self._answer(request, instance)
@@ -139,14 +154,18 @@ class MetadataApp:
             return self._phone_home(request, instance, path[len("/phone-home"):])
         return self._ec2(request, instance, path)
 
-    def _cached(self, instance: CachedInstance, key: str, render: Any) -> Response:
+    def _cached(self, request: Request, instance: CachedInstance, key: str, render: Any,
+                check_token: bool = False) -> Response:
+        """The answer under ``key`` (rendered once); remembered for ``request.path`` too (``routes``)."""
         found = instance.responses.get(key)
         if found is None:
             found = render()
             if found is None:
                 return _NOT_FOUND
             instance.responses[key] = found
-        return found if isinstance(found, Response) else found()
+        if len(instance.routes) < MAX_ROUTES:
+            instance.routes[request.path] = (found, check_token)
+        return found if found.__class__ is Response else found()
 
     def _openstack(self, request: Request, instance: CachedInstance, rest: str) -> Answer:
         parts = [p for p in rest.split("/") if p]
@@ -159,13 +178,16 @@ class MetadataApp:
         if request.method not in READ_METHODS:
             return _method_not_allowed("GET, HEAD")
         if not parts:
+            if len(instance.routes) < MAX_ROUTES:
+                instance.routes[request.path] = (self._os_versions, False)
             return self._os_versions
         version = openstack_api.resolve_version(parts[0])
         if version is None:
             return _NOT_FOUND
         name = parts[1] if len(parts) == 2 else ""
         record = instance.record
-        return self._cached(instance, f"os/{version}/{name}", lambda: openstack_api.render(record, version, name))
+        return self._cached(request, instance, f"os/{version}/{name}",
+                            lambda: openstack_api.render(record, version, name))
 
     def _password(self, request: Request, instance: CachedInstance, version: str) -> Answer:
         resolved = openstack_api.resolve_version(version)
@@ -208,7 +230,7 @@ class MetadataApp:
             return _NOT_FOUND
         name = parts[0] if parts else ""
         record = instance.record
-        return self._cached(instance, f"nc/{name}", lambda: nocloud_api.render(record, name))
+        return self._cached(request, instance, f"nc/{name}", lambda: nocloud_api.render(record, name))
 
     def _ec2(self, request: Request, instance: CachedInstance, path: str) -> Answer:
         if path == "/latest/api/token":
@@ -224,12 +246,14 @@ class MetadataApp:
         if request.method not in READ_METHODS:
             return _method_not_allowed("GET, HEAD")
         if not version:
+            if len(instance.routes) < MAX_ROUTES:
+                instance.routes[request.path] = (self._ec2_versions, True)
             return self._ec2_versions
         subpath = parts[2] if len(parts) > 2 else ""
         record = instance.record
         region = self.config.region
-        return self._cached(instance, f"ec2/{resolved}/{subpath.strip('/')}",
-                            lambda: ec2_api.render(record, resolved, subpath, region))
+        return self._cached(request, instance, f"ec2/{resolved}/{subpath.strip('/')}",
+                            lambda: ec2_api.render(record, resolved, subpath, region), check_token=True)
 
     def _check_token(self, request: Request, instance: CachedInstance) -> Optional[Response]:
         token = request.headers.get(TOKEN_HEADER)

@@ -8,9 +8,9 @@ Each file appears only from the version that introduced it: ``password`` (2013-0
 
 from __future__ import annotations
 
-import base64
 import json
-import os
+from base64 import b64encode
+from os import urandom
 from typing import Callable, Optional, Union
 
 from cloudseed.provider.registry import InstanceRecord
@@ -25,6 +25,7 @@ LATEST = VERSIONS[-1]
 FILES = {"meta_data.json": FOLSOM, "user_data": FOLSOM, "password": GRIZZLY, "vendor_data.json": HAVANA,
          "network_data.json": LIBERTY, "vendor_data2.json": NEWTON_TWO}
 JSON = "application/json"
+SEED_TEXT_LENGTH = 684  # len(base64 of 512 bytes)
 
 Rendered = Union[Response, Callable[[], Response]]
 
@@ -87,8 +88,9 @@ def _meta_data(record: InstanceRecord, version: str) -> Rendered:
     marker = "@@RANDOM_SEED@@"
     doc["random_seed"] = marker
     prefix, suffix = json.dumps(doc).encode().split(marker.encode())
+    head = Response(200, prefix + bytes(SEED_TEXT_LENGTH) + suffix, JSON).keep_alive_head()  # same length
 
     def fresh() -> Response:
-        return Response(200, prefix + base64.b64encode(os.urandom(512)) + suffix, JSON)
+        return Response.prebuilt(200, prefix + b64encode(urandom(512)) + suffix, JSON, head)
 
     return fresh

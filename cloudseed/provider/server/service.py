@@ -30,13 +30,14 @@ MAX_METADATA_BODY = 64 * 1024
 
 
 def _api_of(path: str) -> str:
-    if path.startswith("/openstack"):
+    initial = path[1:2]  # one comparison for most EC2 paths ("/latest/...", "/2021-03-23/...")
+    if initial == "o" and path.startswith("/openstack"):
         return "openstack"
-    if path.startswith("/nocloud"):
+    if initial == "n" and path.startswith("/nocloud"):
         return "nocloud"
-    if path.startswith("/phone-home"):
+    if initial == "p" and path.startswith("/phone-home"):
         return "phone_home"
-    if path == "/latest/api/token":
+    if initial == "l" and path == "/latest/api/token":
         return "token"
     return "ec2"
 
@@ -58,12 +59,15 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     log = AccessLog(config.access_log)
     connections: set = set()
 
+    observe, log_write = metrics.observe, (log.write if log.enabled else None)
+    perf_counter = time.perf_counter
+
     def on_response(request: Request, response: Response) -> None:
-        seconds = time.perf_counter() - request.started
-        api = "admin" if request.listener.kind == "admin" else _api_of(request.path)
-        metrics.observe(api, response.status, seconds)
-        if log.enabled:
-            log.write(request.client, request.instance_id, request.method, request.path, response.status,
+        seconds = perf_counter() - request.started
+        path = request.path
+        observe("admin" if request.listener.kind == "admin" else _api_of(path), response.status, seconds)
+        if log_write is not None:
+            log_write(request.client, request.instance_id, request.method, path, response.status,
                       len(response.body), seconds)
 
     listeners = [Listener(spec.host, spec.port, spec.network) for spec in config.listen]
