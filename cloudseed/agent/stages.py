@@ -160,8 +160,9 @@ class Agent:
 
     def _find(self, stage: str, errors: list[str]) -> Datasource | None:
         from cloudseed.agent.datasources import find_datasource
+        from cloudseed.agent.detect import datasource_names
 
-        names = [str(n) for n in get_list(self.system_cfg, "datasource_list")]
+        names, _source = datasource_names(self.system_cfg, self.cmdline)  # ci.ds= on the command line wins
         search = find_datasource(self._ds_context(stage), self._possible(names))
         errors.extend(search.errors)
         return search.datasource
