@@ -40,6 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 
+import server_bench  # noqa: E402
 from server_bench import MIXED, address_of, connect_from, free_port, populate, wait_port  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -153,7 +154,8 @@ def measure(pid: int, label: str, run, repeat: int, callgrind: str = "") -> floa
             continue
         figures.append(cpu / requests * 1e6)
         print(f"  {label:14s} {requests:8d} requests  server CPU {cpu:6.2f}s  = {figures[-1]:6.1f} us/request "
-              f"({kernel / requests * 1e6:.1f} in the kernel; wall {wall:5.1f}s, load {os.getloadavg()[0]:.1f})", flush=True)
+              f"({kernel / requests * 1e6:.1f} in the kernel; wall {wall:5.1f}s, load {os.getloadavg()[0]:.1f})",
+              flush=True)
     if repeat > 1:
         print(f"  {label:14s} lowest {min(figures):.1f}", flush=True)
     return min(figures)
@@ -170,6 +172,7 @@ def main() -> int:
     parser.add_argument("--only", choices=("wrk-mixed", "sources-ka", "sources-mixed", "new-conn"),
                         action="append")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--lighttpd", action="store_true", help="also lighttpd's CPU per request (wrk-mixed)")
     parser.add_argument("--callgrind", action="store_true", help="count instructions under callgrind")
     parser.add_argument("--tree", default=ROOT, help="source tree to run the server from")
     args = parser.parse_args()
@@ -205,6 +208,16 @@ def main() -> int:
         asyncio.run(keepalive_sources(port, n, n, len(MIXED)))
         if "wrk-mixed" in only:
             measure(server.pid, "wrk-mixed", lambda: wrk_requests(port, args.seconds, 50, tmp), repeat, grind)
+        if args.lighttpd:
+            static_port = free_port()
+            server_bench.static_tree(os.path.join(tmp, "static"), port)
+            lighttpd = server_bench.start_lighttpd(os.path.join(tmp, "static"), static_port, tmp)
+            try:
+                measure(lighttpd.pid, "lighttpd-wrk", lambda: wrk_requests(static_port, args.seconds, 50, tmp),
+                        repeat)
+            finally:
+                lighttpd.send_signal(signal.SIGTERM)
+                lighttpd.wait()
         if "sources-ka" in only:
             measure(server.pid, "sources-ka",
                     lambda: asyncio.run(keepalive_sources(port, 0, n, args.per_source, depth=1)), repeat, grind)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from json.encoder import encode_basestring_ascii as _quoted
 from time import time
@@ -32,9 +33,18 @@ class AccessLog:
             self.flush()
 
     def flush(self) -> None:
+        """Write the queued lines in writes of whole lines of at most 4 KiB, which other server
+        processes appending to the same file or pipe cannot split (``processes: N``)."""
         if self.pending and self.stream is not None:
-            self.stream.write("".join(_line(*entry) for entry in self.pending))
+            data = "".join(_line(*entry) for entry in self.pending).encode("utf-8")
             self.stream.flush()
+            try:
+                fd = self.stream.fileno()
+            except (AttributeError, OSError, ValueError):  # not a real file (captured stream)
+                self.stream.write(data.decode("utf-8"))
+                self.stream.flush()
+            else:
+                _write_lines(fd, data)
         self.pending.clear()
 
     def close(self) -> None:
@@ -50,3 +60,15 @@ def _line(ts: float, source: str, instance: str, method: str, path: str, status:
             f'"instance": {_quoted(instance) if instance else "null"}, "method": {_quoted(method)}, '
             f'"path": {_quoted(path)}, "status": {status:d}, "bytes": {size:d}, '
             f'"ms": {round(seconds * 1000, 3)!r}}}\n')
+
+
+def _write_lines(fd: int, data: bytes, chunk: int = 4096) -> None:
+    start, size = 0, len(data)
+    while start < size:
+        stop = size if size - start <= chunk else data.rfind(b"\n", start, start + chunk) + 1
+        if stop <= start:  # one line longer than a chunk: write it whole
+            stop = data.find(b"\n", start) + 1 or size
+        view = memoryview(data)[start:stop]
+        while view:
+            view = view[os.write(fd, view):]
+        start = stop

@@ -41,6 +41,7 @@ class ServerConfig:
     region: str = ""
     max_admin_body: int = 1024 * 1024
     reuse_port: bool = False
+    processes: int = 1  # server processes sharing the metadata ports (SO_REUSEPORT); admin in the first
 
 
 _KEYS = {f.name for f in dataclasses.fields(ServerConfig)} | {"admin_token_file", "proxy_shared_secret_file"}
@@ -98,6 +99,8 @@ def load_config(path: Optional[str], overrides: dict[str, Any]) -> ServerConfig:
         raise ConfigError(f"{where}: imds_tokens must be 'optional' or 'required'")
     if not 1 <= config.token_hop_limit <= 64:
         raise ConfigError(f"{where}: token_hop_limit must be 1-64")
+    if not 1 <= config.processes <= 256:
+        raise ConfigError(f"{where}: processes must be 1-256")
     return config
 
 

@@ -74,17 +74,24 @@ def text_error(status: int, message: str, headers: Optional[list[tuple[str, str]
 
 
 class Request:
-    """One parsed request. ``headers`` keys are lower case; ``path`` is percent-decoded."""
+    """One parsed request. ``headers`` keys are lower case; ``path`` is percent-decoded.
+
+    ``headers`` may be shared with other requests that had the very same head: read it, never
+    change it.
+    """
 
     __slots__ = ("method", "target", "path", "query", "version", "headers", "body", "peer", "listener",
                  "started", "instance_id", "client")
 
     def __init__(self, method: str, target: str, version: str, headers: dict[str, str], body: bytes,
-                 peer: str, listener: Any):
+                 peer: str, listener: Any, path: Optional[str] = None, query: str = ""):
         self.method = method
         self.target = target
-        path, _, self.query = target.partition("?")
-        self.path = unquote(path) if "%" in path else path
+        if path is None:
+            path, _, query = target.partition("?")
+            path = unquote(path) if "%" in path else path
+        self.path = path
+        self.query = query
         self.version = version
         self.headers = headers
         self.body = body
@@ -93,6 +100,36 @@ class Request:
         self.started = perf_counter()
         self.instance_id = ""  # who asked, once identified (access log)
         self.client = peer  # the instance's address (X-Forwarded-For from a trusted proxy)
+
+
+# Parsed request heads by their bytes: clients repeat the same few heads (cloud-init's crawl, a
+# load generator), so a repeat costs a dict lookup instead of a parse. Bounded; emptied when full.
+_HEADS: dict[bytes, tuple] = {}
+MAX_CACHED_HEADS = 8192
+MAX_CACHED_HEAD = 1024
+
+
+def parse_head(head: bytes) -> tuple:
+    """(method, target, version, headers, path, query, has_body_headers) or BadRequest."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise BadRequest(400, f"malformed request line {lines[0][:80]!r}")
+    method, target, version = parts
+    if target[:1] != "/":
+        raise BadRequest(400, f"request target {target[:80]!r} must start with /")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise BadRequest(400, f"malformed header line {line[:80]!r}")
+        name = name.lower()
+        value = value.strip()
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    path, _, query = target.partition("?")
+    path = unquote(path) if "%" in path else path
+    return (method, target, version, headers, path, query,
+            "content-length" in headers or "transfer-encoding" in headers)
 
 
 Handler = Callable[[Request], Union[Response, Awaitable[Response]]]
@@ -259,28 +296,22 @@ class HTTPProtocol(asyncio.Protocol):
             return None
         if end > MAX_HEAD:
             raise BadRequest(431, f"request head larger than {MAX_HEAD} bytes")
-        lines = buffer[:end].decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            raise BadRequest(400, f"malformed request line {lines[0][:80]!r}")
-        method, target, version = parts
-        if target[:1] != "/":
-            raise BadRequest(400, f"request target {target[:80]!r} must start with /")
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip():
-                raise BadRequest(400, f"malformed header line {line[:80]!r}")
-            name = name.lower()
-            value = value.strip()
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        head = bytes(buffer[:end])
+        parsed = _HEADS.get(head)
+        if parsed is None:
+            parsed = parse_head(head)
+            if end <= MAX_CACHED_HEAD:
+                if len(_HEADS) >= MAX_CACHED_HEADS:
+                    _HEADS.clear()
+                _HEADS[head] = parsed
+        method, target, version, headers, path, query, has_body = parsed
         body_start = end + 4
-        if "content-length" not in headers and "transfer-encoding" not in headers:  # most requests
+        if not has_body:  # most requests
             if len(buffer) == body_start:
                 buffer.clear()
             else:
                 del buffer[:body_start]
-            return Request(method, target, version, headers, b"", self.peer, self.listener)
+            return Request(method, target, version, headers, b"", self.peer, self.listener, path, query)
         length = 0
         if "transfer-encoding" in headers:
             raise BadRequest(411, "chunked request bodies are not supported; send Content-Length")
@@ -301,7 +332,157 @@ class HTTPProtocol(asyncio.Protocol):
             return None
         body = bytes(buffer[body_start:body_start + length])
         del buffer[:body_start + length]
-        return Request(method, target, version, headers, body, self.peer, self.listener)
+        return Request(method, target, version, headers, body, self.peer, self.listener, path, query)
+
+
+class SocketTransport:
+    """The part of an asyncio transport HTTPProtocol uses, straight on a non-blocking socket.
+
+    asyncio's own accept path costs a Task, a Future and several callbacks per connection and
+    its transport several layers per read; a boot storm opens a connection per request, so this
+    reads with ``add_reader`` and writes with ``send`` (``add_writer`` only when the socket's
+    buffer is full). ``connection_lost`` is called once, after the socket is closed.
+    """
+
+    __slots__ = ("sock", "fd", "loop", "protocol", "peer", "pending", "closing", "closed")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, peer: Any):
+        self.loop = loop
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.protocol: Any = None
+        self.pending = bytearray()  # unsent output (the socket's buffer was full)
+        self.closing = False  # no more writes; close once ``pending`` is sent
+        self.closed = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "peername":
+            return self.peer
+        if name == "socket":
+            return self.sock
+        if name == "sockname":
+            return self.sock.getsockname()
+        return default
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def write(self, data: bytes) -> None:
+        if self.closing:
+            return
+        if self.pending:
+            self.pending += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError as error:
+            self._lost(error)
+            return
+        if sent < len(data):
+            self.pending += memoryview(data)[sent:]
+            self.loop.add_writer(self.fd, self._write_ready)
+
+    def close(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self.loop.remove_reader(self.fd)
+        if not self.pending:
+            self._lost(None)
+
+    def abort(self) -> None:
+        self.closing = True
+        self._lost(None)
+
+    def _read_ready(self) -> None:
+        try:
+            data = self.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            self._lost(error)
+            return
+        if data:
+            self.protocol.data_received(data)
+        else:  # the client closed its side: nothing more to read, nothing to answer
+            self.closing = True
+            self._lost(None)
+
+    def _write_ready(self) -> None:
+        try:
+            sent = self.sock.send(self.pending)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as error:
+            self._lost(error)
+            return
+        del self.pending[:sent]
+        if not self.pending:
+            self.loop.remove_writer(self.fd)
+            if self.closing:
+                self._lost(None)
+
+    def _lost(self, error: Optional[Exception]) -> None:
+        if self.closed:
+            return
+        self.closed = self.closing = True
+        self.loop.remove_reader(self.fd)
+        if self.pending:
+            self.loop.remove_writer(self.fd)
+            self.pending.clear()
+        self.sock.close()
+        self.protocol.connection_lost(error)
+
+
+class SocketServer:
+    """A listening socket whose connections get a SocketTransport and a protocol from ``factory``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, factory: Callable[[], Any]):
+        self.loop = loop
+        self.sockets = [sock]
+        self.factory = factory
+        loop.add_reader(sock.fileno(), self._accept_ready)
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            if sock.fileno() >= 0:
+                self.loop.remove_reader(sock.fileno())
+                sock.close()
+
+    def _accept_ready(self) -> None:
+        sock = self.sockets[0]
+        loop = self.loop
+        for _ in range(256):
+            try:
+                conn, peer = sock.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as error:  # out of file descriptors, ...: pause accepting for a second
+                import logging
+
+                logging.getLogger("cloudseed.server").error("accept failed: %s; pausing for 1s", error)
+                loop.remove_reader(sock.fileno())
+                loop.call_later(1.0, self._resume)
+                return
+            conn.setblocking(False)
+            if conn.family != socket.AF_UNIX:
+                try:
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                except OSError:
+                    pass
+            transport = SocketTransport(loop, conn, peer)
+            protocol = transport.protocol = self.factory()
+            protocol.connection_made(transport)
+            if not transport.closing:
+                loop.add_reader(transport.fd, transport._read_ready)
+
+    def _resume(self) -> None:
+        sock = self.sockets[0]
+        if sock.fileno() >= 0:
+            self.loop.add_reader(sock.fileno(), self._accept_ready)
 
 
 class Listener:
@@ -312,7 +493,7 @@ class Listener:
         self.port = port
         self.network = network
         self.kind = kind
-        self.server: Optional[asyncio.base_events.Server] = None
+        self.server: Optional[SocketServer] = None
         self.on_response: Optional[Callable[[Request, Response], None]] = None
 
     def __repr__(self) -> str:
@@ -320,11 +501,29 @@ class Listener:
         return f"{self.kind} {self.host}:{self.port}{suffix}"
 
 
+def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A non-blocking TCP socket bound to ``host:port`` (an IP address) and listening."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((host, port))
+        sock.listen(4096)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 async def start_listener(listener: Listener, handler: Handler, connections: set, max_body: int,
                          reuse_port: bool = False) -> None:
     loop = asyncio.get_running_loop()
-    listener.server = await loop.create_server(
-        lambda: HTTPProtocol(handler, listener, connections, max_body), listener.host, listener.port,
-        reuse_address=True, reuse_port=reuse_port or None, backlog=4096)
+    sock = listening_socket(listener.host, listener.port, reuse_port)
+    listener.server = SocketServer(loop, sock, lambda: HTTPProtocol(handler, listener, connections, max_body))
     if listener.port == 0:
-        listener.port = listener.server.sockets[0].getsockname()[1]
+        listener.port = sock.getsockname()[1]

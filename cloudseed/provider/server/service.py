@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import signal
@@ -17,13 +18,14 @@ from typing import Callable, Optional
 from cloudseed.provider.registry import open_registry
 from cloudseed.provider.server.access_log import AccessLog
 from cloudseed.provider.server.admin_app import AdminApp
-from cloudseed.provider.server.config import ServerConfig
+from cloudseed.provider.server.config import ListenSpec, ServerConfig
 from cloudseed.provider.server.http import IDLE_TIMEOUT, Listener, Request, Response, start_listener
 from cloudseed.provider.server.imds_tokens import TokenIssuer
 from cloudseed.provider.server.instance_cache import InstanceCache
 from cloudseed.provider.server.metadata_app import MetadataApp
 from cloudseed.provider.server.metrics import Metrics
 from cloudseed.provider.server.rate_limit import RateLimiter
+from cloudseed.provider.server.workers import Workers
 
 LOG = logging.getLogger("cloudseed.server")
 MAX_METADATA_BODY = 64 * 1024
@@ -74,13 +76,14 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     if config.admin_listen is not None:
         spec = config.admin_listen
         listeners.append(Listener(spec.host, spec.port, None, kind="admin"))
+    several = config.processes > 1
     try:
         for listener in listeners:
             listener.on_response = on_response
             handler = admin.handle if listener.kind == "admin" else app.handle
             body_limit = config.max_admin_body if listener.kind == "admin" else MAX_METADATA_BODY
             await start_listener(listener, handler, connections, body_limit,  # type: ignore[arg-type]
-                                 reuse_port=config.reuse_port)
+                                 reuse_port=config.reuse_port or (several and listener.kind != "admin"))
     except OSError as error:
         for listener in listeners:
             if listener.server is not None:
@@ -95,6 +98,14 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
         except (NotImplementedError, RuntimeError):
             pass
     LOG.info("serving on %s", ", ".join(map(repr, listeners)))
+    workers: Optional[Workers] = None
+    if several:
+        workers = Workers(dataclasses.replace(
+            config, processes=1, reuse_port=True, admin_listen=None,
+            listen=[ListenSpec(item.host, item.port, item.network) for item in listeners if item.kind != "admin"]),
+            config.processes - 1)
+        workers.start()
+        metrics.gauges["processes"] = lambda: config.processes
     if ready is not None:
         ready(listeners)
 
@@ -102,6 +113,8 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
         while True:
             await asyncio.sleep(0.5)
             log.flush()
+            if workers is not None:
+                workers.check()
             now = time.monotonic()
             for connection in list(connections):
                 if connection.idle_for(now) > IDLE_TIMEOUT:
@@ -115,6 +128,8 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
         for listener in listeners:
             if listener.server is not None:
                 listener.server.close()
+        if workers is not None:
+            await loop.run_in_executor(None, workers.stop, drain_seconds + 5)
         deadline = time.monotonic() + drain_seconds
         while any(c.busy for c in connections) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
