@@ -120,10 +120,11 @@ def _adopt_staged(root: TargetRoot, keytype: str, timeout: float = 120.0) -> Key
     root.remove(pid_file)
     if not (root.isfile(staged) and root.isfile(f"{staged}.pub")):
         return None
-    os.replace(root.path(staged), root.path_nofollow(key_path(keytype)))
-    os.replace(root.path(f"{staged}.pub"), root.path_nofollow(f"{key_path(keytype)}.pub"))
-    root.chmod(key_path(keytype), 0o600)
-    root.chmod(f"{key_path(keytype)}.pub", 0o644)
+    # /run and /etc are different filesystems: copy atomically into place, then drop the staged copy
+    root.write(key_path(keytype), root.read_bytes(staged), mode=0o600, owner=0, group=0)
+    root.write(f"{key_path(keytype)}.pub", root.read_bytes(f"{staged}.pub"), mode=0o644, owner=0, group=0)
+    root.remove(staged)
+    root.remove(f"{staged}.pub")
     return KeygenResult(keytype, key_path(keytype), True, message="", started=started, finished=time.monotonic())
 
 

@@ -132,11 +132,12 @@ class Agent:
             first_boot = not self.root.exists(self.paths.current_instance_file)
             ds = self._find(LOCAL, errors)
             new_instance = self._adopt(ds) if ds else False
-            if new_instance or (ds is None and first_boot):
-                self._start_host_keys_early()
             warnings.extend(getattr(ds, "warnings", []) if ds else [])
             self._apply_network(ds, new_instance, errors, warnings)
             self._write_instance_data(self.system_cfg)
+            if new_instance or (ds is None and first_boot):
+                # last: the key generation then overlaps with network bring-up, not with this stage
+                self._start_host_keys_early()
         except Exception as e:  # the stage itself must finish and say what happened
             LOG.exception("local stage failed")
             self.status.crash("local", f"local stage: {type(e).__name__}: {e}")

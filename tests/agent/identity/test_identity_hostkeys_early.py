@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import time
 
+import pytest
 from identity_support import run
 
 from cloudseed.agent import hostkeys
@@ -18,7 +20,18 @@ def wait_for(root, paths: list[str], timeout: float = 120) -> None:
         time.sleep(0.1)
 
 
-def test_early_keys_are_adopted_and_staging_is_cleared(chroot):
+@pytest.fixture
+def run_on_tmpfs(chroot):
+    """The chroot's /run on its own tmpfs, as at boot: staged keys then cross a filesystem boundary."""
+    run_dir = chroot.makedirs("/run")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", run_dir]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield chroot
+    subprocess.run(["umount", run_dir], check=False)
+
+
+def test_early_keys_are_adopted_and_staging_is_cleared(run_on_tmpfs):
+    chroot = run_on_tmpfs
     for name in chroot.listdir("/etc/ssh"):
         if name.startswith("ssh_host_"):
             chroot.remove(f"/etc/ssh/{name}")
