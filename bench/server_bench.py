@@ -1,17 +1,24 @@
 """Metadata server benchmark: throughput and latency beside lighttpd, and a boot storm.
 
     .venv/bin/python bench/server_bench.py [--instances 100000] [--storm 2000] [--duration 10]
+        [--processes N] [--client-processes 3]
 
 1. Registers N instances in a fresh SQLite registry (instance k at loopback address 127.a.b.c).
-2. Starts ``cloudseed serve`` and, in the same run, lighttpd serving the same responses of one
-   instance as static files (the ZStack design), and drives both with wrk (mixed OpenStack/EC2
-   workload, keep-alive) for requests/s and p50/p99.
-3. The same mixed workload from many instance source addresses (an asyncio client, one
-   connection per instance address) against cloudseed, which must identify each instance.
+2. Starts ``cloudseed serve`` (``processes: N`` in its settings; default one process) and, in the
+   same run, lighttpd (one process, its default) serving the same responses of one instance as
+   static files (the ZStack design), and drives both with wrk (mixed OpenStack/EC2 workload,
+   keep-alive) for requests/s and p50/p99.
+3. The same mixed workload from many instance source addresses (bench/server_storm.py: asyncio
+   clients on plain sockets in several processes, one keep-alive connection per instance
+   address) against cloudseed, which must identify each instance.
 4. Boot storm: ``--storm`` instances at once, each doing the request sequence Debian's
    cloud-init 22.4 makes at boot (recorded from its access log in tests/provider/server:
    OpenStack 37 requests, EC2 with IMDSv2 36), one new connection per request like its
-   ``readurl``; reports time until the last instance finishes.
+   ``readurl``, then the same with one keep-alive connection per instance; reports the time
+   until the last instance finishes.
+
+Client and server share the machine's cores; the load average is printed with each figure.
+bench/server_cpu.py measures the server's CPU cost per request, which load does not change.
 """
 
 from __future__ import annotations
@@ -22,7 +29,6 @@ import os
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +38,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from cloudseed.provider.registry import InstanceRecord, open_registry  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import server_storm  # noqa: E402
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 bench@example"
 MIXED = ["/openstack/latest/meta_data.json", "/openstack/latest/user_data", "/openstack/latest/network_data.json",
@@ -160,70 +169,8 @@ async def connect_from(source: str, port: int):
     return await asyncio.open_connection(sock=sock)
 
 
-async def _request(reader, writer, method: str, path: str, headers: str = "") -> tuple[int, bytes]:
-    writer.write(f"{method} {path} HTTP/1.1\r\nHost: 169.254.169.254\r\n{headers}\r\n".encode())
-    head = await reader.readuntil(b"\r\n\r\n")
-    status = int(head.split(b" ", 2)[1])
-    length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
-    return status, await reader.readexactly(length)
-
-
-async def many_sources(port: int, instances: int, connections: int, duration: float) -> dict:
-    """Mixed workload, each connection bound to a different instance's address."""
-    latencies: list[float] = []
-    errors = 0
-    stop_at = time.monotonic() + duration
-    step = max(1, instances // connections)
-
-    async def worker(n: int) -> None:
-        nonlocal errors
-        reader, writer = await connect_from(address_of(n * step), port)
-        i = n
-        while time.monotonic() < stop_at:
-            started = time.perf_counter()
-            status, _ = await _request(reader, writer, "GET", MIXED[i % len(MIXED)])
-            latencies.append(time.perf_counter() - started)
-            errors += status != 200
-            i += 1
-        writer.close()
-
-    started = time.monotonic()
-    await asyncio.gather(*(worker(n) for n in range(connections)))
-    elapsed = time.monotonic() - started
-    latencies.sort()
-    return {"rps": len(latencies) / elapsed, "p50_ms": latencies[len(latencies) // 2] * 1000,
-            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000, "errors": errors}
-
-
-async def boot_storm(port: int, count: int, instances: int, sequence: list) -> dict:
-    step = max(1, instances // count)
-    durations: list[float] = []
-    failures = 0
-
-    async def boot(n: int) -> None:
-        nonlocal failures
-        started = time.monotonic()
-        token = ""
-        for method, path in sequence:
-            for attempt in range(20):  # cloud-init retries refused connections too
-                try:
-                    reader, writer = await connect_from(address_of(n * step + 1), port)
-                    break
-                except OSError:
-                    await asyncio.sleep(0.05 * (attempt + 1))
-            headers = "X-aws-ec2-metadata-token-ttl-seconds: 21600\r\n" if method == "PUT" else (
-                f"X-aws-ec2-metadata-token: {token}\r\n" if token else "")
-            status, body = await _request(reader, writer, method, path, headers + "Connection: close\r\n")
-            writer.close()
-            if method == "PUT":
-                token = body.decode()
-            failures += status != 200
-        durations.append(time.monotonic() - started)
-
-    started = time.monotonic()
-    await asyncio.gather(*(boot(n) for n in range(count)))
-    return {"instances": count, "requests_each": len(sequence), "last_done_s": time.monotonic() - started,
-            "median_boot_s": statistics.median(durations), "failures": failures}
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
 
 
 def main() -> int:
@@ -232,49 +179,69 @@ def main() -> int:
     parser.add_argument("--storm", type=int, default=2000)
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--sources", type=int, default=200, help="instance addresses of the many-source client")
     parser.add_argument("--access-log", action="store_true", help="keep the access log on (to a file)")
     parser.add_argument("--processes", type=int, default=1, help="cloudseed serve processes (SO_REUSEPORT)")
+    parser.add_argument("--client-processes", type=int, default=3, help="processes of the Python clients")
+    parser.add_argument("--db", help="use this registry (already holding --instances instances) instead")
+    parser.add_argument("--skip", action="append", default=[], choices=("wrk", "sources", "storm"))
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="cloudseed-bench-")
     try:
-        db = os.path.join(tmp, "server.db")
-        print(f"registering {args.instances} instances: {populate(db, args.instances):.1f}s", flush=True)
+        db = args.db or os.path.join(tmp, "server.db")
+        if not args.db:
+            print(f"registering {args.instances} instances: {populate(db, args.instances):.1f}s", flush=True)
         port, static_port = free_port(), free_port()
+        settings = os.path.join(tmp, "server.yaml")
+        with open(settings, "w") as handle:
+            handle.write(f"processes: {args.processes}\nrate_limit: 0\n")
         access_log = os.path.join(tmp, "access.log") if args.access_log else ""
-        servers = [subprocess.Popen([sys.executable, "-m", "cloudseed", "serve", "--db", db, "--listen",
-                                     f"127.0.0.1:{port}", "--rate-limit", "0", "--access-log", access_log,
-                                     "--reuse-port"], cwd=ROOT, stderr=subprocess.DEVNULL)
-                   for _ in range(args.processes)]
+        server = subprocess.Popen([sys.executable, "-m", "cloudseed", "serve", "--db", db, "--listen",
+                                   f"127.0.0.1:{port}", "--access-log", access_log, "--config", settings],
+                                  cwd=ROOT, stderr=subprocess.DEVNULL)
         try:
             wait_port(port)
-            docroot = os.path.join(tmp, "static")
-            static_tree(docroot, port)
-            lighttpd = start_lighttpd(docroot, static_port, tmp)
-            try:
-                ours = run_wrk(port, tmp, args.duration, args.connections)
-                theirs = run_wrk(static_port, tmp, args.duration, args.connections)
-            finally:
-                lighttpd.send_signal(signal.SIGTERM)
-                lighttpd.wait()
-            print(f"wrk mixed workload, 1 source, {args.connections} connections, {args.duration}s, "
-                  f"{args.processes} cloudseed process(es), 1 lighttpd process:")
-            print(f"  cloudseed: {ours['rps']:.0f} req/s  p50 {ours['p50_ms']:.2f} ms  p99 {ours['p99_ms']:.2f} ms"
-                  f"  non-2xx {ours['non_2xx']}")
-            print(f"  lighttpd:  {theirs['rps']:.0f} req/s  p50 {theirs['p50_ms']:.2f} ms  "
-                  f"p99 {theirs['p99_ms']:.2f} ms")
-            print(f"  ratio: {ours['rps'] / theirs['rps']:.2f} of lighttpd", flush=True)
-            spread = asyncio.run(many_sources(port, args.instances, 200, args.duration))
-            print(f"asyncio client, 200 instance addresses: {spread['rps']:.0f} req/s  p50 {spread['p50_ms']:.2f} ms"
-                  f"  p99 {spread['p99_ms']:.2f} ms  errors {spread['errors']} (client-bound: Python client)")
-            for name, sequence in (("OpenStack", OPENSTACK_BOOT), ("EC2 IMDSv2", EC2_BOOT)):
-                storm = asyncio.run(boot_storm(port, args.storm, args.instances, sequence))
-                print(f"boot storm {name}: {storm['instances']} instances x {storm['requests_each']} requests, "
-                      f"last finished after {storm['last_done_s']:.2f}s (median {storm['median_boot_s']:.2f}s), "
-                      f"failures {storm['failures']}", flush=True)
+            time.sleep(1.0 + 0.5 * args.processes)  # workers bind after the first process
+            if "wrk" not in args.skip:
+                docroot = os.path.join(tmp, "static")
+                static_tree(docroot, port)
+                lighttpd = start_lighttpd(docroot, static_port, tmp)
+                try:
+                    ours = run_wrk(port, tmp, args.duration, args.connections)
+                    ours["load"] = load()
+                    theirs = run_wrk(static_port, tmp, args.duration, args.connections)
+                    theirs["load"] = load()
+                finally:
+                    lighttpd.send_signal(signal.SIGTERM)
+                    lighttpd.wait()
+                print(f"wrk mixed workload, 1 source, {args.connections} connections, {args.duration}s, "
+                      f"{args.processes} cloudseed process(es), 1 lighttpd process:")
+                print(f"  cloudseed: {ours['rps']:.0f} req/s  p50 {ours['p50_ms']:.2f} ms  p99 {ours['p99_ms']:.2f} ms"
+                      f"  non-2xx {ours['non_2xx']}  ({ours['load']})")
+                print(f"  lighttpd:  {theirs['rps']:.0f} req/s  p50 {theirs['p50_ms']:.2f} ms  "
+                      f"p99 {theirs['p99_ms']:.2f} ms  ({theirs['load']})")
+                print(f"  ratio: {ours['rps'] / theirs['rps']:.2f} of lighttpd", flush=True)
+            step = max(1, args.instances // args.sources)
+            if "sources" not in args.skip:
+                sources = [address_of(n * step) for n in range(args.sources)]
+                spread = server_storm.many_sources(port, sources, MIXED, args.duration, args.client_processes)
+                print(f"many-source client ({spread['processes']} processes), {spread['connections']} instance "
+                      f"addresses, keep-alive: {spread['rps']:.0f} req/s  p50 {spread['p50_ms']:.2f} ms  "
+                      f"p99 {spread['p99_ms']:.2f} ms  errors {spread['errors']}  ({load()})", flush=True)
+            if "storm" not in args.skip:
+                step = max(1, args.instances // args.storm)
+                sources = [address_of(n * step + 1) for n in range(args.storm)]
+                for keep_alive in (False, True):
+                    for name, sequence in (("OpenStack", OPENSTACK_BOOT), ("EC2 IMDSv2", EC2_BOOT)):
+                        storm = server_storm.boot_storm(port, sources, sequence, args.client_processes, keep_alive)
+                        mode = "keep-alive per instance" if keep_alive else "new connection per request"
+                        print(f"boot storm {name}, {mode}: {storm['instances']} instances x "
+                              f"{storm['requests_each']} requests ({storm['connections']} connections), last "
+                              f"finished after {storm['last_done_s']:.2f}s (median {storm['median_boot_s']:.2f}s), "
+                              f"failures {storm['failures']}  ({load()})", flush=True)
         finally:
-            for server in servers:
-                server.send_signal(signal.SIGTERM)
-                server.wait()
+            server.send_signal(signal.SIGTERM)
+            server.wait()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -9,6 +9,7 @@ Malformed requests get a 400 naming the problem and the connection is closed.
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
 from time import monotonic, perf_counter
 from typing import Any, Awaitable, Callable, Optional, Union
@@ -110,8 +111,9 @@ MAX_CACHED_HEAD = 1024
 
 
 def parse_head(head: bytes) -> tuple:
-    """(method, target, version, headers, path, query, has_body_headers) or BadRequest."""
-    lines = head.decode("latin-1").split("\r\n")
+    """``head`` (up to and with the blank line) as (method, target, version, headers, path, query,
+    has_body_headers, keep_alive), or BadRequest."""
+    lines = head[:-4].decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
         raise BadRequest(400, f"malformed request line {lines[0][:80]!r}")
@@ -128,8 +130,14 @@ def parse_head(head: bytes) -> tuple:
         headers[name] = f"{headers[name]}, {value}" if name in headers else value
     path, _, query = target.partition("?")
     path = unquote(path) if "%" in path else path
+    connection = headers.get("connection")
+    if connection is None:
+        keep_alive = version != "HTTP/1.0"
+    else:
+        connection = connection.lower()
+        keep_alive = "keep-alive" in connection if version == "HTTP/1.0" else "close" not in connection
     return (method, target, version, headers, path, query,
-            "content-length" in headers or "transfer-encoding" in headers)
+            "content-length" in headers or "transfer-encoding" in headers, keep_alive)
 
 
 Handler = Callable[[Request], Union[Response, Awaitable[Response]]]
@@ -164,6 +172,7 @@ class HTTPProtocol(asyncio.Protocol):
         self.discard_reply: Optional[Response] = None
         self.out: list[bytes] = []  # encoded responses not yet written
         self.done: list[tuple[Request, Response]] = []  # their requests, for on_response after the write
+        self.keep_alive = True  # of the request last parsed
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -179,6 +188,36 @@ class HTTPProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_active = monotonic()
+        if not self.buffer and not self.busy and not self.discard_remaining:
+            # the usual case: exactly one whole request without a body, its head seen before
+            parsed = _HEADS.get(data)
+            if parsed is not None and not parsed[6] and parsed[7] and not self.closing:
+                request = Request(parsed[0], parsed[1], parsed[2], parsed[3], b"", self.peer, self.listener,
+                                  parsed[4], parsed[5])
+                try:
+                    result = self.handler(request)
+                except Exception:  # a handler bug must not kill the connection loop silently
+                    import logging
+
+                    logging.getLogger("cloudseed.server").exception("handler failed for %s", request.path)
+                    result = text_error(500, "internal error")
+                if result.__class__ is Response and result.ip_ttl is None:  # type: ignore[union-attr]
+                    if request.method == "HEAD":
+                        self.transport.write(result.encode(True, True))  # type: ignore[union-attr]
+                    else:
+                        encoded = result._encoded  # type: ignore[union-attr]
+                        self.transport.write(encoded if encoded is not None  # type: ignore[union-attr]
+                                             else result.encode(True))  # type: ignore[union-attr]
+                    if self.on_response is not None:
+                        self.on_response(request, result)  # type: ignore[arg-type]
+                elif result.__class__ is Response:
+                    self._send(result, request, True)  # type: ignore[arg-type]
+                    self._flush()
+                else:
+                    self.busy = True
+                    task = asyncio.ensure_future(result)  # type: ignore[arg-type]
+                    task.add_done_callback(lambda t, r=request: self._finished(t, r, True))
+                return
         if self.discard_remaining:
             self.discard_remaining -= min(len(data), self.discard_remaining)
             if not self.discard_remaining and self.discard_reply is not None:
@@ -206,13 +245,7 @@ class HTTPProtocol(asyncio.Protocol):
                     return
                 if request is None:
                     return
-                connection = request.headers.get("connection")
-                if connection is None:
-                    keep_alive = request.version != "HTTP/1.0"
-                else:
-                    connection = connection.lower()
-                    keep_alive = ("keep-alive" in connection if request.version == "HTTP/1.0"
-                                  else "close" not in connection)
+                keep_alive = self.keep_alive
                 try:
                     result = self.handler(request)
                 except Exception:  # a handler bug must not kill the connection loop silently
@@ -296,7 +329,8 @@ class HTTPProtocol(asyncio.Protocol):
             return None
         if end > MAX_HEAD:
             raise BadRequest(431, f"request head larger than {MAX_HEAD} bytes")
-        head = bytes(buffer[:end])
+        body_start = end + 4
+        head = bytes(buffer[:body_start])
         parsed = _HEADS.get(head)
         if parsed is None:
             parsed = parse_head(head)
@@ -304,8 +338,7 @@ class HTTPProtocol(asyncio.Protocol):
                 if len(_HEADS) >= MAX_CACHED_HEADS:
                     _HEADS.clear()
                 _HEADS[head] = parsed
-        method, target, version, headers, path, query, has_body = parsed
-        body_start = end + 4
+        method, target, version, headers, path, query, has_body, self.keep_alive = parsed
         if not has_body:  # most requests
             if len(buffer) == body_start:
                 buffer.clear()
@@ -335,25 +368,83 @@ class HTTPProtocol(asyncio.Protocol):
         return Request(method, target, version, headers, body, self.peer, self.listener, path, query)
 
 
+class Poller:
+    """One epoll set for every client connection, itself watched by the asyncio loop.
+
+    asyncio's ``add_reader`` costs a selector key and a handle per registration and a handle
+    run per ready socket; here registering is one ``epoll.register`` and a loop iteration reads
+    every ready connection in one callback. Level-triggered, like asyncio's selector.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.epoll = select.epoll()
+        self.transports: dict[int, SocketTransport] = {}
+        loop.add_reader(self.epoll.fileno(), self._ready)
+
+    def close(self) -> None:
+        """Drop every connection still open and the epoll set itself."""
+        for transport in list(self.transports.values()):
+            transport.abort()
+        if self.epoll.fileno() >= 0:
+            self.loop.remove_reader(self.epoll.fileno())
+            self.epoll.close()
+
+    def add(self, transport: SocketTransport) -> None:
+        self.transports[transport.fd] = transport
+        self.epoll.register(transport.fd, select.EPOLLIN)
+
+    def watch(self, transport: SocketTransport, read: bool, write: bool) -> None:
+        self.epoll.modify(transport.fd, (select.EPOLLIN if read else 0) | (select.EPOLLOUT if write else 0))
+
+    def remove(self, transport: SocketTransport) -> None:
+        if self.transports.pop(transport.fd, None) is not None:
+            try:
+                self.epoll.unregister(transport.fd)
+            except OSError:
+                pass
+
+    def _ready(self) -> None:
+        transports = self.transports
+        for fd, events in self.epoll.poll(0, 512):
+            transport = transports.get(fd)
+            if transport is None:
+                continue
+            try:
+                if events & _READ_EVENTS and not transport.closing:
+                    transport._read_ready()
+                if events & _WRITE_EVENTS and transport.pending and not transport.closed:
+                    transport._write_ready()
+            except Exception:  # one connection's failure must not stop the others
+                import logging
+
+                logging.getLogger("cloudseed.server").exception("connection handling failed")
+                transport.abort()
+
+
+_READ_EVENTS = select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR | select.EPOLLRDHUP
+_WRITE_EVENTS = select.EPOLLOUT | select.EPOLLHUP | select.EPOLLERR
+
+
 class SocketTransport:
     """The part of an asyncio transport HTTPProtocol uses, straight on a non-blocking socket.
 
     asyncio's own accept path costs a Task, a Future and several callbacks per connection and
     its transport several layers per read; a boot storm opens a connection per request, so this
-    reads with ``add_reader`` and writes with ``send`` (``add_writer`` only when the socket's
-    buffer is full). ``connection_lost`` is called once, after the socket is closed.
+    reads when the Poller says so and writes with ``send`` (waiting for EPOLLOUT only when the
+    socket's buffer is full). ``connection_lost`` is called once, after the socket is closed.
     """
 
-    __slots__ = ("sock", "fd", "loop", "protocol", "peer", "pending", "closing", "closed")
+    __slots__ = ("sock", "fd", "poller", "protocol", "peer", "pending", "closing", "closed")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, peer: Any):
-        self.loop = loop
+    def __init__(self, poller: Poller, sock: socket.socket, peer: Any):
+        self.poller = poller
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
         self.protocol: Any = None
         self.pending = bytearray()  # unsent output (the socket's buffer was full)
-        self.closing = False  # no more writes; close once ``pending`` is sent
+        self.closing = False  # no more reads or writes; close once ``pending`` is sent
         self.closed = False
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
@@ -383,14 +474,15 @@ class SocketTransport:
             return
         if sent < len(data):
             self.pending += memoryview(data)[sent:]
-            self.loop.add_writer(self.fd, self._write_ready)
+            self.poller.watch(self, True, True)
 
     def close(self) -> None:
         if self.closing:
             return
         self.closing = True
-        self.loop.remove_reader(self.fd)
-        if not self.pending:
+        if self.pending:
+            self.poller.watch(self, False, True)  # stop reading; finish writing, then close
+        else:
             self._lost(None)
 
     def abort(self) -> None:
@@ -421,18 +513,17 @@ class SocketTransport:
             return
         del self.pending[:sent]
         if not self.pending:
-            self.loop.remove_writer(self.fd)
             if self.closing:
                 self._lost(None)
+            else:
+                self.poller.watch(self, True, False)
 
     def _lost(self, error: Optional[Exception]) -> None:
         if self.closed:
             return
         self.closed = self.closing = True
-        self.loop.remove_reader(self.fd)
-        if self.pending:
-            self.loop.remove_writer(self.fd)
-            self.pending.clear()
+        self.poller.remove(self)
+        self.pending.clear()
         self.sock.close()
         self.protocol.connection_lost(error)
 
@@ -442,19 +533,25 @@ class SocketServer:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, factory: Callable[[], Any]):
         self.loop = loop
+        self.poller = Poller(loop)  # one per listener
         self.sockets = [sock]
         self.factory = factory
         loop.add_reader(sock.fileno(), self._accept_ready)
 
     def close(self) -> None:
+        """Stop accepting; open connections go on until ``release``."""
         for sock in self.sockets:
             if sock.fileno() >= 0:
                 self.loop.remove_reader(sock.fileno())
                 sock.close()
 
+    def release(self) -> None:
+        self.close()
+        self.poller.close()
+
     def _accept_ready(self) -> None:
         sock = self.sockets[0]
-        loop = self.loop
+        poller = self.poller
         for _ in range(256):
             try:
                 conn, peer = sock.accept()
@@ -464,20 +561,18 @@ class SocketServer:
                 import logging
 
                 logging.getLogger("cloudseed.server").error("accept failed: %s; pausing for 1s", error)
-                loop.remove_reader(sock.fileno())
-                loop.call_later(1.0, self._resume)
+                self.loop.remove_reader(sock.fileno())
+                self.loop.call_later(1.0, self._resume)
                 return
             conn.setblocking(False)
-            if conn.family != socket.AF_UNIX:
-                try:
-                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                except OSError:
-                    pass
-            transport = SocketTransport(loop, conn, peer)
+            try:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            transport = SocketTransport(poller, conn, peer)
             protocol = transport.protocol = self.factory()
+            poller.add(transport)
             protocol.connection_made(transport)
-            if not transport.closing:
-                loop.add_reader(transport.fd, transport._read_ready)
 
     def _resume(self) -> None:
         sock = self.sockets[0]

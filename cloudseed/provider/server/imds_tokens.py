@@ -27,9 +27,13 @@ class TokenError(Exception):
         self.status = status
 
 
+MAX_REMEMBERED = 100_000
+
+
 class TokenIssuer:
     def __init__(self, key: bytes):
         self.key = key
+        self.checked: dict[str, tuple[str, int]] = {}  # token whose MAC was valid -> (owner, expiry)
 
     def parse_ttl(self, raw: Optional[str]) -> int:
         if raw is None:
@@ -45,7 +49,17 @@ class TokenIssuer:
         return (base64.urlsafe_b64encode(payload).decode().rstrip("=") + "." + self._mac(payload))
 
     def check(self, token: str, instance_id: str) -> None:
-        """Raise TokenError(401) unless ``token`` is valid, unexpired and ``instance_id``'s."""
+        """Raise TokenError(401) unless ``token`` is valid, unexpired and ``instance_id``'s.
+
+        A token whose MAC checked out once is remembered (owner, expiry), so an instance's
+        following requests skip the HMAC; owner and expiry are still checked every time."""
+        known = self.checked.get(token)
+        if known is not None:
+            if known[0] != instance_id:
+                raise TokenError(401, "IMDSv2 token was issued to another instance")
+            if known[1] < time.time():
+                raise TokenError(401, "IMDSv2 token has expired")
+            return
         encoded, _, mac = token.strip().rpartition(".")
         try:
             payload = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
@@ -57,9 +71,16 @@ class TokenIssuer:
         if len(parts) != 3:
             raise TokenError(401, "invalid IMDSv2 token")
         owner, expiry, _nonce = parts
+        if not expiry.isdigit():
+            if owner != instance_id:
+                raise TokenError(401, "IMDSv2 token was issued to another instance")
+            raise TokenError(401, "IMDSv2 token has expired")
+        if len(self.checked) >= MAX_REMEMBERED:
+            self.checked.clear()
+        self.checked[token] = (owner, int(expiry))
         if owner != instance_id:
             raise TokenError(401, "IMDSv2 token was issued to another instance")
-        if not expiry.isdigit() or int(expiry) < time.time():
+        if int(expiry) < time.time():
             raise TokenError(401, "IMDSv2 token has expired")
 
     def _mac(self, payload: bytes) -> str:

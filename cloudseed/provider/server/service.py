@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import time
+from bisect import bisect_left
 from typing import Callable, Optional
 
 from cloudseed.provider.registry import open_registry
@@ -23,7 +24,7 @@ from cloudseed.provider.server.http import IDLE_TIMEOUT, Listener, Request, Resp
 from cloudseed.provider.server.imds_tokens import TokenIssuer
 from cloudseed.provider.server.instance_cache import InstanceCache
 from cloudseed.provider.server.metadata_app import MetadataApp
-from cloudseed.provider.server.metrics import Metrics
+from cloudseed.provider.server.metrics import BUCKETS, Metrics
 from cloudseed.provider.server.rate_limit import RateLimiter
 from cloudseed.provider.server.workers import Workers
 
@@ -61,13 +62,18 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     log = AccessLog(config.access_log)
     connections: set = set()
 
-    observe, log_write = metrics.observe, (log.write if log.enabled else None)
+    log_write = log.write if log.enabled else None
     perf_counter = time.perf_counter
+    counts, histogram = metrics.requests, metrics.histogram
 
-    def on_response(request: Request, response: Response) -> None:
+    def on_response(request: Request, response: Response) -> None:  # Metrics.observe, inlined
         seconds = perf_counter() - request.started
         path = request.path
-        observe("admin" if request.listener.kind == "admin" else _api_of(path), response.status, seconds)
+        key = ("admin" if request.listener.kind == "admin" else _api_of(path), response.status)
+        counts[key] = counts.get(key, 0) + 1
+        histogram[bisect_left(BUCKETS, seconds)] += 1
+        metrics.latency_sum += seconds
+        metrics.latency_count += 1
         if log_write is not None:
             log_write(request.client, request.instance_id, request.method, path, response.status,
                       len(response.body), seconds)
@@ -135,6 +141,9 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
             await asyncio.sleep(0.05)
         for connection in list(connections):
             connection.close()
+        for listener in listeners:
+            if listener.server is not None:
+                listener.server.release()
         chores.cancel()
         cache.stop_watching()
         executor.shutdown(wait=True)

@@ -1,0 +1,194 @@
+"""Load clients for bench/server_bench.py that need a source address per instance.
+
+wrk cannot bind source addresses, so these are asyncio clients on plain non-blocking sockets
+(no asyncio streams: a connection costs the client less than it costs the server), run in
+several processes so that one Python process is not the limit:
+
+* ``many_sources``: the mixed workload over keep-alive connections, each from another instance's
+  address, for a fixed time; requests/s and latency percentiles;
+* ``boot_storm``: ``count`` instances at once, each making the request sequence cloud-init 22.4
+  makes at boot. Its ``url_helper.readurl`` opens a ``requests.Session`` per call and closes it
+  after the response (``with session as sess``), so every request is a new TCP connection that
+  the client closes: ``per_request`` models exactly that. ``keep_alive`` (one connection per
+  instance) shows what the server does when clients reuse connections.
+
+Every process starts at the same instant (a shared start time); the time reported is from that
+instant to the moment the last instance finished, across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import multiprocessing
+import os
+import socket
+import time
+from typing import Any, Callable
+
+IP_BIND_ADDRESS_NO_PORT = 24
+# what python3-requests 2.28 (Debian 12, cloud-init 22.4) sends besides the cloud-init headers
+REQUESTS_HEADERS = "User-Agent: Cloud-Init/22.4\r\nAccept-Encoding: gzip, deflate\r\nAccept: */*\r\n" \
+                   "Connection: keep-alive\r\n"
+
+
+class Connection:
+    """One HTTP/1.1 client connection from ``source`` on a non-blocking socket."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket):
+        self.loop = loop
+        self.sock = sock
+        self.buffer = b""
+
+    @classmethod
+    async def open(cls, source: str, port: int, attempts: int = 30) -> Connection:
+        loop = asyncio.get_running_loop()
+        for attempt in range(attempts):  # cloud-init retries refused connections too
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.bind((source, 0))
+            try:
+                await loop.sock_connect(sock, ("127.0.0.1", port))
+                return cls(loop, sock)
+            except OSError as error:
+                sock.close()
+                if attempt == attempts - 1 or error.errno not in (errno.ECONNREFUSED, errno.EAGAIN,
+                                                                   errno.ECONNRESET, errno.ETIMEDOUT):
+                    raise
+                await asyncio.sleep(0.05 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def request(self, method: str, path: str, headers: str = "") -> tuple[int, bytes]:
+        await self.loop.sock_sendall(self.sock, f"{method} {path} HTTP/1.1\r\nHost: 169.254.169.254\r\n"
+                                                f"{headers}\r\n".encode())
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = await self.loop.sock_recv(self.sock, 65536)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buffer += chunk
+        head, _, rest = self.buffer.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            if line[:15].lower() == b"content-length:":
+                length = int(line[15:])
+        while len(rest) < length:
+            chunk = await self.loop.sock_recv(self.sock, 65536)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            rest += chunk
+        self.buffer = rest[length:]
+        return int(head.split(b" ", 2)[1]), rest[:length]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _run_processes(processes: int, work: Callable[..., Any], args: list[tuple]) -> tuple[float, list]:
+    """Run ``work(start_at, *args[i])`` in a process each (forked), all starting at ``start_at``."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    start_at = time.time() + 1.0 + 0.1 * processes
+
+    def child(index: int) -> None:
+        try:
+            queue.put((index, work(start_at, *args[index])))
+        except BaseException as error:  # report, do not hang the parent
+            queue.put((index, error))
+
+    children = [context.Process(target=child, args=(i,)) for i in range(processes)]
+    for proc in children:
+        proc.start()
+    results = [queue.get() for _ in children]
+    for proc in children:
+        proc.join()
+    for _, result in results:
+        if isinstance(result, BaseException):
+            raise RuntimeError(f"client process failed: {result!r}")
+    return start_at, [result for _, result in sorted(results, key=lambda item: item[0])]
+
+
+def _wait_until(start_at: float) -> None:
+    delay = start_at - time.time()
+    if delay > 0:
+        time.sleep(delay)
+
+
+# -- many sources, keep-alive, mixed workload ----------------------------------------------
+def _mixed_worker(start_at: float, port: int, sources: list[str], paths: list[str], duration: float) -> dict:
+    async def main() -> dict:
+        connections = [await Connection.open(source, port) for source in sources]
+        _wait_until(start_at)
+        stop_at = time.monotonic() + duration
+        latencies: list[float] = []
+        errors = 0
+
+        async def worker(n: int, conn: Connection) -> None:
+            nonlocal errors
+            i = n
+            while time.monotonic() < stop_at:
+                started = time.perf_counter()
+                status, _ = await conn.request("GET", paths[i % len(paths)])
+                latencies.append(time.perf_counter() - started)
+                errors += status != 200
+                i += 1
+            conn.close()
+
+        began = time.monotonic()
+        await asyncio.gather(*(worker(n, c) for n, c in enumerate(connections)))
+        return {"latencies": latencies, "errors": errors, "elapsed": time.monotonic() - began}
+
+    return asyncio.run(main())
+
+
+def many_sources(port: int, sources: list[str], paths: list[str], duration: float, processes: int) -> dict:
+    slices = [sources[i::processes] for i in range(processes)]
+    _, results = _run_processes(processes, _mixed_worker, [(port, s, paths, duration) for s in slices])
+    latencies = sorted(x for r in results for x in r["latencies"])
+    elapsed = max(r["elapsed"] for r in results)
+    return {"rps": len(latencies) / elapsed, "p50_ms": latencies[len(latencies) // 2] * 1000,
+            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000, "errors": sum(r["errors"] for r in results),
+            "requests": len(latencies), "connections": len(sources), "processes": processes}
+
+
+# -- boot storm ----------------------------------------------------------------------------
+def _storm_worker(start_at: float, port: int, sources: list[str], sequence: list, keep_alive: bool) -> dict:
+    async def boot(source: str) -> tuple[float, int, int]:
+        token, failures, connections = "", 0, 0
+        conn = None
+        for method, path in sequence:
+            if conn is None:
+                conn = await Connection.open(source, port)
+                connections += 1
+            headers = "X-aws-ec2-metadata-token-ttl-seconds: 21600\r\n" if method == "PUT" else (
+                f"X-aws-ec2-metadata-token: {token}\r\n" if token else "")
+            status, body = await conn.request(method, path, REQUESTS_HEADERS + headers)
+            if not keep_alive:  # readurl: the session (and its connection) is closed after each response
+                conn.close()
+                conn = None
+            if method == "PUT":
+                token = body.decode()
+            failures += status != 200
+        if conn is not None:
+            conn.close()
+        return time.time(), failures, connections
+
+    async def main() -> list:
+        _wait_until(start_at)
+        return await asyncio.gather(*(boot(source) for source in sources))
+
+    results = asyncio.run(main())
+    return {"finished": [r[0] for r in results], "failures": sum(r[1] for r in results),
+            "connections": sum(r[2] for r in results)}
+
+
+def boot_storm(port: int, sources: list[str], sequence: list, processes: int, keep_alive: bool) -> dict:
+    slices = [sources[i::processes] for i in range(processes)]
+    start_at, results = _run_processes(processes, _storm_worker,
+                                       [(port, s, sequence, keep_alive) for s in slices])
+    finished = sorted(t - start_at for r in results for t in r["finished"])
+    return {"instances": len(sources), "requests_each": len(sequence), "last_done_s": finished[-1],
+            "median_boot_s": finished[len(finished) // 2], "failures": sum(r["failures"] for r in results),
+            "connections": sum(r["connections"] for r in results), "processes": processes,
+            "keep_alive": keep_alive, "cpus": os.cpu_count()}
