@@ -35,27 +35,47 @@ def _udev_label_path(label: str) -> str:
     return f"/dev/disk/by-label/{encoded}"
 
 
+def _block_devices() -> list[str]:
+    """Every block device the kernel knows (disks and partitions), as /dev paths."""
+    try:
+        names = sorted(os.listdir("/sys/class/block"))
+    except OSError:
+        return []
+    devices = []
+    for name in names:
+        if name.startswith(("ram", "zram", "dm-", "md")):
+            continue
+        if name.startswith("loop") and not os.path.exists(f"/sys/class/block/{name}/loop/backing_file"):
+            continue  # an unused loop device
+        devices.append(f"/dev/{name}")
+    return devices
+
+
 def find_devices_by_label(labels: Sequence[str], fstypes: Sequence[str] = SEED_FSTYPES) -> list[str]:
-    """Block devices carrying one of ``labels`` (any case given) with one of ``fstypes``."""
+    """Block devices carrying one of ``labels`` (compared without case) with one of ``fstypes``.
+
+    The superblocks are read directly (a few KiB per device, no process started), the way
+    blkid would; udev's by-label links and blkid are only the fallbacks.
+    """
+    from cloudseed.agent.seedfs import read_label
+
+    wanted = {label.lower() for label in labels}
     found: list[str] = []
-    for label in labels:
+    scanned = _block_devices()
+    for device in scanned:
+        probe = read_label(device)
+        if probe and probe[0] in fstypes and probe[1].lower() in wanted:
+            found.append(device)
+    if found or scanned:
+        return found
+    for label in labels:  # no sysfs (a container?): ask udev and blkid
         link = _udev_label_path(label)
         if os.path.exists(link):
             found.append(os.path.realpath(link))
-    if not found:
-        for label in labels:
+        else:
             # no cache: a stale cache entry may name an image file that is not a device here
             found.extend(_blkid("-c", "/dev/null", "-o", "device", "-t", f"LABEL={label}"))
-    devices = []
-    for dev in dict.fromkeys(found):
-        if not _is_block_device(dev):
-            continue
-        fstype = fs_type(dev)
-        if fstype in fstypes:
-            devices.append(dev)
-        else:
-            LOG.debug("ignoring %s: filesystem %r is not one of %s", dev, fstype, ", ".join(fstypes))
-    return sorted(devices)
+    return sorted(dev for dev in dict.fromkeys(found) if _is_block_device(dev) and fs_type(dev) in fstypes)
 
 
 def _is_block_device(path: str) -> bool:
@@ -91,10 +111,10 @@ class MountError(Exception):
 
 @contextlib.contextmanager
 def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iterator[str]:
-    """Yield a directory with ``device``'s files: its existing mount point or a private one.
+    """Yield a directory with ``device``'s files: its existing mount point or a private copy.
 
-    When the kernel cannot mount the filesystem (no iso9660/vfat support, no privilege to
-    mount), the files are read in userspace into a private directory instead.
+    The files are read in userspace into a private directory (0700, on /run); only when that
+    reader cannot handle the filesystem is the device mounted read-only there instead.
     """
     existing = _mountpoint_of(device)
     if existing:
@@ -104,6 +124,17 @@ def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iter
     target = tempfile.mkdtemp(prefix="cloudseed-seed-", dir="/run" if os.path.isdir("/run") else None)
     os.chmod(target, 0o700)
     try:
+        # Userspace first: no kernel module to load, no mount/umount processes, works unprivileged.
+        userspace_error = _extract_userspace(device, target)
+        if userspace_error is None:
+            try:
+                yield target
+            finally:
+                import shutil
+
+                shutil.rmtree(target, ignore_errors=True)
+            return
+        LOG.info("reading %s in userspace failed (%s); mounting it", device, userspace_error)
         try:
             proc = subprocess.run(
                 ["mount", "-o", "ro,nosuid,nodev,noexec", "-t", ",".join(fstypes), device, target],
@@ -112,32 +143,24 @@ def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iter
             mount_error = proc.stderr.strip() or f"mount exited {proc.returncode}" if proc.returncode else ""
         except (OSError, subprocess.TimeoutExpired) as e:
             mount_error = str(e)
-        if not mount_error:
-            try:
-                yield target
-            finally:
-                subprocess.run(["umount", target], capture_output=True, timeout=30)
-            return
-        LOG.info("cannot mount %s (%s); reading it in userspace", device, mount_error.splitlines()[0])
-        _extract_userspace(device, target, mount_error)
+        if mount_error:
+            raise MountError(f"cannot read {device}: {userspace_error}; and mount failed: "
+                             f"{mount_error.splitlines()[0]}")
         try:
             yield target
         finally:
-            import shutil
-
-            shutil.rmtree(target, ignore_errors=True)
+            subprocess.run(["umount", target], capture_output=True, timeout=30)
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(target)
 
 
-def _extract_userspace(device: str, target: str, mount_error: str) -> None:
-    try:
-        from cloudseed.agent.seedfs import SeedFSError, extract
-    except ImportError:
-        raise MountError(f"cannot mount {device}: {mount_error}") from None
+def _extract_userspace(device: str, target: str) -> str | None:
+    """Copy the seed's files into ``target``; None on success, else why not (target left empty)."""
+    from cloudseed.agent.seedfs import SeedFSError, extract
+
     try:
         extract(device, target)
+        return None
     except (SeedFSError, OSError) as e:
-        raise MountError(f"cannot read {device}: mount failed ({mount_error.splitlines()[0]}) "
-                         f"and the userspace reader failed too: {e}") from None
+        return str(e)

@@ -313,3 +313,66 @@ def extract(
             fat.read_tree(image, plan)
         plan.finish()
         return _write(plan, dest_dir)
+
+
+def read_label(path: str) -> tuple[str, str] | None:
+    """``(fstype, label)`` of an ISO 9660 or FAT image/device, from its superblocks; None otherwise.
+
+    ISO 9660: the primary volume identifier (or the Joliet one when the primary is blank).
+    FAT: the volume label entry of a FAT12/16 root directory, else the boot sector's label.
+    Cheap (a few KiB read, no process started), so every block device can be asked at boot.
+    """
+    from . import fat, iso9660
+
+    try:
+        head = _read_head(path, 40 * 1024)
+    except (OSError, SeedFSError):
+        return None
+    if iso9660.probe(head):
+        return "iso9660", _iso_label(head, iso9660.SECTOR)
+    fields = fat._bpb_fields(head[:512])
+    if fields is None:
+        return None
+    label = ""
+    if fields["fatsz16"]:
+        start = (fields["reserved"] + fields["num_fats"] * fields["fat_size"]) * fields["bytes_per_sector"]
+        try:
+            root = _read_range(path, start, min(fields["root_entries"], 512) * 32)
+        except (OSError, SeedFSError):
+            root = b""
+        for pos in range(0, len(root) - 31, 32):
+            entry = root[pos:pos + 32]
+            if entry[0] == 0:
+                break
+            if entry[0] != 0xE5 and entry[11] & 0x3F == 0x08:  # volume label, not a long-name entry
+                label = entry[:11].decode("cp437", "replace").rstrip()
+                break
+        boot_label_at = 43 if head[38] == 0x29 else None
+    else:
+        boot_label_at = 71 if head[66] == 0x29 else None
+    if not label and boot_label_at is not None:
+        label = head[boot_label_at:boot_label_at + 11].decode("cp437", "replace").rstrip()
+        if label == "NO NAME":
+            label = ""
+    return "vfat", label
+
+
+def _iso_label(head: bytes, sector: int) -> str:
+    primary = joliet = ""
+    for index in range(16, len(head) // sector):
+        vd = head[index * sector:(index + 1) * sector]
+        if vd[1:6] != b"CD001" or vd[0] == 255:
+            break
+        if vd[0] == 1:
+            primary = vd[40:72].decode("ascii", "replace").rstrip(" \0")
+        elif vd[0] == 2 and vd[88:91] in (b"%/@", b"%/C", b"%/E"):
+            joliet = vd[40:72].decode("utf-16-be", "replace").rstrip(" \0")
+    return primary or joliet
+
+
+def _read_range(path: str, offset: int, length: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return os.pread(fd, length, offset)
+    finally:
+        os.close(fd)
