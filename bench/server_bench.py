@@ -173,6 +173,37 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}"
 
 
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and its child processes (server workers)."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+class Busy:
+    """How much CPU the server used while a client ran: ``with Busy(pid) as busy: ...; busy.text``."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def __enter__(self) -> Busy:
+        self.cpu, self.wall = process_cpu(self.pid), time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cpu, self.wall = process_cpu(self.pid) - self.cpu, time.monotonic() - self.wall
+        self.text = f"server CPU {self.cpu:.1f}s in {self.wall:.1f}s, {load()}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=100_000)
@@ -182,7 +213,9 @@ def main() -> int:
     parser.add_argument("--sources", type=int, default=200, help="instance addresses of the many-source client")
     parser.add_argument("--access-log", action="store_true", help="keep the access log on (to a file)")
     parser.add_argument("--processes", type=int, default=1, help="cloudseed serve processes (SO_REUSEPORT)")
-    parser.add_argument("--client-processes", type=int, default=3, help="processes of the Python clients")
+    parser.add_argument("--client-processes", type=int, default=3, help="processes of each Python client")
+    parser.add_argument("--python-clients", action="store_true",
+                        help="also the Python many-source client; Python instead of C for the boot storm")
     parser.add_argument("--db", help="use this registry (already holding --instances instances) instead")
     parser.add_argument("--skip", action="append", default=[], choices=("wrk", "sources", "storm"))
     args = parser.parse_args()
@@ -207,8 +240,9 @@ def main() -> int:
                 static_tree(docroot, port)
                 lighttpd = start_lighttpd(docroot, static_port, tmp)
                 try:
-                    ours = run_wrk(port, tmp, args.duration, args.connections)
-                    ours["load"] = load()
+                    with Busy(server.pid) as busy:
+                        ours = run_wrk(port, tmp, args.duration, args.connections)
+                    ours["load"] = busy.text
                     theirs = run_wrk(static_port, tmp, args.duration, args.connections)
                     theirs["load"] = load()
                 finally:
@@ -224,21 +258,36 @@ def main() -> int:
             step = max(1, args.instances // args.sources)
             if "sources" not in args.skip:
                 sources = [address_of(n * step) for n in range(args.sources)]
-                spread = server_storm.many_sources(port, sources, MIXED, args.duration, args.client_processes)
-                print(f"many-source client ({spread['processes']} processes), {spread['connections']} instance "
-                      f"addresses, keep-alive: {spread['rps']:.0f} req/s  p50 {spread['p50_ms']:.2f} ms  "
-                      f"p99 {spread['p99_ms']:.2f} ms  errors {spread['errors']}  ({load()})", flush=True)
+                repeats = max(1, 40_000 * args.duration // (args.sources * len(MIXED)))
+                with Busy(server.pid) as busy:
+                    spread = server_storm.boot_storm_c(port, sources, [("GET", p) for p in MIXED] * repeats, True,
+                                                       tmp)
+                print(f"many-source C client, {args.sources} instance addresses, one keep-alive connection each, "
+                      f"{spread['requests']} requests: {spread['rps']:.0f} req/s  p50 {spread['p50_ms']:.2f} ms  "
+                      f"p99 {spread['p99_ms']:.2f} ms  failures {spread['failures']}  ({busy.text})", flush=True)
+                if args.python_clients:
+                    with Busy(server.pid) as busy:
+                        spread = server_storm.many_sources(port, sources, MIXED, args.duration, args.client_processes)
+                    print(f"many-source Python client ({spread['processes']} processes), {spread['connections']} "
+                          f"instance addresses, keep-alive: {spread['rps']:.0f} req/s  p50 {spread['p50_ms']:.2f} ms"
+                          f"  p99 {spread['p99_ms']:.2f} ms  errors {spread['errors']}  ({busy.text})", flush=True)
             if "storm" not in args.skip:
                 step = max(1, args.instances // args.storm)
                 sources = [address_of(n * step + 1) for n in range(args.storm)]
                 for keep_alive in (False, True):
                     for name, sequence in (("OpenStack", OPENSTACK_BOOT), ("EC2 IMDSv2", EC2_BOOT)):
-                        storm = server_storm.boot_storm(port, sources, sequence, args.client_processes, keep_alive)
+                        with Busy(server.pid) as busy:
+                            if args.python_clients:
+                                storm = server_storm.boot_storm(port, sources, sequence, args.client_processes,
+                                                                keep_alive)
+                            else:
+                                storm = server_storm.boot_storm_c(port, sources, sequence, keep_alive, tmp)
                         mode = "keep-alive per instance" if keep_alive else "new connection per request"
+                        mode += ", Python client" if args.python_clients else ", C client"
                         print(f"boot storm {name}, {mode}: {storm['instances']} instances x "
                               f"{storm['requests_each']} requests ({storm['connections']} connections), last "
                               f"finished after {storm['last_done_s']:.2f}s (median {storm['median_boot_s']:.2f}s), "
-                              f"failures {storm['failures']}  ({load()})", flush=True)
+                              f"failures {storm['failures']}  ({busy.text})", flush=True)
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait()

@@ -1,19 +1,21 @@
 """Load clients for bench/server_bench.py that need a source address per instance.
 
-wrk cannot bind source addresses, so these are asyncio clients on plain non-blocking sockets
-(no asyncio streams: a connection costs the client less than it costs the server), run in
-several processes so that one Python process is not the limit:
+wrk cannot bind source addresses. ``boot_storm_c`` runs bench/server_storm_client.c (C, one
+epoll loop, built with gcc on first use): a client that costs much less per request than the
+server, so its figures are the server's. It drives
 
-* ``many_sources``: the mixed workload over keep-alive connections, each from another instance's
-  address, for a fixed time; requests/s and latency percentiles;
-* ``boot_storm``: ``count`` instances at once, each making the request sequence cloud-init 22.4
+* the boot storm: ``count`` instances at once, each making the request sequence cloud-init 22.4
   makes at boot. Its ``url_helper.readurl`` opens a ``requests.Session`` per call and closes it
   after the response (``with session as sess``), so every request is a new TCP connection that
-  the client closes: ``per_request`` models exactly that. ``keep_alive`` (one connection per
-  instance) shows what the server does when clients reuse connections.
+  the client closes (``keep_alive=False`` models exactly that); ``keep_alive=True`` (one
+  connection per instance) shows what the server does when clients reuse connections;
+* the many-source throughput run: the same client with a long sequence of mixed paths over one
+  keep-alive connection per instance address.
 
-Every process starts at the same instant (a shared start time); the time reported is from that
-instant to the moment the last instance finished, across processes.
+``many_sources`` and ``boot_storm`` are the same in Python (asyncio on plain non-blocking
+sockets, several processes starting at one shared instant): kept to compare with, they are
+limited by the client on a small machine. Times run from the common start to the moment the
+last instance finished.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import errno
 import multiprocessing
 import os
 import socket
+import subprocess
 import time
 from typing import Any, Callable
 
@@ -192,3 +195,37 @@ def boot_storm(port: int, sources: list[str], sequence: list, processes: int, ke
             "median_boot_s": finished[len(finished) // 2], "failures": sum(r["failures"] for r in results),
             "connections": sum(r["connections"] for r in results), "processes": processes,
             "keep_alive": keep_alive, "cpus": os.cpu_count()}
+
+
+# -- boot storm with the C client (bench/server_storm_client.c) -------------------------------
+def build_c_client(tmp: str) -> str:
+    binary = os.path.join(tmp, "server_storm_client")
+    if not os.path.exists(binary):
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server_storm_client.c")
+        subprocess.run(["gcc", "-O2", "-o", binary, source], check=True)
+    return binary
+
+
+def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool, tmp: str) -> dict:
+    """``boot_storm`` with the C client (one process): the client is not the limit."""
+    binary = build_c_client(tmp)
+    steps = os.path.join(tmp, "sequence.txt")
+    with open(steps, "w") as handle:
+        handle.writelines(f"{method} {path}\n" for method, path in sequence)
+    listing = os.path.join(tmp, "sources.txt")
+    with open(listing, "w") as handle:
+        handle.writelines(f"{source}\n" for source in sources)
+    start_at = time.time() + 0.5
+    proc = subprocess.run([binary, str(port), "1" if keep_alive else "0", steps, listing, f"{start_at:.6f}"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"storm client failed with status {proc.returncode}: {proc.stderr}")
+    lines = proc.stdout.split("\n")
+    summary = [line for line in lines if line.startswith("failures")][0].split()
+    fields = dict(zip(summary[::2], summary[1::2]))
+    finished = sorted(float(line) for line in lines if line and not line.startswith("failures"))
+    return {"instances": len(sources), "requests_each": len(sequence), "last_done_s": finished[-1],
+            "median_boot_s": finished[len(finished) // 2], "failures": int(fields["failures"]),
+            "connections": int(fields["connections"]), "requests": int(fields["requests"]),
+            "p50_ms": float(fields["p50_ms"]), "p99_ms": float(fields["p99_ms"]), "keep_alive": keep_alive,
+            "rps": int(fields["requests"]) / finished[-1]}

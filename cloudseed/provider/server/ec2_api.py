@@ -34,8 +34,12 @@ def resolve_version(version: str) -> Optional[str]:
     return version if version in VERSIONS else None
 
 
-def render(record: InstanceRecord, version: str, subpath: str, configured_region: str = "") -> Optional[Response]:
-    """``/<version>/<subpath>`` for ``record``; None when there is no such path (404)."""
+def render(record: InstanceRecord, version: str, subpath: str, configured_region: str = "",
+           trees: Optional[dict] = None) -> Optional[Response]:
+    """``/<version>/<subpath>`` for ``record``; None when there is no such path (404).
+
+    ``trees``, when given, keeps the meta-data tree built for each version (a crawl asks for
+    every leaf of one tree; the record must be the same for every call with the same dict)."""
     resolved = resolve_version(version)
     if resolved is None:
         return None
@@ -50,7 +54,12 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
             return None
         return Response(200, record.user_data, "application/octet-stream")
     if parts[0] == "meta-data":
-        tree: Union[str, Tree] = meta_data_tree(record, resolved, configured_region)
+        key = ("meta-data tree", resolved)
+        tree: Union[str, Tree, None] = trees.get(key) if trees is not None else None
+        if tree is None:
+            tree = meta_data_tree(record, resolved, configured_region)
+            if trees is not None:
+                trees[key] = tree
     elif parts[0] == "dynamic" and resolved >= "2009-04-04":
         tree = {"instance-identity": {"document": _identity(record, configured_region)}}
     else:

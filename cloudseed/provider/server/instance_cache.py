@@ -27,16 +27,18 @@ class CachedInstance:
     ``responses``: canonical key -> Response or factory (``meta_data.json`` with a fresh seed).
     ``routes``: request path as sent -> (Response or factory, whether an IMDSv2 token check comes
     first): the GET/HEAD answer for that path, so a repeated request skips routing altogether.
+    ``trees``: the EC2 meta-data tree of each version asked for, built once for all its leaves.
     Both go away with the instance when the registry changes it.
     """
 
-    __slots__ = ("record", "responses", "routes", "instance_id")
+    __slots__ = ("record", "responses", "routes", "instance_id", "trees")
 
     def __init__(self, record: InstanceRecord):
         self.record = record
         self.instance_id = record.instance_id
         self.responses: dict[str, Any] = {}
         self.routes: dict[str, tuple[Any, bool]] = {}
+        self.trees: dict[Any, Any] = {}  # EC2 meta-data tree per version (ec2_api.render)
 
 
 class InstanceCache:

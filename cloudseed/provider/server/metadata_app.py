@@ -253,7 +253,8 @@ class MetadataApp:
         record = instance.record
         region = self.config.region
         return self._cached(request, instance, f"ec2/{resolved}/{subpath.strip('/')}",
-                            lambda: ec2_api.render(record, resolved, subpath, region), check_token=True)
+                            lambda: ec2_api.render(record, resolved, subpath, region, instance.trees),
+                            check_token=True)
 
     def _check_token(self, request: Request, instance: CachedInstance) -> Optional[Response]:
         token = request.headers.get(TOKEN_HEADER)
