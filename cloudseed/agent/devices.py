@@ -47,8 +47,36 @@ def _block_devices() -> list[str]:
             continue
         if name.startswith("loop") and not os.path.exists(f"/sys/class/block/{name}/loop/backing_file"):
             continue  # an unused loop device
+        try:
+            with open(f"/sys/class/block/{name}/size") as f:
+                if int(f.read().strip() or 0) == 0:
+                    continue  # no medium (an empty CD-ROM drive is slow to open)
+        except (OSError, ValueError):
+            pass
         devices.append(f"/dev/{name}")
     return devices
+
+
+# (device, loop backing file, size) -> (fstype, label): read once per process, so detection and
+# fetching do not both scan; the key changes when a loop device is re-attached to another image.
+_LABELS: dict[tuple[str, str, str], tuple[str, str] | None] = {}
+
+
+def _sys_value(device: str, name: str) -> str:
+    try:
+        with open(f"/sys/class/block/{os.path.basename(device)}/{name}") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _label_of(device: str) -> tuple[str, str] | None:
+    key = (device, _sys_value(device, "loop/backing_file"), _sys_value(device, "size"))
+    if key not in _LABELS:
+        from cloudseed.agent.seedfs import read_label
+
+        _LABELS[key] = read_label(device)
+    return _LABELS[key]
 
 
 def find_devices_by_label(labels: Sequence[str], fstypes: Sequence[str] = SEED_FSTYPES) -> list[str]:
@@ -57,13 +85,11 @@ def find_devices_by_label(labels: Sequence[str], fstypes: Sequence[str] = SEED_F
     The superblocks are read directly (a few KiB per device, no process started), the way
     blkid would; udev's by-label links and blkid are only the fallbacks.
     """
-    from cloudseed.agent.seedfs import read_label
-
     wanted = {label.lower() for label in labels}
     found: list[str] = []
     scanned = _block_devices()
     for device in scanned:
-        probe = read_label(device)
+        probe = _label_of(device)
         if probe and probe[0] in fstypes and probe[1].lower() in wanted:
             found.append(device)
     if found or scanned:
