@@ -14,12 +14,12 @@ import logging
 import time
 
 from cloudseed.agent import instance_data
-from cloudseed.agent.config import as_bool, get_list, is_disabled, load_system_config, merge_config, read_cmdline
+from cloudseed.agent.config import as_bool, get_list, is_disabled, load_system_config, read_cmdline
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.log import console
 from cloudseed.agent.modules import STAGE_LIST_KEYS, ModuleContext, run_module, run_stage_modules
 from cloudseed.agent.root import TargetRoot
-from cloudseed.agent.state import SCRIPT_DIRS, Paths, ensure_dirs, read_json, write_json
+from cloudseed.agent.state import Paths, ensure_dirs, read_json, write_json
 from cloudseed.agent.status import StatusRecorder
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
@@ -195,7 +195,9 @@ class Agent:
                 datasource_config=ds.network_config if ds else None, cmdline=self.cmdline,
                 distro=family_of(read_os_release(self.root)),
                 new_instance=new_instance or not self.root.exists(self.paths.current_instance_file),
-                bring_up=self.root.is_live,
+                # at boot the network is not up yet and its own service raises it from these files;
+                # when the agent runs on a running system, the new config is activated now
+                bring_up=self.root.is_live and _network_is_up(self.root),
             )
             LOG.info("network: %s", report)
         except Exception as e:
@@ -310,20 +312,15 @@ class Agent:
         return max(codes)
 
 
-def vendor_enabled(system_cfg: dict, user_cfg: dict | None) -> bool:
-    for cfg in (user_cfg or {}, system_cfg):
-        settings = cfg.get("vendor_data")
-        if isinstance(settings, dict) and "enabled" in settings:
-            return as_bool(settings["enabled"], True)
-    return True
-
-
-def merged(system_cfg: dict, vendor_cfg: dict | None, user_cfg: dict | None) -> dict:
-    cfg = dict(system_cfg)
-    for layer in (vendor_cfg, user_cfg):
-        if layer:
-            cfg = merge_config(cfg, layer)
-    return cfg
-
-
-__all__ = ["Agent", "SCRIPT_DIRS", "merged", "vendor_enabled"]
+def _network_is_up(root: TargetRoot) -> bool:
+    """Is any interface other than loopback administratively up (a running system, not early boot)?"""
+    for name in root.listdir("/sys/class/net"):
+        if name == "lo":
+            continue
+        try:
+            flags = int(root.read_text(f"/sys/class/net/{name}/flags", default="0").strip(), 16)
+        except ValueError:
+            continue
+        if flags & 0x1:  # IFF_UP
+            return True
+    return False
