@@ -1,1 +1,61 @@
+"""Network renderers: one module per output format, found by file name.
 
+A renderer module declares ``NAME`` (the name users give: ``network-manager`` lives in
+``network_manager.py``), ``DESCRIPTION``, ``OWNED`` (glob patterns of the files it may have
+written before, for cleaning up stale ones), ``available(root) -> bool`` (does the target system
+use this format) and ``render(model, distro) -> list[RenderedFile]``, which reads only the model
+and raises ``NetworkConfigError`` for anything the format cannot express.
+
+Adding a renderer is adding a file here; nothing else needs to change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+from cloudseed.network import NetworkConfigError
+
+# The order in which each distro family looks for a renderer the system has.
+DISTRO_PRIORITY = {
+    "debian": ["netplan", "eni", "network-manager", "networkd", "sysconfig"],
+    "rhel": ["sysconfig", "network-manager", "networkd", "netplan", "eni"],
+}
+
+
+class NoRendererError(NetworkConfigError):
+    """No renderer in the priority list is available on the target system."""
+
+
+def names() -> list[str]:
+    """Every renderer name, from the files in this package."""
+    here = os.path.dirname(__file__)
+    out = []
+    for fn in sorted(os.listdir(here)):
+        if fn.endswith(".py") and not fn.startswith("_"):
+            out.append(fn[:-3].replace("_", "-"))
+    return out
+
+
+def get_renderer(name: str) -> ModuleType:
+    if name not in names():
+        raise NetworkConfigError(f"unknown renderer {name!r} (known: {', '.join(names())})")
+    return importlib.import_module(f"{__name__}.{name.replace('-', '_')}")
+
+
+def priority_for(distro: str) -> list[str]:
+    family = "rhel" if distro in ("rhel", "centos", "fedora", "rocky", "almalinux", "redhat") else "debian"
+    order = list(DISTRO_PRIORITY[family])
+    order += [n for n in names() if n not in order]
+    return order
+
+
+def select(root, distro: str = "debian", priority: list | None = None) -> str:
+    """The first renderer of ``priority`` (default: the distro's order) the root has."""
+    order = list(priority) if priority else priority_for(distro)
+    for name in order:
+        if get_renderer(name).available(root):
+            return name
+    raise NoRendererError(f"no network renderer available in {getattr(root, 'top', root)} "
+                          f"(searched {', '.join(order)})")

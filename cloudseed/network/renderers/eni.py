@@ -1,0 +1,209 @@
+"""ifupdown's /etc/network/interfaces format (``/etc/network/interfaces.d/50-cloudseed``).
+
+One stanza per subnet, lower layers first; global DNS on ``lo`` (resolvconf picks it up), routes
+as ``ip route`` commands on the interface's stanza of the same family, renames by udev rule.
+ifupdown cannot match NICs by name pattern or driver, nor express most DHCP overrides: those
+are refused rather than dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cloudseed.network.model import Interface, NetworkModel, Route
+from cloudseed.network.params import BOND_PARAMS
+from cloudseed.network.renderers._common import (
+    RenderedFile,
+    assign_global_routes,
+    check_common,
+    header,
+    refuse,
+    routes_for,
+    udev_rules,
+)
+
+NAME = "eni"
+DESCRIPTION = "ifupdown (/etc/network/interfaces.d)"
+PATH = "/etc/network/interfaces.d/50-cloudseed"
+OWNED = [PATH, "/etc/udev/rules.d/70-cloudseed-net.rules"]
+
+_BRIDGE_OPTS = {
+    "ageing-time": "bridge_ageing", "priority": "bridge_bridgeprio", "forward-delay": "bridge_fd",
+    "hello-time": "bridge_hello", "max-age": "bridge_maxage", "stp": "bridge_stp",
+    "path-cost": "bridge_pathcost", "port-priority": "bridge_portprio",
+}
+
+
+def available(root) -> bool:
+    has_tools = all(root.which(t) for t in ("ifup", "ifdown", "ifquery"))
+    return bool(has_tools and (root.isfile("/etc/network/interfaces") or root.isdir("/etc/network/interfaces.d")))
+
+
+def render(model: NetworkModel, distro: str = "debian") -> list:
+    check_common(model, "eni", loopback=True)
+    global_routes = assign_global_routes(model)
+    stanzas = _loopback(model)
+    for iface in model.ordered():
+        _check(model, iface)
+        stanzas += _interface(model, iface, global_routes.get(iface.name, []))
+    text = header() + "\n".join("\n".join(s) + "\n" for s in stanzas)
+    return [RenderedFile(PATH, text)] + udev_rules(model)
+
+
+def _check(model: NetworkModel, iface: Interface) -> None:
+    if iface.dhcp6_overrides:
+        raise refuse("eni", iface, "dhcp6-overrides")
+    unsupported = sorted(k for k in iface.dhcp4_overrides if k != "route-metric")
+    if unsupported:
+        raise refuse("eni", iface, f"dhcp4-overrides {', '.join(unsupported)}")
+    if iface.type == "vlan":
+        link, vid = iface.vlan_link, iface.vlan_id
+        ok = {f"{link}.{vid}", f"{link}.{vid:04d}", f"vlan{vid}", f"vlan{vid:04d}"}
+        if iface.name not in ok:
+            raise refuse("eni", iface, f"a VLAN named {iface.name!r} (ifupdown names VLANs "
+                                       f"{link}.{vid} or vlan{vid})")
+    for r in iface.all_routes():
+        if r.table is not None:
+            raise refuse("eni", iface, "routes in another table")
+
+
+def _loopback(model: NetworkModel) -> list:
+    lo = model.interfaces.get("lo")
+    lines = ["auto lo", "iface lo inet loopback"]
+    if model.nameservers:
+        lines.append("    dns-nameservers " + " ".join(model.nameservers))
+    if model.search:
+        lines.append("    dns-search " + " ".join(model.search))
+    out = [lines]
+    if lo is not None:
+        for s in lo.static_subnets():
+            out.append(["iface lo inet%s static" % ("6" if s.family == 6 else ""), f"    address {s.cidr}"])
+    return out
+
+
+def _method(subnet) -> tuple:
+    """(family suffix, method, extra options) for a subnet."""
+    t = subnet.type
+    if t == "dhcp4":
+        return "inet", "dhcp", []
+    if t in ("dhcp6", "ipv6_dhcpv6-stateful"):
+        return "inet6", "dhcp", []
+    if t == "ipv6_slaac":
+        return "inet6", "auto", ["dhcp 0"]
+    if t == "ipv6_dhcpv6-stateless":
+        return "inet6", "auto", ["dhcp 1"]
+    if t == "manual":
+        return "inet", "manual", []
+    return ("inet6" if subnet.family == 6 else "inet"), "static", []
+
+
+def _interface(model: NetworkModel, iface: Interface, extra_routes: list) -> list:
+    name = iface.name
+    control = iface.control()
+    subnets = [s for s in iface.subnets] or [None]
+    sections = []
+    attrs = _attrs(model, iface)
+    mtu = iface.effective_mtu()
+    routes = routes_for(model, iface, {name: extra_routes}, with_gateways=False)
+    first_of_family: dict = {}
+    for idx, subnet in enumerate(subnets):
+        lines = []
+        if idx == 0:
+            if control == "auto" and not iface.optional:
+                lines.append(f"auto {name}")
+            elif control in ("auto", "hotplug"):    # optional: boot does not wait for it
+                lines.append(f"allow-hotplug {name}")
+        if subnet is None:
+            fam, method, opts = "inet", "manual", []
+        else:
+            fam, method, opts = _method(subnet)
+        lines.append(f"iface {name} {fam} {method}")
+        body = list(opts)
+        if subnet is not None:
+            if subnet.is_static:
+                body.append(f"address {subnet.cidr}")
+                if subnet.broadcast:
+                    body.append(f"broadcast {subnet.broadcast}")
+                if subnet.gateway:
+                    body.append(f"gateway {subnet.gateway}")
+                    if subnet.metric is not None and fam == "inet":
+                        body.append(f"metric {subnet.metric}")
+            if subnet.type == "dhcp4":
+                metric = iface.dhcp4_overrides.get("route-metric", subnet.metric)
+                if metric is not None:
+                    body.append(f"metric {metric}")
+            if subnet.nameservers:
+                body.append("dns-nameservers " + " ".join(subnet.nameservers))
+            if subnet.search:
+                body.append("dns-search " + " ".join(subnet.search))
+            if fam == "inet6" and iface.accept_ra is not None and method != "auto":
+                body.append(f"accept_ra {1 if iface.accept_ra else 0}")
+            if fam == "inet6" and subnet.mtu and method == "static":
+                body.append(f"mtu {subnet.mtu}")
+        if idx == 0:
+            body += attrs
+            if mtu:
+                if method in ("static", "manual") and fam == "inet":
+                    body.append(f"mtu {mtu}")
+                else:
+                    body.append(f"pre-up ip link set dev {name} mtu {mtu}")
+            if iface.nameservers:
+                body.append("dns-nameservers " + " ".join(iface.nameservers))
+            if iface.search:
+                body.append("dns-search " + " ".join(iface.search))
+        first_of_family.setdefault(fam, len(sections))
+        sections.append((fam, lines, body))
+    # routes go on the first stanza of their family (the address must be there first)
+    for r in routes:
+        fam = "inet6" if r.family == 6 else "inet"
+        target = first_of_family.get(fam, 0)
+        sections[target][2].extend(_route_lines(name, r))
+    return [lines + ["    " + b for b in body] for _fam, lines, body in sections]
+
+
+def _attrs(model: NetworkModel, iface: Interface) -> list:
+    out = []
+    if iface.type in ("bond", "bridge", "vlan") and iface.mac:
+        out.append(f"hwaddress {iface.mac}")
+    if iface.wakeonlan:
+        out.append("ethernet-wol g")
+    if iface.master is not None and model.interfaces[iface.master].type == "bond":
+        out.append(f"bond-master {iface.master}")
+    if iface.type == "bond":
+        out.append("bond-slaves none")
+        for key, value in iface.bond_params.items():
+            opt = BOND_PARAMS[key][0].replace("_", "-")
+            if isinstance(value, list):
+                value = " ".join(value)
+            elif isinstance(value, bool):
+                value = "1" if value else "0"
+            out.append(f"bond-{opt} {value}")
+    if iface.type == "bridge":
+        out.append("bridge_ports " + (" ".join(iface.members) or "none"))
+        for key, value in iface.bridge_params.items():
+            opt = _BRIDGE_OPTS[key]
+            if isinstance(value, dict):
+                out += [f"{opt} {port} {n}" for port, n in value.items()]
+            elif isinstance(value, bool):
+                out.append(f"{opt} {'on' if value else 'off'}")
+            else:
+                out.append(f"{opt} {value}")
+    if iface.type == "vlan":
+        out.append(f"vlan-raw-device {iface.vlan_link}")
+        if not re.match(r"^vlan\d+$", iface.name) and iface.name.rsplit(".", 1)[0] != iface.vlan_link:
+            out.append(f"vlan-id {iface.vlan_id}")
+    return out
+
+
+def _route_lines(name: str, r: Route) -> list:
+    fam = "-6" if r.family == 6 else "-4"
+    dest = "default" if r.is_default else r.destination
+    spec = dest
+    if r.gateway:
+        spec += f" via {r.gateway}"
+    if r.metric is not None:
+        spec += f" metric {r.metric}"
+    spec += f" dev {name}"
+    if r.on_link:
+        spec += " onlink"
+    return [f"post-up ip {fam} route add {spec} || true", f"pre-down ip {fam} route del {spec} || true"]
