@@ -213,7 +213,17 @@ class Distro:
             # the command's own output never holds the passwords; keep only its last line
             raise DistroError(f"chpasswd for {users} exited {e.returncode}") from None
 
+    def password_locked(self, name: str) -> bool:
+        """Is the account's password already locked in /etc/shadow ('!' or '*' in the hash field)?"""
+        for line in self.root.read_text("/etc/shadow", default="").splitlines():
+            fields = line.split(":")
+            if fields[0] == name and len(fields) > 1:
+                return fields[1].startswith(("!", "*"))
+        return False
+
     def lock_password(self, name: str) -> None:
+        if self.password_locked(name):
+            return  # useradd leaves a new account locked: one process less per user at boot
         if self.has_command("passwd") or not self.has_command("usermod"):
             self.run(["passwd", "-l", name], what=f"locking the password of {name}")
         else:
