@@ -217,6 +217,7 @@ def main() -> int:
     parser.add_argument("--python-clients", action="store_true",
                         help="also the Python many-source client; Python instead of C for the boot storm")
     parser.add_argument("--db", help="use this registry (already holding --instances instances) instead")
+    parser.add_argument("--tree", default=ROOT, help="run the server from this source tree (an older revision)")
     parser.add_argument("--skip", action="append", default=[], choices=("wrk", "sources", "storm"))
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="cloudseed-bench-")
@@ -227,11 +228,12 @@ def main() -> int:
         port, static_port = free_port(), free_port()
         settings = os.path.join(tmp, "server.yaml")
         with open(settings, "w") as handle:
-            handle.write(f"processes: {args.processes}\nrate_limit: 0\n")
+            handle.write("rate_limit: 0\n" + (f"processes: {args.processes}\n" if args.processes > 1 else ""))
         access_log = os.path.join(tmp, "access.log") if args.access_log else ""
         server = subprocess.Popen([sys.executable, "-m", "cloudseed", "serve", "--db", db, "--listen",
                                    f"127.0.0.1:{port}", "--access-log", access_log, "--config", settings],
-                                  cwd=ROOT, stderr=subprocess.DEVNULL)
+                                  cwd=args.tree, stderr=subprocess.DEVNULL,
+                                  env=dict(os.environ, PYTHONPATH=os.path.abspath(args.tree)))
         try:
             wait_port(port)
             time.sleep(1.0 + 0.5 * args.processes)  # workers bind after the first process

@@ -32,7 +32,6 @@
 #define IP_BIND_ADDRESS_NO_PORT 24
 #endif
 
-#define MAX_STEPS 256
 #define BUF 65536
 
 struct step { char method[8]; char path[512]; };
@@ -44,7 +43,7 @@ struct inst {
     double finished, sent_at;
 };
 
-static struct step steps[MAX_STEPS];
+static struct step *steps;
 static int nsteps, keepalive, port, epfd;
 static long failures, connections;
 static double start;
@@ -150,7 +149,11 @@ int main(int argc, char **argv) {
     keepalive = atoi(argv[2]);
     FILE *f = fopen(argv[3], "r");
     if (!f) die(argv[3]);
-    while (nsteps < MAX_STEPS && fscanf(f, "%7s %511s", steps[nsteps].method, steps[nsteps].path) == 2) nsteps++;
+    for (int capsteps = 0;; nsteps++) {
+        if (nsteps == capsteps && !(steps = realloc(steps, (capsteps = capsteps ? 2 * capsteps : 256) * sizeof *steps)))
+            die("realloc");
+        if (fscanf(f, "%7s %511s", steps[nsteps].method, steps[nsteps].path) != 2) break;
+    }
     fclose(f);
     f = fopen(argv[4], "r");
     if (!f) die(argv[4]);
