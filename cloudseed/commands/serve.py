@@ -27,6 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--region", help="EC2 region (default: availability zone minus its last letter)")
     parser.add_argument("--reuse-port", action="store_true", default=None,
                         help="SO_REUSEPORT, to run several server processes on one port")
+    parser.add_argument("--processes", type=int, metavar="N",
+                        help="server processes sharing the metadata ports (SO_REUSEPORT; default 1)")
     parser.add_argument("--config", metavar="FILE", help="YAML settings file; flags override it")
 
 
@@ -43,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         "proxy_shared_secret_file": args.proxy_secret_file, "imds_tokens": args.imds_tokens,
         "token_hop_limit": args.token_hop_limit, "rate_limit": args.rate_limit, "rate_burst": args.rate_burst,
         "access_log": args.access_log, "region": args.region, "reuse_port": args.reuse_port,
+        "processes": args.processes,
     }
     try:
         config = load_config(args.config, overrides)
