@@ -37,9 +37,10 @@ def _stage_process_gone(root, paths) -> bool:
     from cloudseed.agent.state import read_json
 
     data = read_json(root, paths.status_file) or {}
-    pid = (data.get("v1") or {}).get("pid")
-    if not root.is_live or not pid:
-        return False
+    v1 = data.get("v1") or {}
+    pid = v1.get("pid")
+    if not root.is_live or not pid or v1.get("stage") is None:
+        return False  # between stages no process is expected: systemd starts the next one
     try:
         os.kill(int(pid), 0)
         return False
