@@ -18,6 +18,8 @@ APT_PACKAGES=(
   python3-jsonpatch python3-netifaces python3-oauthlib
   # the real tools that check rendered files
   netplan.io ifupdown
+  # growpart and resizefs tests grow a real partition
+  cloud-guest-utils fdisk
 )
 
 missing=()

@@ -1,0 +1,82 @@
+"""growpart: grow the partitions of the root filesystem (and others listed) to fill their disk.
+
+Uses the ``growpart`` command (cloud-guest-utils / cloud-utils-growpart), as cloud-init does.
+Every boot: when there is nothing to grow the command says so at once. Skipped on an offline
+root, with ``mode: off``, or when ``/etc/growroot-disabled`` exists.
+"""
+
+from __future__ import annotations
+
+from cloudseed.agent.config import as_bool, get_list
+from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.mounts import MountInfoError, block_device, disk_and_partition, mount_of
+from cloudseed.agent.state import PER_BOOT
+
+MODULE = ModuleSpec(
+    name="growpart", stage=STAGE_INIT, frequency=PER_BOOT,
+    title="Grow partitions to fill their disk",
+    schema={"properties": {"growpart": {
+        "type": "object",
+        "properties": {
+            "mode": {"oneOf": [{"type": "string", "enum": ["auto", "growpart", "off"]},
+                               {"type": "boolean", "enum": [False]}]},
+            "devices": {"type": "array", "items": {"type": "string"}},
+            "ignore_growroot_disabled": {"type": "boolean"},
+        },
+        "additionalProperties": False,
+    }}},
+)
+
+
+def partition_of(path: str) -> tuple[str, int]:
+    """``("/dev/vda", 1)`` for a mount point or a partition device path."""
+    if path.startswith("/dev/"):
+        import os
+
+        name = os.path.basename(os.path.realpath(path))
+    else:
+        dev_number, _fstype, _source = mount_of(path)
+        name = block_device(dev_number)
+    disk, number = disk_and_partition(name)
+    return f"/dev/{disk}", number
+
+
+def handle(ctx: ModuleContext) -> None:
+    settings = ctx.cfg.get("growpart")
+    settings = settings if isinstance(settings, dict) else {}
+    mode = settings.get("mode", "auto")
+    if mode in (False, "off", "false"):
+        ctx.log.info("growpart is switched off")
+        return
+    if mode not in ("auto", "growpart"):
+        raise ModuleError(f"growpart.mode: {mode!r} is not one of auto, growpart, off")
+    if ctx.root.exists("/etc/growroot-disabled") and not as_bool(settings.get("ignore_growroot_disabled")):
+        ctx.log.info("/etc/growroot-disabled exists; not growing partitions")
+        return
+    if not ctx.root.is_live:
+        ctx.log.info("offline root: partitions are not grown")
+        return
+    tool = ctx.root.which("growpart")
+    if tool is None:
+        if mode == "growpart":
+            raise ModuleError("growpart.mode: growpart is not installed (cloud-guest-utils)")
+        ctx.log.info("growpart is not installed; partitions are not grown")
+        return
+    problems = []
+    for path in get_list(settings, "devices") if "devices" in settings else ["/"]:
+        try:
+            disk, number = partition_of(str(path))
+        except MountInfoError as e:
+            problems.append(f"growpart.devices: {path}: {e}")
+            continue
+        proc = ctx.root.run([tool, disk, str(number)], check=False)
+        if proc.returncode == 0:
+            ctx.log.info("grew %s partition %d (%s)", disk, number, path)
+        elif proc.returncode == 1 and "NOCHANGE" in proc.stdout:
+            ctx.log.info("%s partition %d already fills the disk", disk, number)
+        else:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()
+            problems.append(f"growpart.devices: {path}: growpart {disk} {number} exited {proc.returncode}"
+                            + (f": {detail[-1]}" if detail else ""))
+    if problems:
+        raise ModuleError("; ".join(problems))

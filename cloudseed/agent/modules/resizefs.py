@@ -1,0 +1,64 @@
+"""resizefs: grow the root filesystem to fill its (grown) partition.
+
+``resize_rootfs: true`` (default) resizes now; ``noblock`` starts the resize in the background
+and lets the boot go on; ``false`` does nothing. ext2/3/4 (resize2fs), xfs (xfs_growfs) and
+btrfs are handled; the running system only.
+"""
+
+from __future__ import annotations
+
+from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.mounts import MountInfoError, block_device, mount_of
+from cloudseed.agent.state import PER_BOOT
+
+MODULE = ModuleSpec(
+    name="resizefs", stage=STAGE_INIT, frequency=PER_BOOT,
+    title="Resize the root filesystem",
+    schema={"properties": {"resize_rootfs": {"enum": [True, False, "noblock"]}}},
+)
+
+
+def resize_command(fstype: str, device: str, mount_point: str) -> list[str] | None:
+    if fstype in ("ext2", "ext3", "ext4"):
+        return ["resize2fs", device]
+    if fstype == "xfs":
+        return ["xfs_growfs", mount_point]
+    if fstype == "btrfs":
+        return ["btrfs", "filesystem", "resize", "max", mount_point]
+    return None
+
+
+def handle(ctx: ModuleContext) -> None:
+    setting = ctx.cfg.get("resize_rootfs", True)
+    if setting is False or str(setting).lower() in ("false", "off", "no"):
+        ctx.log.info("resize_rootfs is off")
+        return
+    if not ctx.root.is_live:
+        ctx.log.info("offline root: the filesystem is not resized")
+        return
+    resize_mount(ctx, "/", background=str(setting).lower() == "noblock")
+
+
+def resize_mount(ctx: ModuleContext, mount_point: str, background: bool = False) -> None:
+    """Grow the filesystem mounted at ``mount_point`` to fill its device."""
+    try:
+        dev_number, fstype, _source = mount_of(mount_point)
+        device = f"/dev/{block_device(dev_number)}"
+    except MountInfoError as e:
+        raise ModuleError(f"resize_rootfs: {e}") from None
+    argv = resize_command(fstype, device, mount_point)
+    if argv is None:
+        ctx.log.info("resize_rootfs: %s filesystems are not resized", fstype)
+        return
+    if ctx.root.which(argv[0]) is None:
+        raise ModuleError(f"resize_rootfs: {argv[0]} is not installed")
+    if background:
+        ctx.root.spawn(argv)
+        ctx.log.info("resizing %s (%s) in the background", device, fstype)
+        return
+    proc = ctx.root.run(argv, check=False)
+    if proc.returncode != 0:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        raise ModuleError(f"resize_rootfs: {' '.join(argv)} exited {proc.returncode}"
+                          + (f": {detail[-1]}" if detail else ""))
+    ctx.log.info("resized %s (%s)", device, fstype)
