@@ -33,6 +33,7 @@ class KeygenResult:
     message: str = ""
     started: float = 0.0  # time.monotonic() around the ssh-keygen process
     finished: float = 0.0
+    deferred: bool = False  # still being generated; a background helper installs it and reloads sshd
 
 
 def key_path(keytype: str) -> str:
@@ -128,22 +129,82 @@ def _adopt_staged(root: TargetRoot, keytype: str, timeout: float = 120.0) -> Key
     return KeygenResult(keytype, key_path(keytype), True, message="", started=started, finished=time.monotonic())
 
 
-def generate(root: TargetRoot, keytypes: list[str], parallel: bool = True) -> list[KeygenResult]:
-    """Generate every missing key of ``keytypes`` (adopting early-started ones); existing keys are kept."""
+# Types slow enough (RSA: seconds, and at random up to ~20 s under emulation) that the boot should
+# not wait for them when a faster host key is already there for sshd to start with.
+SLOW_TYPES = ("rsa", "dsa")
+
+# ssh-keygen writes the public half last, in one write: a non-empty .pub means the pair is complete
+# (its process may linger as a zombie when its parent never waits for it, so that is not awaited).
+_FINISH_LATER = """pid={pid}; staged={staged}; final={final}; waited=0
+while [ ! -s "$staged.pub" ] && kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 3000 ]; do
+    sleep 0.2; waited=$((waited + 1))
+done
+[ -s "$staged" ] && [ -s "$staged.pub" ] || exit 1
+cp "$staged" "$final.tmp" && chmod 600 "$final.tmp" && mv -f "$final.tmp" "$final"
+cp "$staged.pub" "$final.pub.tmp" && chmod 644 "$final.pub.tmp" && mv -f "$final.pub.tmp" "$final.pub"
+rm -f "$staged" "$staged.pub" "{pid_file}"
+rmdir "$(dirname "$staged")" 2>/dev/null
+systemctl reload-or-try-restart ssh.service sshd.service >/dev/null 2>&1 || true
+"""
+
+
+def _staged_pid(root: TargetRoot, keytype: str) -> int | None:
+    try:
+        pid = int(root.read_text(f"{STAGING_DIR}/{keytype}.pid").strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            running = not f.read().split(") ", 1)[-1].startswith("Z")
+    except OSError:
+        running = False
+    return pid if running else None
+
+
+def _finish_later(root: TargetRoot, keytype: str, pid: int) -> KeygenResult:
+    """Let a still-running early key finish on its own: a detached helper installs it and reloads sshd."""
+    import shlex
+
+    script = _FINISH_LATER.format(pid=pid, staged=shlex.quote(f"{STAGING_DIR}/ssh_host_{keytype}_key"),
+                                  final=shlex.quote(key_path(keytype)),
+                                  pid_file=shlex.quote(f"{STAGING_DIR}/{keytype}.pid"))
+    root.spawn(["/bin/sh", "-c", script])
+    return KeygenResult(keytype, key_path(keytype), True, message="", deferred=True)
+
+
+def generate(root: TargetRoot, keytypes: list[str], parallel: bool = True,
+             defer_slow: bool = False) -> list[KeygenResult]:
+    """Generate every missing key of ``keytypes`` (adopting early-started ones); existing keys are kept.
+
+    With ``defer_slow`` (at boot), an early-started slow key (RSA) that is still being generated is
+    left to finish in the background when a faster key type is ready, so sshd need not wait for it.
+    """
     root.makedirs(KEY_DIR, mode=0o755)
-    todo = [t for t in dict.fromkeys(keytypes) if not root.exists(key_path(t))]
-    adopted = [r for r in (_adopt_staged(root, t) for t in todo) if r is not None]
-    todo = [t for t in todo if t not in {r.keytype for r in adopted}]
-    root.remove_tree(STAGING_DIR)  # leftover early keys of types not asked for are not kept
+    wanted = list(dict.fromkeys(keytypes))
+    todo = [t for t in wanted if not root.exists(key_path(t))]
+    results: list[KeygenResult] = []
+    if defer_slow and any(t not in SLOW_TYPES for t in wanted):
+        for keytype in [t for t in todo if t in SLOW_TYPES]:
+            pid = _staged_pid(root, keytype)
+            if pid is not None:
+                results.append(_finish_later(root, keytype, pid))
+    deferred = {r.keytype for r in results}
+    todo = [t for t in todo if t not in deferred]
+    results += [r for r in (_adopt_staged(root, t) for t in todo) if r is not None]
+    todo = [t for t in todo if t not in {r.keytype for r in results}]
+    for name in root.listdir(STAGING_DIR):  # early keys of types not asked for are not kept
+        if not any(name.startswith((f"ssh_host_{t}_key", f"{t}.pid")) for t in deferred):
+            root.remove(f"{STAGING_DIR}/{name}")
+    if not deferred:
+        root.remove_tree(STAGING_DIR)
     if not todo:
-        return adopted
-        return []
+        return results
     if not parallel or len(todo) == 1:
-        return adopted + [_keygen(root, t) for t in todo]
+        return results + [_keygen(root, t) for t in todo]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=len(todo)) as pool:
-        return adopted + list(pool.map(lambda t: _keygen(root, t), todo))
+        return results + list(pool.map(lambda t: _keygen(root, t), todo))
 
 
 def public_host_keys(root: TargetRoot, exclude_types: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:

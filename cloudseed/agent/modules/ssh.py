@@ -112,13 +112,17 @@ def generate_host_keys(ctx: ModuleContext, problems: list[str]) -> None:
         problems.append(f"ssh_genkeytypes: unknown key type(s) {', '.join(unknown)}")
         types = [t for t in types if t in hostkeys.KNOWN_TYPES]
     started = time.monotonic()
-    results = hostkeys.generate(ctx.root, types, parallel=True)
+    results = hostkeys.generate(ctx.root, types, parallel=True, defer_slow=True)
     if results:
-        ctx.log.info("generated host keys %s in %.3fs", ", ".join(r.keytype for r in results if r.ok),
-                     time.monotonic() - started)
+        ready = [r.keytype for r in results if r.ok and not r.deferred]
+        ctx.log.info("generated host keys %s in %.3fs", ", ".join(ready), time.monotonic() - started)
+    for result in results:
+        if result.deferred:
+            ctx.log.info("the %s host key is still being generated; it is installed (and sshd reloaded) "
+                         "when ready", result.keytype)
     group = ctx.distro.ssh_keys_group
     for result in results:
-        if result.ok:
+        if result.ok and not result.deferred:
             if group and ctx.distro.group_exists(group):
                 ctx.root.chown(result.path, None, group)
                 ctx.root.chmod(result.path, 0o640)

@@ -57,3 +57,24 @@ def test_types_not_started_early_are_still_generated(chroot):
     result, _ = run(chroot, "ssh", {"ssh_genkeytypes": ["ed25519", "ecdsa"], "ssh_quiet_keygen": True})
     assert result.status == "ok", result.reason
     assert chroot.isfile("/etc/ssh/ssh_host_ecdsa_key") and chroot.isfile("/etc/ssh/ssh_host_ed25519_key")
+
+
+def test_slow_rsa_key_does_not_hold_up_the_boot(run_on_tmpfs):
+    """With defer_slow, a still-running early RSA key is installed later by a background helper."""
+    chroot = run_on_tmpfs
+    for name in chroot.listdir("/etc/ssh"):
+        if name.startswith("ssh_host_"):
+            chroot.remove(f"/etc/ssh/{name}")
+    hostkeys.start_early(chroot, ["rsa", "ed25519"])
+    wait_for(chroot, [f"{hostkeys.STAGING_DIR}/ssh_host_ed25519_key.pub"])
+    results = {r.keytype: r for r in hostkeys.generate(chroot, ["rsa", "ed25519"], defer_slow=True)}
+    assert results["ed25519"].ok and chroot.isfile("/etc/ssh/ssh_host_ed25519_key")
+    assert results["rsa"].ok  # adopted if it was already done, otherwise deferred
+    wait_for(chroot, ["/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_rsa_key.pub"], timeout=120)
+    deadline = time.monotonic() + 30
+    while chroot.exists(hostkeys.STAGING_DIR) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not chroot.exists(hostkeys.STAGING_DIR)
+    assert stat.S_IMODE(os.stat(chroot.path("/etc/ssh/ssh_host_rsa_key")).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(chroot.path("/etc/ssh/ssh_host_rsa_key.pub")).st_mode) == 0o644
+    assert chroot.read_text("/etc/ssh/ssh_host_rsa_key.pub").startswith("ssh-rsa ")
