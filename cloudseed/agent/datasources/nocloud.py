@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 LOG = logging.getLogger("cloudseed.datasources.nocloud")
 
