@@ -79,8 +79,13 @@ class Datasource:
     # -- declared behaviour
     @classmethod
     def detect(cls, ctx: DatasourceContext) -> bool:
-        """Can this datasource exist here? Local facts only, no waiting."""
-        return True
+        """Can this datasource exist here? Local facts only, no waiting.
+
+        A datasource that declares ``why(ctx) -> reason | None`` is detected by it (the generator
+        reports the reason); one that declares neither may always exist.
+        """
+        why = getattr(cls, "why", None)
+        return True if why is None else why(ctx) is not None
 
     def fetch(self) -> bool:
         """Read everything; True when this datasource provided an instance."""

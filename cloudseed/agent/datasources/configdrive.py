@@ -66,10 +66,6 @@ class ConfigDrive(Datasource):
             return f"filesystem labelled config-2 on {', '.join(devices)}"
         return None
 
-    @classmethod
-    def detect(cls, ctx: DatasourceContext) -> bool:
-        return cls.why(ctx) is not None
-
     def fetch(self) -> bool:
         for directory in self._seed_dirs(self.ctx):
             if self._read_from(self.ctx.root.path(directory), directory, "seed-dir"):

@@ -251,10 +251,6 @@ class Ec2(Datasource):
             return "datasource.Ec2.strict_id is false"
         return None
 
-    @classmethod
-    def detect(cls, ctx: DatasourceContext) -> bool:
-        return cls.why(ctx) is not None
-
     def fetch(self) -> bool:
         section = self.ctx.ds_cfg(self.name)
         limits = ServiceLimits.from_cfg(section)

@@ -65,10 +65,6 @@ class OpenStack(Datasource):
             return "datasource.OpenStack.detect is 'always'"
         return None
 
-    @classmethod
-    def detect(cls, ctx: DatasourceContext) -> bool:
-        return cls.why(ctx) is not None
-
     def fetch(self) -> bool:
         section = self.ctx.ds_cfg(self.name)
         limits = ServiceLimits.from_cfg(section)
