@@ -10,9 +10,12 @@ off on machines without any datasource, and the stages to skip datasources that 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from cloudseed.agent.root import TargetRoot
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 LOG = logging.getLogger("cloudseed.detect")
 
