@@ -135,12 +135,16 @@ SLOW_TYPES = ("rsa", "dsa")
 
 # ssh-keygen writes the public half last, in one write: a non-empty .pub means the pair is complete
 # (its process may linger as a zombie when its parent never waits for it, so that is not awaited).
-_FINISH_LATER = """pid={pid}; staged={staged}; final={final}; waited=0
+_FINISH_LATER = """pid={pid}; staged={staged}; final={final}; group={group}; waited=0
 while [ ! -s "$staged.pub" ] && kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 3000 ]; do
     sleep 0.2; waited=$((waited + 1))
 done
 [ -s "$staged" ] && [ -s "$staged.pub" ] || exit 1
-cp "$staged" "$final.tmp" && chmod 600 "$final.tmp" && mv -f "$final.tmp" "$final"
+cp "$staged" "$final.tmp" && chmod 600 "$final.tmp" || exit 1
+if [ -n "$group" ] && getent group "$group" >/dev/null 2>&1; then
+    chgrp "$group" "$final.tmp" && chmod 640 "$final.tmp"
+fi
+mv -f "$final.tmp" "$final"
 cp "$staged.pub" "$final.pub.tmp" && chmod 644 "$final.pub.tmp" && mv -f "$final.pub.tmp" "$final.pub"
 rm -f "$staged" "$staged.pub" "{pid_file}"
 rmdir "$(dirname "$staged")" 2>/dev/null
@@ -161,23 +165,24 @@ def _staged_pid(root: TargetRoot, keytype: str) -> int | None:
     return pid if running else None
 
 
-def _finish_later(root: TargetRoot, keytype: str, pid: int) -> KeygenResult:
+def _finish_later(root: TargetRoot, keytype: str, pid: int, group: str | None) -> KeygenResult:
     """Let a still-running early key finish on its own: a detached helper installs it and reloads sshd."""
     import shlex
 
     script = _FINISH_LATER.format(pid=pid, staged=shlex.quote(f"{STAGING_DIR}/ssh_host_{keytype}_key"),
                                   final=shlex.quote(key_path(keytype)),
-                                  pid_file=shlex.quote(f"{STAGING_DIR}/{keytype}.pid"))
+                                  pid_file=shlex.quote(f"{STAGING_DIR}/{keytype}.pid"), group=shlex.quote(group or ""))
     root.spawn(["/bin/sh", "-c", script])
     return KeygenResult(keytype, key_path(keytype), True, message="", deferred=True)
 
 
 def generate(root: TargetRoot, keytypes: list[str], parallel: bool = True,
-             defer_slow: bool = False) -> list[KeygenResult]:
+             defer_slow: bool = False, key_group: str | None = None) -> list[KeygenResult]:
     """Generate every missing key of ``keytypes`` (adopting early-started ones); existing keys are kept.
 
     With ``defer_slow`` (at boot), an early-started slow key (RSA) that is still being generated is
-    left to finish in the background when a faster key type is ready, so sshd need not wait for it.
+    left to finish in the background when a faster key type is ready, so sshd need not wait for it;
+    the helper gives it to ``key_group`` (mode 0640) when the distro has such a group (RHEL's ssh_keys).
     """
     root.makedirs(KEY_DIR, mode=0o755)
     wanted = list(dict.fromkeys(keytypes))
@@ -187,7 +192,7 @@ def generate(root: TargetRoot, keytypes: list[str], parallel: bool = True,
         for keytype in [t for t in todo if t in SLOW_TYPES]:
             pid = _staged_pid(root, keytype)
             if pid is not None:
-                results.append(_finish_later(root, keytype, pid))
+                results.append(_finish_later(root, keytype, pid, key_group))
     deferred = {r.keytype for r in results}
     todo = [t for t in todo if t not in deferred]
     results += [r for r in (_adopt_staged(root, t) for t in todo) if r is not None]

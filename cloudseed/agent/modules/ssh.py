@@ -111,8 +111,9 @@ def generate_host_keys(ctx: ModuleContext, problems: list[str]) -> None:
     if unknown:
         problems.append(f"ssh_genkeytypes: unknown key type(s) {', '.join(unknown)}")
         types = [t for t in types if t in hostkeys.KNOWN_TYPES]
+    group = ctx.distro.ssh_keys_group
     started = time.monotonic()
-    results = hostkeys.generate(ctx.root, types, parallel=True, defer_slow=True)
+    results = hostkeys.generate(ctx.root, types, parallel=True, defer_slow=True, key_group=group)
     if results:
         ready = [r.keytype for r in results if r.ok and not r.deferred]
         ctx.log.info("generated host keys %s in %.3fs", ", ".join(ready), time.monotonic() - started)
@@ -120,9 +121,7 @@ def generate_host_keys(ctx: ModuleContext, problems: list[str]) -> None:
         if result.deferred:
             ctx.log.info("the %s host key is still being generated; it is installed (and sshd reloaded) "
                          "when ready", result.keytype)
-    group = ctx.distro.ssh_keys_group
-    for result in results:
-        if result.ok and not result.deferred:
+        elif result.ok:
             if group and ctx.distro.group_exists(group):
                 ctx.root.chown(result.path, None, group)
                 ctx.root.chmod(result.path, 0o640)

@@ -78,3 +78,29 @@ def test_slow_rsa_key_does_not_hold_up_the_boot(run_on_tmpfs):
     assert stat.S_IMODE(os.stat(chroot.path("/etc/ssh/ssh_host_rsa_key")).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(chroot.path("/etc/ssh/ssh_host_rsa_key.pub")).st_mode) == 0o644
     assert chroot.read_text("/etc/ssh/ssh_host_rsa_key.pub").startswith("ssh-rsa ")
+
+
+def test_ssh_module_reports_no_error_for_a_deferred_rsa_key(run_on_tmpfs):
+    """Regression: a still-running early RSA key is deferred, which is success, not 'generating failed'.
+
+    The early ssh-keygen is replaced by a process we control (a sleep), so the key is always still
+    being generated when the module runs; the key files appear in the staging directory afterwards.
+    """
+    chroot = run_on_tmpfs
+    for name in chroot.listdir("/etc/ssh"):
+        if name.startswith("ssh_host_"):
+            chroot.remove(f"/etc/ssh/{name}")
+    chroot.makedirs(hostkeys.STAGING_DIR, mode=0o700)
+    busy = subprocess.Popen(["sleep", "3"])
+    try:
+        chroot.write(f"{hostkeys.STAGING_DIR}/rsa.pid", f"{busy.pid}\n", mode=0o600)
+        result, _ = run(chroot, "ssh", {"ssh_genkeytypes": ["rsa", "ed25519"], "ssh_quiet_keygen": True})
+        assert result.status == "ok", result.reason
+        assert chroot.isfile("/etc/ssh/ssh_host_ed25519_key")
+        assert not chroot.exists("/etc/ssh/ssh_host_rsa_key")  # not yet: the helper installs it later
+        staged = chroot.path(f"{hostkeys.STAGING_DIR}/ssh_host_rsa_key")
+        subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "1024", "-N", "", "-f", staged], check=True)
+    finally:
+        busy.wait()
+    wait_for(chroot, ["/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_rsa_key.pub"], timeout=60)
+    assert chroot.read_text("/etc/ssh/ssh_host_rsa_key.pub").startswith("ssh-rsa ")
