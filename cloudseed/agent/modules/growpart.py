@@ -1,8 +1,10 @@
 """growpart: grow the partitions of the root filesystem (and others listed) to fill their disk.
 
-Uses the ``growpart`` command (cloud-guest-utils / cloud-utils-growpart), as cloud-init does.
-Every boot: when there is nothing to grow the command says so at once. Skipped on an offline
-root, with ``mode: off``, or when ``/etc/growroot-disabled`` exists.
+``mode: auto`` grows MBR and GPT partitions itself (``cloudseed.agent.partitions``: the same new
+end as cloud-utils' growpart, in milliseconds instead of seconds of ``sfdisk`` runs) and falls back
+to the ``growpart`` command for other layouts; ``mode: growpart`` always uses the command. Every
+boot: when there is nothing to grow that is known at once. Skipped on an offline root, with
+``mode: off``, or when ``/etc/growroot-disabled`` exists.
 """
 
 from __future__ import annotations
@@ -57,11 +59,8 @@ def handle(ctx: ModuleContext) -> None:
         ctx.log.info("offline root: partitions are not grown")
         return
     tool = ctx.root.which("growpart")
-    if tool is None:
-        if mode == "growpart":
-            raise ModuleError("growpart.mode: growpart is not installed (cloud-guest-utils)")
-        ctx.log.info("growpart is not installed; partitions are not grown")
-        return
+    if tool is None and mode == "growpart":
+        raise ModuleError("growpart.mode: growpart is not installed (cloud-guest-utils)")
     problems = []
     for path in get_list(settings, "devices") if "devices" in settings else ["/"]:
         try:
@@ -69,14 +68,46 @@ def handle(ctx: ModuleContext) -> None:
         except MountInfoError as e:
             problems.append(f"growpart.devices: {path}: {e}")
             continue
-        proc = ctx.root.run([tool, disk, str(number)], check=False)
-        if proc.returncode == 0:
-            ctx.log.info("grew %s partition %d (%s)", disk, number, path)
-        elif proc.returncode == 1 and "NOCHANGE" in proc.stdout:
-            ctx.log.info("%s partition %d already fills the disk", disk, number)
+        if mode == "auto":
+            problem = _grow_natively(ctx, disk, number, str(path), tool)
         else:
-            detail = (proc.stderr or proc.stdout).strip().splitlines()
-            problems.append(f"growpart.devices: {path}: growpart {disk} {number} exited {proc.returncode}"
-                            + (f": {detail[-1]}" if detail else ""))
+            problem = _grow_with_command(ctx, tool, disk, number, str(path))
+        if problem:
+            problems.append(f"growpart.devices: {path}: {problem}")
     if problems:
         raise ModuleError("; ".join(problems))
+
+
+def _grow_natively(ctx: ModuleContext, disk: str, number: int, path: str, tool: str | None) -> str | None:
+    from cloudseed.agent import partitions
+
+    try:
+        growth = partitions.grow(disk, number)
+    except partitions.Unsupported as e:
+        if tool is None:
+            ctx.log.info("%s: %s, and the growpart command is not installed; not grown", disk, e)
+            return None
+        ctx.log.info("%s: %s; using the growpart command", disk, e)
+        return _grow_with_command(ctx, tool, disk, number, path)
+    except partitions.PartitionError as e:
+        return str(e)
+    except OSError as e:
+        return f"{disk} partition {number}: {e.strerror or e} (a reboot applies a table already written)"
+    if growth.changed:
+        ctx.log.info("grew %s partition %d (%s) from %d to %d sectors", disk, number, path,
+                     growth.old_end - growth.start + 1, growth.new_end - growth.start + 1)
+    else:
+        ctx.log.info("%s partition %d: %s", disk, number, growth.reason)
+    return None
+
+
+def _grow_with_command(ctx: ModuleContext, tool: str, disk: str, number: int, path: str) -> str | None:
+    proc = ctx.root.run([tool, disk, str(number)], check=False)
+    if proc.returncode == 0:
+        ctx.log.info("grew %s partition %d (%s)", disk, number, path)
+    elif proc.returncode == 1 and "NOCHANGE" in proc.stdout:
+        ctx.log.info("%s partition %d already fills the disk", disk, number)
+    else:
+        detail = (proc.stderr or proc.stdout).strip().splitlines()
+        return f"growpart {disk} {number} exited {proc.returncode}" + (f": {detail[-1]}" if detail else "")
+    return None
