@@ -31,13 +31,34 @@ def _distro_facts(root: TargetRoot) -> tuple[str, str, str]:
     return info.get("ID", ""), info.get("VERSION_ID", ""), info.get("VERSION_CODENAME", "")
 
 
+def system_platform(uname: os.uname_result) -> str:
+    """What ``platform.platform()`` says on Linux (``Linux-6.1.0-13-amd64-x86_64-with-glibc2.36``).
+
+    Built here because the platform module runs ``uname -p`` in a subprocess for the processor
+    field, a process start per stage at boot; the processor is left blank, as Debian's uname has it.
+    """
+    try:
+        libc = (os.confstr("CS_GNU_LIBC_VERSION") or "").replace(" ", "")
+    except (ValueError, OSError):
+        libc = ""
+    text = "-".join(part.strip() for part in (uname.sysname, uname.release, uname.machine, "with" if libc else "",
+                                               libc) if part)
+    for obstacle in "/\\:;\"()":
+        text = text.replace(obstacle, "-")
+    text = text.replace(" ", "_").replace("unknown", "")
+    while "--" in text:
+        text = text.replace("--", "-")
+    return text.rstrip("-")
+
+
 def build(root: TargetRoot, datasource: Any, merged_cfg: dict | None,
           extra: dict | None = None) -> dict[str, Any]:
     """The full instance data (not redacted)."""
-    import platform
+    import sys
 
     distro, version, release = _distro_facts(root)
-    uname = platform.uname()
+    uname = os.uname()
+    python_version = sys.version.split()[0]
     ds_section: dict[str, Any] = {}
     v1: dict[str, Any] = {
         "cloud_name": "none", "platform": "none", "subplatform": "", "instance_id": None,
@@ -61,7 +82,7 @@ def build(root: TargetRoot, datasource: Any, merged_cfg: dict | None,
         "cloud_id": v1["cloud_name"] if not v1["region"] else f"{v1['cloud_name']}-{v1['region']}",
         "distro": distro, "distro_version": version, "distro_release": release,
         "kernel_release": uname.release, "machine": uname.machine,
-        "python_version": platform.python_version(), "system_platform": platform.platform(),
+        "python_version": python_version, "system_platform": system_platform(uname),
         "variant": distro,
     })
     for key in ("cloud_name", "instance_id", "local_hostname", "availability_zone"):
@@ -70,8 +91,8 @@ def build(root: TargetRoot, datasource: Any, merged_cfg: dict | None,
         "v1": v1,
         "ds": ds_section,
         "merged_cfg": copy.deepcopy(merged_cfg or {}),
-        "sys_info": {"dist": [distro, version, release], "python": platform.python_version(),
-                     "uname": list(uname), "variant": distro},
+        "sys_info": {"dist": [distro, version, release], "python": python_version,
+                     "uname": [*uname, ""], "variant": distro},  # platform.uname()'s six fields
     }
     for key, value in v1.items():
         data.setdefault(key.replace("-", "_"), value)

@@ -70,10 +70,9 @@ class TargetRoot:
 
     def _resolve(self, inner: str, follow_last: bool) -> str:
         if self.is_live:
-            inner = os.path.normpath("/" + inner.lstrip("/"))
-            if follow_last or inner == "/":
-                return os.path.realpath(inner)
-            return os.path.join(os.path.realpath(os.path.dirname(inner)), os.path.basename(inner))
+            # nothing leads out of "/": the kernel follows links itself, as the walk below would,
+            # without an lstat per component (costly in an emulated boot)
+            return os.path.normpath("/" + inner.lstrip("/"))
         parts = [p for p in inner.split("/") if p not in ("", ".")]
         resolved: list[str] = []
         hops = 0

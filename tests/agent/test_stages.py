@@ -96,6 +96,12 @@ def test_four_stages_from_a_seed_directory(shell_target):
     assert data["v1"]["instance_id"] == "iid-one" and data["instance_id"] == "iid-one"
     assert data["v1"]["local_hostname"] == "web1"
     assert data["merged_cfg"] == "redacted for non-root user"
+    # the system facts cloud-init takes from the platform module (built without its `uname -p` process)
+    import platform
+
+    assert data["v1"]["system_platform"] == platform.platform()
+    assert data["v1"]["python_version"] == platform.python_version()
+    assert data["sys_info"]["uname"][:5] == list(platform.uname())[:5]
     st = status(root)["v1"]
     assert st["datasource"] == "NoCloud"
     assert all(st[k]["finished"] for k in ("init-local", "init", "modules-config", "modules-final"))
