@@ -65,6 +65,11 @@ def merge_config(base: dict, override: dict) -> dict:
 
 def load_yaml_mapping(text: str, source: str) -> dict:
     """Parse ``text`` as a YAML mapping; errors name ``source`` and the line."""
+    from cloudseed.agent import simple_yaml
+
+    simple = simple_yaml.load(text)  # most meta-data: no PyYAML import in the first stage
+    if simple is not None:
+        return simple
     import yaml
 
     try:
