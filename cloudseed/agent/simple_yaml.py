@@ -38,69 +38,99 @@ def _scalar(text: str) -> object:
     return _NOT_SIMPLE
 
 
+# a continuation line of a multi-line plain scalar (folded into the scalar with one space)
+_CONTINUATION = re.compile(r"[A-Za-z0-9@+/=._][A-Za-z0-9 ._@+/=,-]*\Z")
+
+
 def _key(text: str) -> str | None:
     return text if _KEY.match(text) and text not in _NOT_STRINGS else None
+
+
+class _Lines:
+    """The document's non-blank, non-comment lines as (line number, indent, text), with a cursor."""
+
+    def __init__(self, text: str):
+        self.items = []
+        for number, line in enumerate(text.split("\n")):
+            body = line.strip(" ")
+            if body and not body.startswith("#"):
+                self.items.append((number, len(line) - len(line.lstrip(" ")), body))
+        self.at = 0
+
+    def peek(self) -> tuple[int, int, str] | None:
+        return self.items[self.at] if self.at < len(self.items) else None
+
+    def scalar(self, text: str, owner_indent: int, number: int) -> object:
+        """The scalar ``text`` (on line ``number``) with its continuation lines, if any, folded in."""
+        value = _scalar(text)
+        while True:
+            following = self.peek()
+            if following is None or following[1] <= owner_indent:
+                return value
+            if not (isinstance(value, str) and text[:1] not in "'\"" and following[0] == number + 1
+                    and _CONTINUATION.match(following[2])):
+                return _NOT_SIMPLE  # a continuation after a gap, of a quoted scalar, or not plain
+            value = f"{value} {following[2].rstrip(' ')}"
+            number = following[0]
+            self.at += 1
 
 
 def load(text: str) -> dict | None:
     """The mapping ``text`` holds when it is in the simple subset, else None (use PyYAML)."""
     if not text.isascii() or "\t" in text or "\r" in text or "\\" in text:
         return None
-    lines = [(len(line) - len(line.lstrip(" ")), line.strip(" ")) for line in text.split("\n")]
-    lines = [(indent, body) for indent, body in lines if body and not body.startswith("#")]
-    if lines and lines[0] == (0, "---"):
-        lines = lines[1:]
-    if not lines:
+    lines = _Lines(text)
+    if lines.peek() is not None and lines.peek()[1:] == (0, "---"):
+        lines.at += 1
+    if lines.peek() is None:
         return None  # empty documents and comments only: PyYAML says None, callers decide
     result: dict = {}
-    index = 0
-    while index < len(lines):
-        indent, body = lines[index]
+    while lines.peek() is not None:
+        number, indent, body = lines.peek()
+        lines.at += 1
         if indent != 0 or ":" not in body:
             return None
         raw_key, _sep, rest = body.partition(":")
         key = _key(raw_key)
         if key is None or (rest and not rest.startswith(" ")):
             return None
-        index += 1
         if rest.strip(" "):
-            value = _scalar(rest.strip(" "))
-            if value is _NOT_SIMPLE:
-                return None
-            result[key] = value
-            continue
-        nested = []
-        while index < len(lines) and (lines[index][0] > 0 or lines[index][1].startswith("- ")):
-            nested.append(lines[index])
-            index += 1
-        value = _block(nested)
+            value = lines.scalar(rest.strip(" "), 0, number)
+        else:
+            value = _block(lines)
         if value is _NOT_SIMPLE:
             return None
         result[key] = value
     return result
 
 
-def _block(lines: list[tuple[int, str]]) -> object:
-    """A nested block: a list of scalars, a mapping of keys to scalars, or nothing (null)."""
-    if not lines:
+def _block(lines: _Lines) -> object:
+    """The nested block after ``key:``: a list of scalars, a mapping of keys to scalars, or null."""
+    first = lines.peek()
+    if first is None or not (first[1] > 0 or first[2].startswith("- ")):
         return None
-    indent = lines[0][0]
-    if any(i != indent for i, _body in lines):
-        return _NOT_SIMPLE
-    if all(body.startswith("- ") for _i, body in lines):
-        items = [_scalar(body[2:].strip(" ")) for _i, body in lines]
-        if any(item is _NOT_SIMPLE or item is None for item in items):
-            return _NOT_SIMPLE
-        return items
-    if indent == 0:
-        return _NOT_SIMPLE
+    indent = first[1]
+    if first[2].startswith("- "):
+        items = []
+        while lines.peek() is not None and lines.peek()[1] == indent and lines.peek()[2].startswith("- "):
+            number, _indent, body = lines.peek()
+            lines.at += 1
+            item = lines.scalar(body[2:].strip(" "), indent, number)
+            if item is _NOT_SIMPLE or item is None:
+                return _NOT_SIMPLE
+            items.append(item)
+        following = lines.peek()
+        return items if following is None or following[1] == 0 and not following[2].startswith("-") \
+            else _NOT_SIMPLE
     mapping: dict = {}
-    for _i, body in lines:
+    while lines.peek() is not None and lines.peek()[1] > 0:
+        number, line_indent, body = lines.peek()
+        lines.at += 1
         raw_key, sep, rest = body.partition(":")
         key = _key(raw_key)
-        if not sep or key is None or (rest and not rest.startswith(" ")):
+        if line_indent != indent or not sep or key is None or (rest and not rest.startswith(" ")):
             return _NOT_SIMPLE
-        value = _scalar(rest.strip(" "))
+        value = lines.scalar(rest.strip(" "), indent, number) if rest.strip(" ") else None
         if value is _NOT_SIMPLE:
             return _NOT_SIMPLE
         mapping[key] = value

@@ -38,8 +38,12 @@ def fragment(rng: random.Random) -> str:
                                      for _ in range(rng.randint(1, 3)))
     if kind < 0.78:
         return rng.choice(["# comment\n", "\n", "   \n", "---\n", "...\n", "  # indented comment\n"])
-    if kind < 0.84:
+    if kind < 0.8:
         return f"{key}: {rng.choice(VALUES)}\n  continued {rng.choice(VALUES)}\n"
+    if kind < 0.84:
+        indent, deeper = rng.choice(INDENTS), rng.choice(INDENTS)
+        gap = rng.choice(["", "", "\n", "# c\n"])
+        return f"{key}:\n{indent}- {rng.choice(VALUES)}\n{gap}{indent}{deeper}{rng.choice(VALUES)}\n"
     if kind < 0.9:
         return f"{rng.choice(INDENTS)}{key}: {rng.choice(VALUES)}\n"
     return f"{key}:{rng.choice(['', ' ', 'x', '  '])}\n"
@@ -67,9 +71,14 @@ def test_generated_documents_agree_with_pyyaml_whenever_accepted():
 
 @pytest.mark.parametrize("text", [
     "instance-id: iid-lab-0001\nlocal-hostname: bench\n",
-    "instance-id: iid-bench-0001\nlocal-hostname: bench\npublic-keys:\n- ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF+/= u@h\n",
+    "instance-id: iid-bench-0001\nlocal-hostname: bench\npublic-keys:\n"
+    "- ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIF+/= u@h\n",
     "---\n# seed\ninstance-id: 'i-abc'\nhostname: \"web\"\n\npublic-keys:\n  - ssh-rsa AAAAB3Nza== a@b\n",
     "instance-id: i-1\nplacement:\n  availability-zone: nova\n  region: RegionOne\n",
+    # what yaml.safe_dump writes for a long key: the plain scalar folded onto a second line
+    "instance-id: iid-lab-0001\npublic-keys:\n"
+    "- ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHyNFbMnqOes4N4WGjufSKivh0UNukinzY6/vZehMbPg\n  root@vm\n",
+    "a: b\n  c\n",
 ])
 def test_typical_meta_data_is_read_without_pyyaml(text):
     ours = simple_yaml.load(text)
@@ -77,7 +86,8 @@ def test_typical_meta_data_is_read_without_pyyaml(text):
 
 
 @pytest.mark.parametrize("text", [
-    "", "# only a comment\n", "---\n", "- a\n- b\n", "instance-id: 42\n", "a: yes\n", "a: b\n  c\n",
+    "", "# only a comment\n", "---\n", "- a\n- b\n", "instance-id: 42\n", "a: yes\n", "a: b\n\n  c\n",
+    "a: b\n# c\n  d\n",
     "network-interfaces: |\n  auto eth0\n", "a: [1, 2]\n", "a: 'x' # c\n", "k: \"a\\nb\"\n", "k: é\n",
     "a:\tb\n", "  a: b\n", "a: b\r\n",
 ])
