@@ -22,6 +22,9 @@ STAGING_DIR = "/run/cloudseed/hostkeys"
 KEY_FILE = KEY_DIR + "/ssh_host_{}_key"
 KNOWN_TYPES = ("rsa", "dsa", "ecdsa", "ed25519")
 DEFAULT_TYPES = ("rsa", "ecdsa", "ed25519")
+# Types slow enough (RSA: seconds, and at random up to ~20 s under emulation) that the boot should
+# not wait for them when a faster host key is already there for sshd to start with.
+SLOW_TYPES = ("rsa", "dsa")
 
 
 @dataclass
@@ -71,23 +74,37 @@ def _run_keygen(root: TargetRoot, keytype: str) -> KeygenResult:
     return KeygenResult(keytype, inner, True, message=proc.stdout)
 
 
-def start_early(root: TargetRoot, keytypes: list[str]) -> list[str]:
+def early_types(keytypes: list[str]) -> list[str]:
+    """The types the local stage starts early: the fast ones, unless only slow ones are wanted.
+
+    A slow key (RSA) is not started early when a fast one is wanted too: sshd starts without it
+    and the ssh module has it generated at low priority in the background (``generate`` with
+    ``defer_slow``), so it does not take a CPU from the rest of the boot for seconds.
+    """
+    wanted = [t for t in dict.fromkeys(keytypes) if t in KNOWN_TYPES]
+    fast = [t for t in wanted if t not in SLOW_TYPES]
+    return fast or wanted
+
+
+def start_early(root: TargetRoot, keytypes: list[str], low_priority: bool = False) -> list[str]:
     """Start generating ``keytypes`` now, in the background, into the staging directory.
 
-    Called by the local stage on a new instance so RSA's seconds overlap with network bring-up;
+    Called by the local stage on a new instance so the keys are ready when the ssh module runs;
     ``generate`` later adopts the finished keys instead of starting over. Returns the types started.
     """
     keygen = root.which("ssh-keygen")
     if keygen is None:
         return []
+    nice = root.which("nice") if low_priority else None
+    prefix = [nice, "-n", "10"] if nice else []
     root.makedirs(STAGING_DIR, mode=0o700)
     started = []
     for keytype in dict.fromkeys(keytypes):
         if keytype not in KNOWN_TYPES or root.exists(f"{STAGING_DIR}/ssh_host_{keytype}_key"):
             continue
         try:
-            proc = root.spawn([keygen, "-q", "-t", keytype, "-N", "", "-f", f"{STAGING_DIR}/ssh_host_{keytype}_key"],
-                              env=dict(os.environ, LANG="C"))
+            proc = root.spawn([*prefix, keygen, "-q", "-t", keytype, "-N", "", "-f",
+                               f"{STAGING_DIR}/ssh_host_{keytype}_key"], env=dict(os.environ, LANG="C"))
         except OSError:
             continue
         root.write(f"{STAGING_DIR}/{keytype}.pid", f"{proc.pid}\n", mode=0o600)
@@ -129,9 +146,6 @@ def _adopt_staged(root: TargetRoot, keytype: str, timeout: float = 120.0) -> Key
     return KeygenResult(keytype, key_path(keytype), True, message="", started=started, finished=time.monotonic())
 
 
-# Types slow enough (RSA: seconds, and at random up to ~20 s under emulation) that the boot should
-# not wait for them when a faster host key is already there for sshd to start with.
-SLOW_TYPES = ("rsa", "dsa")
 
 # ssh-keygen writes the public half last, in one write: a non-empty .pub means the pair is complete
 # (its process may linger as a zombie when its parent never waits for it, so that is not awaited).
@@ -191,6 +205,9 @@ def generate(root: TargetRoot, keytypes: list[str], parallel: bool = True,
     if defer_slow and any(t not in SLOW_TYPES for t in wanted):
         for keytype in [t for t in todo if t in SLOW_TYPES]:
             pid = _staged_pid(root, keytype)
+            not_started = pid is None and root.is_live and not root.exists(f"{STAGING_DIR}/ssh_host_{keytype}_key")
+            if not_started and start_early(root, [keytype], low_priority=True):  # start it now, in the background
+                pid = _staged_pid(root, keytype)
             if pid is not None:
                 results.append(_finish_later(root, keytype, pid, key_group))
     deferred = {r.keytype for r in results}

@@ -152,7 +152,8 @@ class Agent:
 
         types = self.system_cfg.get("ssh_genkeytypes", hostkeys.DEFAULT_TYPES)
         try:
-            started = hostkeys.start_early(self.root, [str(t) for t in get_list({"t": types}, "t")])
+            early = hostkeys.early_types([str(t) for t in get_list({"t": types}, "t")])
+            started = hostkeys.start_early(self.root, early)
         except OSError as e:
             LOG.info("early host key generation not started: %s", e)
             return

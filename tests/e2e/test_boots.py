@@ -9,6 +9,7 @@ config drive ISO, OpenStack metadata service. ``CLOUDSEED_E2E=all`` adds the res
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -50,6 +51,18 @@ def test_nocloud_iso_ssh_login_with_injected_key(nocloud, ssh_key):
     proc = ssh(nocloud.first, ssh_key[0], "tester", "id -un; hostname; sudo -n true && echo sudo-ok")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["tester", "e2e-host", "sudo-ok"]
+    # sshd started with the fast key types; the RSA key is generated in the background at low
+    # priority and installed when ready (then sshd is reloaded), with the staging area removed
+    wait_rsa = ("for i in $(seq 100); do sudo test -s /etc/ssh/ssh_host_rsa_key.pub && break; sleep 1; done; "
+                "sleep 1; sudo stat -c '%a %U' /etc/ssh/ssh_host_rsa_key; "
+                "sudo head -c 8 /etc/ssh/ssh_host_rsa_key.pub; echo; "
+                "sudo test -e /run/cloudseed/hostkeys && echo staging-left || echo staging-gone")
+    proc = ssh(nocloud.first, ssh_key[0], "tester", wait_rsa)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["600", "root", "ssh-rsa", "staging-gone"], proc.stdout
+    scan = subprocess.run(["ssh-keyscan", "-t", "rsa", "-p", str(nocloud.first.vm.ssh_port), "127.0.0.1"],
+                          capture_output=True, text=True, timeout=60)
+    assert " ssh-rsa " in scan.stdout, f"sshd does not offer the new RSA key: {scan.stdout} {scan.stderr}"
 
 
 def test_nocloud_iso_provisions_the_instance(nocloud):

@@ -104,3 +104,11 @@ def test_ssh_module_reports_no_error_for_a_deferred_rsa_key(run_on_tmpfs):
         busy.wait()
     wait_for(chroot, ["/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_rsa_key.pub"], timeout=60)
     assert chroot.read_text("/etc/ssh/ssh_host_rsa_key.pub").startswith("ssh-rsa ")
+
+
+def test_local_stage_starts_only_fast_key_types_early():
+    """RSA is left to the ssh module's low-priority background run unless it is the only type wanted."""
+    assert hostkeys.early_types(["rsa", "ecdsa", "ed25519"]) == ["ecdsa", "ed25519"]
+    assert hostkeys.early_types(["rsa"]) == ["rsa"]
+    assert hostkeys.early_types(["rsa", "dsa", "bogus"]) == ["rsa", "dsa"]
+    assert hostkeys.early_types(["ed25519", "ed25519"]) == ["ed25519"]
