@@ -10,7 +10,6 @@ import contextlib
 import logging
 import os
 import subprocess
-import tempfile
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -147,6 +146,8 @@ def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iter
         yield existing
         return
     # /run is there from the first moment of boot; /tmp may not be mounted yet
+    import tempfile
+
     target = tempfile.mkdtemp(prefix="cloudseed-seed-", dir="/run" if os.path.isdir("/run") else None)
     os.chmod(target, 0o700)
     try:

@@ -138,11 +138,19 @@ class Agent:
             if new_instance or (ds is None and first_boot):
                 # last: the key generation then overlaps with network bring-up, not with this stage
                 self._start_host_keys_early()
+            self._prefetch_for_network_stage()
         except Exception as e:  # the stage itself must finish and say what happened
             LOG.exception("local stage failed")
             self.status.crash("local", f"local stage: {type(e).__name__}: {e}")
             return 1
         return self._end("local", started, errors, warnings, [])
+
+    def _prefetch_for_network_stage(self) -> None:
+        """Have the kernel read ahead the files the network stage imports (it starts after DHCP)."""
+        if self.root.is_live:
+            from cloudseed.agent import prefetch
+
+            prefetch.warm(prefetch.network_stage_files())
 
     def _start_host_keys_early(self) -> None:
         """Begin SSH host key generation now so it overlaps with network bring-up (ssh adopts them)."""

@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import glob
-import gzip
-import shlex
-from typing import Optional
 
 from cloudseed.network import NetworkConfigError
 
@@ -23,12 +19,14 @@ DISABLED = {"config": "disabled"}
 
 def _tokens(cmdline: str) -> list:
     try:
+        import shlex
+
         return shlex.split(cmdline or "")
     except ValueError:
         return (cmdline or "").split()
 
 
-def network_config_from_cmdline(cmdline: str) -> Optional[dict]:
+def network_config_from_cmdline(cmdline: str) -> dict | None:
     """The ``network-config=`` value decoded, ``DISABLED``, or None when absent."""
     value = None
     for tok in _tokens(cmdline):
@@ -44,6 +42,8 @@ def network_config_from_cmdline(cmdline: str) -> Optional[dict]:
         raise NetworkConfigError("kernel command line network-config=: not valid base64") from None
     if blob[:2] == b"\x1f\x8b":
         try:
+            import gzip
+
             blob = gzip.decompress(blob)
         except OSError as e:
             raise NetworkConfigError(f"kernel command line network-config=: bad gzip data ({e})") from None
@@ -62,7 +62,7 @@ def has_ip_param(cmdline: str) -> bool:
     return any(t.startswith(("ip=", "ip6=")) for t in _tokens(cmdline))
 
 
-def initramfs_config(cmdline: str, root=None, macs: Optional[dict] = None) -> Optional[dict]:
+def initramfs_config(cmdline: str, root=None, macs: dict | None = None) -> dict | None:
     """v1 config for what the initramfs configured (``ip=`` on the command line), or None."""
     if not has_ip_param(cmdline):
         return None
@@ -79,6 +79,8 @@ def _host(root, inner: str) -> str:
 
 
 def _klibc_files(root) -> list:
+    import glob
+
     return sorted(glob.glob(_host(root, "/run/net-*.conf")) + glob.glob(_host(root, "/run/net6-*.conf")))
 
 
@@ -90,6 +92,8 @@ def _shell_vars(text: str) -> dict:
             continue
         k, v = line.split("=", 1)
         try:
+            import shlex
+
             parts = shlex.split(v)
             v = parts[0] if parts else ""
         except ValueError:
@@ -135,7 +139,7 @@ def _from_klibc(files: list, macs: dict) -> dict:
     return {"version": 1, "config": list(by_name.values())}
 
 
-def _from_ip_param(cmdline: str, root) -> Optional[dict]:
+def _from_ip_param(cmdline: str, root) -> dict | None:
     """Read ``ip=`` itself (kernel/dracut syntax) when no klibc state files exist."""
     config = []
     for tok in _tokens(cmdline):

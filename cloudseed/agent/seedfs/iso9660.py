@@ -16,7 +16,7 @@ chains are bounded.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import Image, Plan, SeedFSError
 
@@ -44,17 +44,10 @@ def probe(head: bytes) -> bool:
     return len(head) >= off + 7 and head[off + 1:off + 6] == b"CD001" and head[off] in (0, 1, 2, 3, 255)
 
 
-class Record(NamedTuple):
-    """One directory record."""
+class Record(namedtuple("Record", "lba ext_attr_len size flags unit_size gap_size name system_use")):
+    """One directory record (a plain named tuple: the typing module is not imported at boot)."""
 
-    lba: int
-    ext_attr_len: int
-    size: int
-    flags: int
-    unit_size: int
-    gap_size: int
-    name: bytes
-    system_use: bytes
+    __slots__ = ()
 
 
 def _parse_record(buf: bytes, pos: int, where: str) -> Record:
