@@ -3,7 +3,8 @@
 Units go to ``/usr/lib/systemd/system``, the generator to ``/usr/lib/systemd/system-generators``;
 the generator enables ``cloudseed.target`` at each boot unless the agent is disabled or no
 datasource can exist. ``--with-package`` also copies this cloudseed package into the root's
-``/usr/lib/python3/dist-packages`` with a ``/usr/bin/cloudseed`` launcher (for images).
+``/usr/lib/python3/dist-packages`` with a ``/usr/bin/cloudseed`` launcher (for images), byte-compiled,
+with the merged module schema cached beside it (see ``cloudseed.agent.schema``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def install_package(root, compile_bytecode: bool = True) -> int:
                mode=0o755)
     if compile_bytecode and root.which("python3"):
         root.run(["python3", "-m", "compileall", "-q", PACKAGE_DIR], check=False)
+    from cloudseed.agent.schema import write_schema_cache
+
+    write_schema_cache(root.path(PACKAGE_DIR))  # the boot then needs not import every module
     return count
 
 

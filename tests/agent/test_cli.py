@@ -168,6 +168,22 @@ def test_install_puts_units_and_generator_into_a_root(target):
     assert os.access(generator, os.X_OK)
 
 
+def test_install_with_package_caches_the_module_schema_until_a_module_changes(target):
+    result = cli("install", "--with-package", "--no-compile", root=target)
+    assert result.returncode == 0, result.stderr
+    from cloudseed.agent import schema
+
+    installed = target.path("/usr/lib/python3/dist-packages/cloudseed")
+    cached = json.loads(target.read_text("/usr/lib/python3/dist-packages/cloudseed/data/module-schema.json"))
+    assert cached["schema"] == schema.build_module_schema()
+    assert schema._cached_module_schema(installed) == cached["schema"]
+    assert "users" in cached["schema"]["properties"] and "runcmd" in cached["schema"]["properties"]
+    # a module edited after the install: the stamp no longer matches and the cache is not used
+    module = os.path.join(installed, "agent", "modules", "runcmd.py")
+    os.utime(module, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert schema._cached_module_schema(installed) is None
+
+
 def test_units_pass_systemd_analyze_verify(target, tmp_path):
     import shutil
 

@@ -10,13 +10,11 @@ never in instance data. Passwords reach ``chpasswd`` on stdin.
 from __future__ import annotations
 
 import re
-import secrets
 import string
 
 from cloudseed.agent.config import as_bool
 from cloudseed.agent.distros import DistroError
 from cloudseed.agent.modules import STAGE_CONFIG, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.modules.ssh import apply_password_auth
 from cloudseed.agent.users import default_user_name
 
 _HASH = re.compile(r"^\$(1|2a|2b|2y|5|6|7|y|gy|sha1|md5)\$[^:\n]+$")
@@ -43,6 +41,8 @@ MODULE = ModuleSpec(
 
 
 def random_password(length: int = 20) -> str:
+    import secrets
+
     return "".join(secrets.choice(_RANDOM_ALPHABET) for _ in range(length))
 
 
@@ -133,7 +133,10 @@ def handle(ctx: ModuleContext) -> None:
             except DistroError as e:
                 problems.append(f"chpasswd.expire: {e}")
     try:
-        apply_password_auth(ctx)
+        if "ssh_pwauth" in ctx.cfg:  # the ssh module (and what it imports) only when asked
+            from cloudseed.agent.modules.ssh import apply_password_auth
+
+            apply_password_auth(ctx)
     except ModuleError as e:
         problems.append(str(e))
     if problems:
