@@ -144,6 +144,13 @@ class Distro:
         """Set the running kernel's hostname (only when acting on the live system)."""
         if not self.root.is_live:
             return
+        try:  # the system call (what hostname(1) makes), without a process per boot
+            import socket
+
+            socket.sethostname(hostname)
+            return
+        except (OSError, AttributeError, UnicodeError) as e:
+            LOG.info("sethostname(%s) failed (%s); trying the hostname command", hostname, e)
         try:
             self.root.run(["hostname", hostname])
         except CommandError as e:
