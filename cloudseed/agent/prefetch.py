@@ -32,22 +32,34 @@ def _files_in(directory: str, suffixes: tuple[str, ...]) -> list[str]:
         return []
 
 
+def _modules_of(directory: str, tag: str) -> list[str]:
+    """What importing each module of ``directory`` reads: its compiled file, or its source without one."""
+    compiled = set(_files_in(os.path.join(directory, "__pycache__"), (tag,)))
+    files = []
+    for source in _files_in(directory, (".py",)):
+        name = os.path.basename(source)[:-3]
+        cached = os.path.join(directory, "__pycache__", name + tag)
+        files.append(cached if cached in compiled else source)
+    return files
+
+
 def network_stage_files() -> list[str]:
-    """The files the network stage will import, where they exist (compiled forms only)."""
+    """The files the network stage will import, where they exist."""
     tag = f".{sys.implementation.cache_tag}.pyc"
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the cloudseed package
     files = []
     for package in CLOUDSEED_PACKAGES:
-        files += _files_in(os.path.join(here, package, "__pycache__"), (tag,))
+        files += _modules_of(os.path.join(here, package), tag)
     yaml_dir = os.path.join(os.path.dirname(here), "yaml")  # usually beside cloudseed
     if not os.path.isdir(yaml_dir):
         yaml_dir = next((os.path.join(p, "yaml") for p in sys.path if os.path.isdir(os.path.join(p, "yaml"))), "")
     if yaml_dir:
-        files += _files_in(os.path.join(yaml_dir, "__pycache__"), (tag,)) + _files_in(yaml_dir, (".so",))
+        files += _modules_of(yaml_dir, tag) + _files_in(yaml_dir, (".so",))
     stdlib = os.path.dirname(os.__file__)
     for module in STDLIB_MODULES:
         directory, name = os.path.split(os.path.join(stdlib, module))
-        files.append(os.path.join(directory, "__pycache__", name + tag))
+        cached = os.path.join(directory, "__pycache__", name + tag)
+        files.append(cached if os.path.exists(cached) else os.path.join(directory, name + ".py"))
     extensions = _files_in(os.path.join(stdlib, "lib-dynload"), (".so",))
     files += [path for path in extensions if os.path.basename(path).split(".")[0] in STDLIB_EXTENSIONS]
     return files

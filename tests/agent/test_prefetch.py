@@ -22,11 +22,15 @@ runcmd: [echo run]
 """
 
 CODE = """
-import json, sys
+import json, os, sys
 from cloudseed.cli import main
 
+def read_file(module):  # what the import read: the compiled file when there is one, else the source
+    cached, source = getattr(module, "__cached__", None), getattr(module, "__file__", None)
+    return cached if cached and os.path.exists(cached) else source
+
 def loaded():
-    return {getattr(m, "__cached__", None) or getattr(m, "__file__", None) for m in list(sys.modules.values())} - {None}
+    return {read_file(m) for m in list(sys.modules.values())} - {None}
 
 root = sys.argv[1]
 main(["--root", root, "init", "--local"])
