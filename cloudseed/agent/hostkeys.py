@@ -146,7 +146,6 @@ def _adopt_staged(root: TargetRoot, keytype: str, timeout: float = 120.0) -> Key
     return KeygenResult(keytype, key_path(keytype), True, message="", started=started, finished=time.monotonic())
 
 
-
 # ssh-keygen writes the public half last, in one write: a non-empty .pub means the pair is complete
 # (its process may linger as a zombie when its parent never waits for it, so that is not awaited).
 _FINISH_LATER = """pid={pid}; staged={staged}; final={final}; group={group}; waited=0
