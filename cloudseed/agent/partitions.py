@@ -172,6 +172,15 @@ def grow(device: str, number: int, dry_run: bool = False) -> Growth:
     cannot be read or written, and OSError (with the table already written) when the kernel
     refuses the new size of a block device's partition.
     """
+    # planned read-only first: with nothing to do (every later boot) the disk is never opened for
+    # writing, whose close would make udev probe it and its partitions again
+    planned = _grow_opened(device, number, dry_run=True)
+    if dry_run or not planned.changed:
+        return planned
+    return _grow_opened(device, number, dry_run=False)
+
+
+def _grow_opened(device: str, number: int, dry_run: bool) -> Growth:
     fd = os.open(device, os.O_RDONLY if dry_run else os.O_RDWR)
     try:
         sector_size = _sector_size(device, fd)

@@ -127,3 +127,22 @@ def test_missing_partition_and_missing_table_are_clear_errors(tmp_path):
         f.truncate(8 * MiB)
     with pytest.raises(partitions.PartitionError, match="no partition table"):
         partitions.grow(str(blank), 1)
+
+
+def test_a_disk_with_nothing_to_grow_is_only_opened_read_only(tmp_path, monkeypatch):
+    """Closing a disk opened for writing makes udev probe it again: not on every boot for nothing."""
+    import os
+
+    disk = tmp_path / "disk.img"
+    make_disk(disk, "label: gpt\n,32M\n", 64 * MiB, 128 * MiB)
+    partitions.grow(str(disk), 1)
+    flags = []
+    real_open = os.open
+
+    def recording_open(path, mode, *args, **kwargs):
+        flags.append(mode)
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(partitions.os, "open", recording_open)
+    assert not partitions.grow(str(disk), 1).changed
+    assert flags and all(mode & os.O_ACCMODE == os.O_RDONLY for mode in flags)
