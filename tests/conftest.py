@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 @pytest.fixture
 def target(tmp_path):
     """A TargetRoot over an empty directory with /etc/passwd, /etc/group and an os-release."""
-    from cloudseed.agent.root import TargetRoot
+    from cloudseed.core.root import TargetRoot
 
     root = tmp_path / "root"
     (root / "etc").mkdir(parents=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import logging
 
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -33,15 +33,23 @@ BUILTIN: dict[str, Any] = {
     "disable_root": True,
     "preserve_hostname": False,
     "ssh_pwauth": None,
+    # cloud-init's module lists and order (modules of other distro families skip themselves)
     "cloud_init_modules": [
-        "seed_random", "bootcmd", "write_files", "growpart", "resizefs", "set_hostname",
-        "update_hostname", "update_etc_hosts", "ca_certs", "users_groups", "ssh", "resolv_conf",
+        "seed_random", "bootcmd", "write_files", "growpart", "resizefs", "disk_setup", "mounts",
+        "set_hostname", "update_hostname", "update_etc_hosts", "ca_certs", "rsyslog", "users_groups", "ssh",
+        "resolv_conf",
     ],
-    "cloud_config_modules": ["locale", "set_passwords", "timezone", "runcmd"],
+    "cloud_config_modules": [
+        "wireguard", "snap", "ubuntu_autoinstall", "ssh_import_id", "keyboard", "locale", "set_passwords",
+        "grub_dpkg", "apt_pipelining", "apt_configure", "yum_add_repo", "zypper_add_repo", "apk_configure",
+        "rh_subscription", "spacewalk", "ubuntu_pro", "ntp", "timezone", "disable_ec2_metadata", "runcmd",
+        "byobu", "raspberry_pi",
+    ],
     "cloud_final_modules": [
-        "write_files_deferred", "scripts_vendor", "scripts_per_once", "scripts_per_boot",
-        "scripts_per_instance", "scripts_user", "ssh_authkey_fingerprints", "keys_to_console",
-        "phone_home", "final_message", "power_state_change",
+        "package_update_upgrade_install", "fan", "landscape", "lxd", "ubuntu_drivers", "write_files_deferred",
+        "puppet", "chef", "ansible", "mcollective", "salt_minion", "reset_rmc", "scripts_vendor",
+        "scripts_per_once", "scripts_per_boot", "scripts_per_instance", "scripts_user", "ssh_authkey_fingerprints",
+        "keys_to_console", "install_hotplug", "phone_home", "final_message", "power_state_change",
     ],
     "vendor_data": {"enabled": True},
     "system_info": {},
@@ -152,24 +160,3 @@ def is_disabled(root: TargetRoot, cmdline: str) -> str | None:
         if token in ("cloudseed=disabled", "cloud-init=disabled"):
             return f"kernel command line has {token}"
     return None
-
-
-def get_list(cfg: dict, key: str) -> list:
-    """``cfg[key]`` as a list (a single string becomes a one-item list, None an empty list)."""
-    value = cfg.get(key)
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]
-
-
-def as_bool(value: Any, default: bool = False) -> bool:
-    """cloud-config booleans: true/false and the strings YAML 1.1 users write for them."""
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "yes", "on", "1", "y")
-    return bool(value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def datasource_names(cfg: dict[str, Any], cmdline: str) -> tuple[list[str], str]
         key, sep, value = token.partition("=")
         if sep and key in CMDLINE_LIST_KEYS and value:
             return [v for v in value.split(",") if v], f"kernel command line {key}"
-    from cloudseed.agent.config import get_list
+    from cloudseed.core.values import get_list
 
     return [str(n) for n in get_list(cfg, "datasource_list")], "datasource_list"
 

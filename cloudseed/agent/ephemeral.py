@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 
 LOG = logging.getLogger("cloudseed.ephemeral")
 

@@ -14,7 +14,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from cloudseed.agent.root import CommandError, TargetRoot
+from cloudseed.core.root import CommandError, TargetRoot
 
 KEY_DIR = "/etc/ssh"
 # Keys started early in the boot (local stage) wait here until the ssh module takes them.

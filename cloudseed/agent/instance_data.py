@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 import os
 
-from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import Paths, write_json
+from cloudseed.core.root import TargetRoot
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:

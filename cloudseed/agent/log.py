@@ -10,8 +10,8 @@ import logging
 import os
 import sys
 
-from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import LOG_FILE
+from cloudseed.core.root import TargetRoot
 
 _FORMAT = "%(asctime)s %(name)s[%(process)d] %(levelname)s: %(message)s"
 

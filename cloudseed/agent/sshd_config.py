@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from cloudseed.agent.root import CommandError, TargetRoot
+from cloudseed.core.root import CommandError, TargetRoot
 
 LOG = logging.getLogger("cloudseed.sshd")
 

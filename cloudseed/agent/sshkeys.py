@@ -15,7 +15,7 @@ import hashlib
 import struct
 from dataclasses import dataclass
 
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 
 KEY_TYPES = (
     "ssh-rsa", "ssh-dss", "ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",

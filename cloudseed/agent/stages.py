@@ -14,13 +14,14 @@ import logging
 import time
 
 from cloudseed.agent import instance_data
-from cloudseed.agent.config import as_bool, get_list, is_disabled, load_system_config, read_cmdline
+from cloudseed.agent.config import is_disabled, load_system_config, read_cmdline
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.log import console
 from cloudseed.agent.modules import STAGE_LIST_KEYS, ModuleContext, run_module, run_stage_modules
-from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import Paths, ensure_dirs, read_json, write_json
 from cloudseed.agent.status import StatusRecorder
+from cloudseed.core.root import TargetRoot
+from cloudseed.core.values import as_bool, get_list
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import os
 import re
 from typing import Any
 
-from cloudseed.agent.root import CommandError, TargetRoot
+from cloudseed.core.root import CommandError, TargetRoot
 
 SUDOERS = "/etc/sudoers"
 SUDOERS_DIR = "/etc/sudoers.d"

@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 
 USER_TEMPLATE_DIRS = ("/etc/cloudseed/templates", "/etc/cloud/templates")
 PACKAGE_TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "templates")

@@ -13,8 +13,8 @@ import logging
 
 from cloudseed.agent import instance_data
 from cloudseed.agent.config import merge_config
-from cloudseed.agent.root import CommandError
 from cloudseed.agent.state import SCRIPT_DIRS
+from cloudseed.core.root import CommandError
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 

@@ -12,9 +12,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudseed.agent.root import TargetRoot
     from cloudseed.agent.state import Paths, read_json
     from cloudseed.agent.status import summarize
+    from cloudseed.core.root import TargetRoot
 
     paths = Paths(TargetRoot(args.root))
     summary = summarize(read_json(paths.root, paths.status_file))

@@ -14,9 +14,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudseed.agent.root import TargetRoot
     from cloudseed.agent.scripts import OUTPUT_LOG
     from cloudseed.agent.state import DATA_DIR, LOG_FILE, RUN_DIR
+    from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
     removed = []

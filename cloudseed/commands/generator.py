@@ -27,7 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.config import load_system_config, read_cmdline
     from cloudseed.agent.detect import decide
-    from cloudseed.agent.root import TargetRoot
+    from cloudseed.core.root import TargetRoot
 
     started = time.monotonic()
     root = TargetRoot(args.root)

@@ -66,7 +66,7 @@ def install_package(root, compile_bytecode: bool = True) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudseed.agent.root import TargetRoot
+    from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
     units = install_units(root)

@@ -13,8 +13,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.log import setup_logging
-    from cloudseed.agent.root import TargetRoot
     from cloudseed.agent.stages import Agent
+    from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, args.mode)

@@ -90,7 +90,7 @@ def run(args) -> int:
         return _err(f"{label}: cannot read: {e.strerror or e}")
     except ValueError as e:
         return _err(f"{label}: {e}")
-    from cloudseed.agent.root import RootError, TargetRoot
+    from cloudseed.core.root import RootError, TargetRoot
     from cloudseed.network import NetworkConfigError
     from cloudseed.network.output import write_files
     from cloudseed.network.parsers import parse

@@ -67,8 +67,8 @@ def _text(value: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent import instance_data
-    from cloudseed.agent.root import TargetRoot
     from cloudseed.agent.state import Paths
+    from cloudseed.core.root import TargetRoot
 
     if args.instance_data:
         try:

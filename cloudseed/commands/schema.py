@@ -80,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
         documents.append((args.config_file, text, True))
     else:
         from cloudseed.agent.config import CONFIG_FILES
-        from cloudseed.agent.root import TargetRoot
         from cloudseed.agent.state import DATA_DIR
+        from cloudseed.core.root import TargetRoot
 
         root = TargetRoot(args.root)
         for main_file, drop_dir in CONFIG_FILES:

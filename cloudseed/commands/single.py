@@ -14,9 +14,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.log import setup_logging
-    from cloudseed.agent.root import TargetRoot
     from cloudseed.agent.stages import Agent
     from cloudseed.agent.state import normalize_frequency
+    from cloudseed.core.root import TargetRoot
 
     try:
         frequency = normalize_frequency(args.frequency) if args.frequency else None

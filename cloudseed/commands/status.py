@@ -51,8 +51,8 @@ def _stage_process_gone(root, paths) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudseed.agent.root import TargetRoot
     from cloudseed.agent.state import Paths
+    from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
     paths = Paths(root)

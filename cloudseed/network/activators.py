@@ -17,7 +17,7 @@ TIMEOUT = 120
 
 
 def _run(root, argv: list, errors: list) -> bool:
-    from cloudseed.agent.root import CommandError
+    from cloudseed.core.root import CommandError
 
     try:
         root.run(argv, check=True, timeout=TIMEOUT)

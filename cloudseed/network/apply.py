@@ -131,7 +131,7 @@ def apply_network(root, *, system_cfg: dict, datasource_config: dict | None, cmd
     if files is None:
         report["skipped_reason"] = report["skipped_reason"] or "no usable network configuration"
         return report
-    from cloudseed.agent.root import RootError
+    from cloudseed.core.root import RootError
     from cloudseed.network.output import write_files
 
     try:

@@ -10,8 +10,8 @@ import pytest
 
 from cloudseed.agent.modules import ModuleContext, run_module
 from cloudseed.agent.modules.resizefs import resize_mount
-from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import Paths
+from cloudseed.core.root import TargetRoot
 
 
 def sysfs(path: str) -> str:

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from cloudseed.agent.root import CommandError, TargetRoot
+from cloudseed.core.root import CommandError, TargetRoot
 
 
 def test_write_sets_mode_and_owner_atomically(target):

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from net_support import add_dev
 
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 from cloudseed.network import parse, render
 from cloudseed.network.fallback import candidates, choose_fallback_nic, fallback_config
 
@@ -97,7 +97,7 @@ def netns():
 
 def _choose_in(ns: str):
     """Run choose_fallback_nic on the live root inside the namespace (ip netns exec remounts /sys)."""
-    code = ("import json; from cloudseed.agent.root import TargetRoot; "
+    code = ("import json; from cloudseed.core.root import TargetRoot; "
             "from cloudseed.network.fallback import candidates; "
             "print(json.dumps(candidates(TargetRoot('/'))))")
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))

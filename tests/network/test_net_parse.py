@@ -9,7 +9,7 @@ from net_corpus import cases, load, macs_for
 from net_semantic import facts_netplan
 from net_support import add_dev
 
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 from cloudseed.network import NetworkConfigError, parse, render, to_network_data
 from cloudseed.network.parsers import parse as parse_in_root
 

@@ -18,7 +18,7 @@ from net_corpus import RENDERERS, cases, distro_for, kind, load, macs_for, path_
 from net_differences import Ctx, explain
 from net_semantic import FACTS, load_tree
 
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 from cloudseed.network import parse, render
 from cloudseed.network.output import write_files
 

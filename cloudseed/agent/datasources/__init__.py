@@ -13,8 +13,8 @@ import base64
 import importlib
 import logging
 
-from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import Paths
+from cloudseed.core.root import TargetRoot
 
 TYPE_CHECKING = False  # typing and dataclasses are not imported at boot
 if TYPE_CHECKING:

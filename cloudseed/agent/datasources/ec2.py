@@ -52,7 +52,7 @@ class Imds:
         return {TOKEN_HEADER: self.token} if self.token else {}
 
     def renew_token(self) -> None:
-        from cloudseed.agent.http import request
+        from cloudseed.core.http import request
 
         resp = request(f"{self.base}/{TOKEN_PATH}", method="PUT", headers={TTL_HEADER: TOKEN_TTL},
                        timeout=self.limits.timeout, max_bytes=4096)
@@ -60,7 +60,7 @@ class Imds:
 
     def get(self, path: str, max_bytes: int = MAX_LEAF) -> bytes | None:
         """The body at ``path`` (None on 404), renewing an expired token once."""
-        from cloudseed.agent.http import FetchError, fetch
+        from cloudseed.core.http import FetchError, fetch
 
         self.requests += 1
         if self.requests > MAX_ENTRIES:
@@ -272,7 +272,7 @@ class Ec2(Datasource):
                 raise
 
     def _connect(self, urls: list[str], limits: ServiceLimits, v1_allowed: Any) -> Imds | None:
-        from cloudseed.agent.http import FetchError, first_answer
+        from cloudseed.core.http import FetchError, first_answer
 
         def final(e: FetchError) -> bool:  # the service is there and said no
             return e.status is not None and 400 <= e.status < 500 and e.status not in (408, 429)

@@ -228,7 +228,7 @@ class NoCloud(Datasource):
         """
         import time
 
-        from cloudseed.agent.http import FetchError, fetch
+        from cloudseed.core.http import FetchError, fetch
 
         base = seedfrom if seedfrom.endswith("/") else seedfrom + "/"
         cfg = self.ctx.ds_cfg("NoCloud")

@@ -80,7 +80,7 @@ class OpenStack(Datasource):
             return self._crawl(urls_from_cfg(section, DEFAULT_URLS), limits)
 
     def _crawl(self, urls: list[str], limits: ServiceLimits) -> bool:
-        from cloudseed.agent.http import FetchError, fetch, first_answer
+        from cloudseed.core.http import FetchError, fetch, first_answer
 
         started = time.monotonic()
         answer = first_answer([f"{u}/openstack" for u in urls], timeout=limits.max_wait,

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, Sequence
 
-from cloudseed.agent.root import CommandError, TargetRoot
+from cloudseed.core.root import CommandError, TargetRoot
 
 LOG = logging.getLogger("cloudseed.distro")
 

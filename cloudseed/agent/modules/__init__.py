@@ -14,8 +14,8 @@ import importlib
 import logging
 import time
 
-from cloudseed.agent.root import TargetRoot
 from cloudseed.agent.state import PER_INSTANCE, Paths, Semaphores, normalize_frequency
+from cloudseed.core.root import TargetRoot
 
 TYPE_CHECKING = False  # typing and dataclasses are not imported at boot
 if TYPE_CHECKING:
@@ -36,10 +36,11 @@ STAGE_LIST_KEYS = {
 class ModuleSpec:
     """What a module declares about itself."""
 
-    __slots__ = ("name", "stage", "frequency", "activate_by", "distros", "schema", "title")
+    __slots__ = ("name", "stage", "frequency", "activate_by", "distros", "schema", "title", "examples")
 
     def __init__(self, name: str, stage: str, frequency: str = PER_INSTANCE, activate_by: tuple[str, ...] = (),
-                 distros: tuple[str, ...] = (), schema: dict | None = None, title: str = ""):
+                 distros: tuple[str, ...] = (), schema: dict | None = None, title: str = "",
+                 examples: tuple[str, ...] = ()):
         self.name = name
         self.stage = stage
         self.frequency = frequency
@@ -47,6 +48,9 @@ class ModuleSpec:
         self.distros = tuple(distros)  # distro families ("debian", "rhel"); () = all
         self.schema = schema or {}  # {"properties": {...}} for the keys it owns
         self.title = title
+        # cloud-config documents (YAML text) that show the module's keys; each is validated against
+        # the schema and run in a temporary root by the tests, and printed in the module reference
+        self.examples = tuple(examples)
 
     def __repr__(self) -> str:
         return f"ModuleSpec({self.name!r}, stage={self.stage!r}, frequency={self.frequency!r})"

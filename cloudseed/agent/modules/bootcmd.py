@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.root import CommandError
 from cloudseed.agent.scripts import commands_to_script, run_script
 from cloudseed.agent.state import PER_BOOT
+from cloudseed.core.root import CommandError
 
 _COMMAND_LIST = {
     "type": "array",

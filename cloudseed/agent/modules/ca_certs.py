@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
-from cloudseed.agent.config import as_bool, get_list
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.root import CommandError
+from cloudseed.core.root import CommandError
+from cloudseed.core.values import as_bool, get_list
 
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----\s*\n([A-Za-z0-9+/=\s]+)\n-----END CERTIFICATE-----")
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import socket
 
-from cloudseed.agent.config import as_bool, get_list
 from cloudseed.agent.hostkeys import public_host_keys
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleSpec
 from cloudseed.agent.sshkeys import fingerprint, key_bits
+from cloudseed.core.values import as_bool, get_list
 
 MODULE = ModuleSpec(
     name="keys_to_console", stage=STAGE_FINAL,

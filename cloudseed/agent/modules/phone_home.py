@@ -45,7 +45,7 @@ def collect(ctx: ModuleContext, wanted: list[str]) -> dict[str, str]:
 
 
 def handle(ctx: ModuleContext) -> None:
-    from cloudseed.agent.http import FetchError, request
+    from cloudseed.core.http import FetchError, request
 
     settings = ctx.cfg.get("phone_home")
     if not isinstance(settings, dict) or not settings.get("url"):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from cloudseed.agent.config import as_bool
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
 from cloudseed.agent.scripts import ScriptFailures, run_parts
+from cloudseed.core.values import as_bool
 
 MODULE = ModuleSpec(
     name="scripts_vendor", stage=STAGE_FINAL, title="Run vendor-data scripts",

@@ -13,9 +13,9 @@ import gzip
 import os
 import stat
 
-from cloudseed.agent.config import as_bool
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.root import CommandError
+from cloudseed.core.root import CommandError
+from cloudseed.core.values import as_bool
 
 MODULE = ModuleSpec(
     name="seed_random", stage=STAGE_INIT,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 
-from cloudseed.agent.config import as_bool
 from cloudseed.agent.hostnames import HostnameError, choose, resolve
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
 from cloudseed.agent.state import PER_INSTANCE
+from cloudseed.core.values import as_bool
 
 HOSTNAME_SCHEMA = {
     "hostname": {"type": "string", "description": "The short host name (or an FQDN)."},

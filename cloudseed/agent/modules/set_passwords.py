@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 import string
 
-from cloudseed.agent.config import as_bool
 from cloudseed.agent.distros import DistroError
 from cloudseed.agent.modules import STAGE_CONFIG, ModuleContext, ModuleError, ModuleSpec
 from cloudseed.agent.users import default_user_name
+from cloudseed.core.values import as_bool
 
 _HASH = re.compile(r"^\$(1|2a|2b|2y|5|6|7|y|gy|sha1|md5)\$[^:\n]+$")
 _RANDOM_ALPHABET = "".join(c for c in string.ascii_letters + string.digits if c not in "lIO01")

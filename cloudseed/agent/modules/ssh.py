@@ -15,11 +15,11 @@ import re
 import time
 
 from cloudseed.agent import hostkeys, sshd_config
-from cloudseed.agent.config import as_bool, get_list
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.root import CommandError, RootError
 from cloudseed.agent.sshkeys import DISABLE_ROOT_OPTS, SshKeyError, install_authorized_keys, parse_key
 from cloudseed.agent.users import default_user_name
+from cloudseed.core.root import CommandError, RootError
+from cloudseed.core.values import as_bool, get_list
 
 DEFAULT_KEY_TYPES = list(hostkeys.DEFAULT_TYPES)
 PUBLISH_EXCLUDE = ["dsa"]

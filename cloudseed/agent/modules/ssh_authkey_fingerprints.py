@@ -6,10 +6,10 @@ One table per user (the default user and ``users`` entries that have a home), ha
 
 from __future__ import annotations
 
-from cloudseed.agent.config import as_bool
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
 from cloudseed.agent.sshkeys import fingerprint, read_authorized_keys
 from cloudseed.agent.users import UsersConfigError, normalize_users
+from cloudseed.core.values import as_bool
 
 MODULE = ModuleSpec(
     name="ssh_authkey_fingerprints", stage=STAGE_FINAL,

@@ -8,11 +8,11 @@ everything else in the file. ``false`` or absent: the file is left alone.
 
 from __future__ import annotations
 
-from cloudseed.agent.config import as_bool
 from cloudseed.agent.hostnames import HostnameError, resolve, update_hosts_entry
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
 from cloudseed.agent.state import PER_BOOT
 from cloudseed.agent.system_templates import TemplateError, render_named
+from cloudseed.core.values import as_bool
 
 HOSTS_FILE = "/etc/hosts"
 

@@ -7,11 +7,11 @@ changed the file since, their name is kept. ``preserve_hostname: true`` disables
 
 from __future__ import annotations
 
-from cloudseed.agent.config import as_bool
 from cloudseed.agent.hostnames import HostnameError, choose, resolve
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
 from cloudseed.agent.modules.set_hostname import HOSTNAME_SCHEMA, apply_hostname, previous_hostname_file
 from cloudseed.agent.state import PER_BOOT
+from cloudseed.core.values import as_bool
 
 MODULE = ModuleSpec(
     name="update_hostname", stage=STAGE_INIT, frequency=PER_BOOT,

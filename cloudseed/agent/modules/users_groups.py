@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudseed.agent.config import as_bool
 from cloudseed.agent.distros import DistroError, file_header
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.root import CommandError, RootError
 from cloudseed.agent.sshkeys import DISABLE_ROOT_OPTS, SshKeyError, install_authorized_keys, parse_key
 from cloudseed.agent.sudoers import (
     RuleError,
@@ -32,6 +30,8 @@ from cloudseed.agent.users import (
     normalize_users,
     split_names,
 )
+from cloudseed.core.root import CommandError, RootError
+from cloudseed.core.values import as_bool
 
 _NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
                     {"type": "object"}]}

@@ -12,9 +12,9 @@ import binascii
 import gzip
 from typing import Any
 
-from cloudseed.agent.config import as_bool
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.root import RootError
+from cloudseed.core.root import RootError
+from cloudseed.core.values import as_bool
 
 DEFAULT_PERMISSIONS = 0o644
 DEFAULT_OWNER = "root:root"

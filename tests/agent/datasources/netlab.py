@@ -111,7 +111,7 @@ class NetLab:
 FIND_CODE = """
 import base64, json, logging, sys, time
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 from cloudseed.agent.state import Paths
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 root = TargetRoot(ROOT)

@@ -41,9 +41,9 @@ def _server(lab: NetLab, tree) -> None:
 GUEST_CODE = """
 import json, subprocess, logging, sys
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 from cloudseed.agent.ephemeral import ephemeral_network
-from cloudseed.agent.http import fetch
+from cloudseed.core.http import fetch
 
 def state():
     addrs = json.loads(subprocess.run(["ip", "-j", "-4", "addr", "show", "dev", IFACE],
@@ -105,7 +105,7 @@ def test_no_dhcp_server_fails_fast_and_leaves_nothing(dhcp_lab):
     lab, _tree, _tmp = dhcp_lab
     code = f"""
 import json, time, subprocess
-from cloudseed.agent.root import TargetRoot
+from cloudseed.core.root import TargetRoot
 from cloudseed.agent.ephemeral import ephemeral_network, EphemeralError
 t = time.monotonic()
 try:

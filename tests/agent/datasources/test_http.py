@@ -11,7 +11,7 @@ import time
 import pytest
 from mdserver import Server, make_handler
 
-from cloudseed.agent.http import FetchError, fetch, fetch_response, first_answer, request
+from cloudseed.core.http import FetchError, fetch, fetch_response, first_answer, request
 
 
 @pytest.fixture

@@ -47,6 +47,6 @@ def chroot_tree():
 
 @pytest.fixture
 def chroot(chroot_tree):
-    from cloudseed.agent.root import TargetRoot
+    from cloudseed.core.root import TargetRoot
 
     return TargetRoot(chroot_tree)

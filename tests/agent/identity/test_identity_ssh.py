@@ -47,7 +47,7 @@ def test_generates_default_key_types_in_parallel(target):
 def test_key_types_are_generated_side_by_side(tmp_path):
     """The ssh-keygen processes overlap in time: the quick types finish while RSA still runs."""
     from cloudseed.agent import hostkeys
-    from cloudseed.agent.root import TargetRoot
+    from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(str(tmp_path / "r"))
     os.makedirs(root.top)
