@@ -1,0 +1,54 @@
+"""Fixtures for the per-module tests: Debian and RHEL temporary roots, the real Debian chroot.
+
+``target`` (a Debian-like temporary root) comes from tests/conftest.py. The helpers these
+tests import (``run`` a module through the real framework, ``InputDatasource``) are in
+``module_support.py`` beside this file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "identity"))  # debian_chroot: the cached tree
+
+from module_support import RHEL_OS_RELEASE  # noqa: E402  (after the sys.path line)
+
+
+@pytest.fixture
+def rhel_target(target):
+    """The ``target`` root made into a Rocky Linux 9 system."""
+    with open(target.path("/etc/os-release"), "w") as handle:
+        handle.write(RHEL_OS_RELEASE)
+    with open(target.path("/etc/group"), "a") as handle:
+        handle.write("wheel:x:10:\nssh_keys:x:996:\n")
+    return target
+
+
+@pytest.fixture(params=["debian", "rhel"])
+def any_target(request, target):
+    if request.param == "rhel":
+        return request.getfixturevalue("rhel_target")
+    return target
+
+
+@pytest.fixture
+def debian_root(tmp_path):
+    """A private, fresh copy of the cached debootstrapped Debian bookworm tree (built when missing)."""
+    if os.geteuid() != 0 or not shutil.which("debootstrap"):
+        pytest.skip("needs root and debootstrap")
+    import debian_chroot
+
+    from cloudseed.core.root import TargetRoot
+
+    base = tempfile.mkdtemp(prefix="cloudseed-module-root-")
+    try:
+        yield TargetRoot(debian_chroot.unpack(os.path.join(base, "root")))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
