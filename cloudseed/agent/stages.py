@@ -96,11 +96,21 @@ class Agent:
         write_json(self.root, self.paths.run("boot.json"), self.boot)
         return new_instance
 
-    def _write_instance_data(self, merged_cfg: dict | None, extra: dict | None = None) -> None:
+    def _write_instance_data(self, data: dict) -> None:
         try:
-            instance_data.write(self.paths, instance_data.build(self.root, self.datasource, merged_cfg, extra))
+            instance_data.write(self.paths, data)
         except (OSError, TypeError, ValueError) as e:
             LOG.error("cannot write instance data: %s", e)
+
+    def _stage_instance_data(self, cfg: dict) -> dict:
+        """This boot's instance data when it describes the datasource in use; else built anew and written."""
+        data = instance_data.load(self.paths)
+        iid = self.datasource.instance_id if self.datasource else None
+        if isinstance(data, dict) and (data.get("v1") or {}).get("instance_id") == iid:
+            return data
+        data = instance_data.build(self.root, self.datasource, cfg)
+        self._write_instance_data(data)
+        return data
 
     def _begin(self, stage: str) -> float:
         console(f"cloudseed: stage {stage} start")
@@ -135,7 +145,7 @@ class Agent:
             new_instance = self._adopt(ds) if ds else False
             warnings.extend(getattr(ds, "warnings", []) if ds else [])
             self._apply_network(ds, new_instance, errors, warnings)
-            self._write_instance_data(self.system_cfg)
+            self._write_instance_data(instance_data.build(self.root, ds, self.system_cfg))
             if new_instance or (ds is None and first_boot):
                 # last: the key generation then overlaps with network bring-up, not with this stage
                 self._start_host_keys_early()
@@ -236,11 +246,13 @@ class Agent:
                 warnings.extend(getattr(ds, "warnings", []))
             self.datasource = ds
             cfg = self.consume_userdata(errors, warnings)
-            ctx = self._module_context("init", cfg)
+            data = instance_data.build(self.root, ds, cfg)
+            self._write_instance_data(data)  # before the modules: they and their scripts may query it
+            ctx = self._module_context("init", cfg, data)
             results = [r.to_json() for r in run_stage_modules(ctx, get_list(cfg, STAGE_LIST_KEYS["init"]))]
             warnings.extend(ctx.warnings)
             errors.extend(f"{r['name']}: {r.get('reason', 'failed')}" for r in results if r["status"] == "failed")
-            self._write_instance_data(cfg, ctx.instance_data)
+            self._write_instance_data(ctx.instance_data)
         except Exception as e:
             LOG.exception("network stage failed")
             self.status.crash("network", f"network stage: {type(e).__name__}: {e}")
@@ -263,9 +275,8 @@ class Agent:
         write_json(self.root, self.paths.combined_config_file, cfg, mode=0o600)
         return cfg
 
-    def _module_context(self, stage: str, cfg: dict) -> ModuleContext:
+    def _module_context(self, stage: str, cfg: dict, data: dict) -> ModuleContext:
         iid = self.datasource.instance_id if self.datasource else "iid-datasource-none"
-        data = instance_data.load(self.paths) or {}
         return ModuleContext(root=self.root, paths=self.paths, cfg=cfg, instance_id=iid, stage=stage,
                              datasource=self.datasource, instance_data=data)
 
@@ -291,7 +302,7 @@ class Agent:
         try:
             self.datasource = self._load_datasource()
             cfg = self._combined_config(warnings)
-            ctx = self._module_context(stage, cfg)
+            ctx = self._module_context(stage, cfg, self._stage_instance_data(cfg))
             results = [r.to_json() for r in run_stage_modules(ctx, get_list(cfg, STAGE_LIST_KEYS[stage]))]
             warnings.extend(ctx.warnings)
             errors.extend(f"{r['name']}: {r.get('reason', 'failed')}" for r in results if r["status"] == "failed")
@@ -306,7 +317,7 @@ class Agent:
         self.datasource = self._load_datasource()
         warnings: list[str] = []
         cfg = self._combined_config(warnings)
-        ctx = self._module_context("single", cfg)
+        ctx = self._module_context("single", cfg, self._stage_instance_data(cfg))
         result = run_module(ctx, name, frequency)
         console(f"cloudseed: module {result.name}: {result.status}" + (f" ({result.reason})" if result.reason else ""))
         return 1 if result.status == "failed" else 0
