@@ -1,6 +1,6 @@
 """Instance data: what the agent knows about this instance, for ``query``, templates and scripts.
 
-Written twice per stage: ``instance-data-sensitive.json`` (0600, everything) and
+Built once per stage and written as two files: ``instance-data-sensitive.json`` (0600, everything) and
 ``instance-data.json`` (world-readable, sensitive keys replaced by a marker). The standard keys
 live under ``v1`` (``instance_id``, ``local_hostname``, ``cloud_name``, ``region``...) with
 cloud-init's hyphenated aliases, and are mirrored at the top level for templates and ``query``.
@@ -126,6 +126,32 @@ def redact(data: dict[str, Any]) -> dict[str, Any]:
 def write(paths: Paths, data: dict[str, Any]) -> None:
     write_json(paths.root, paths.instance_data_sensitive_file, data, mode=0o600)
     write_json(paths.root, paths.instance_data_file, redact(data), mode=0o644)
+
+
+def save(paths: Paths, data: dict[str, Any]) -> None:
+    """``write``, with a failure logged rather than raised (the stage goes on)."""
+    try:
+        write(paths, data)
+    except (OSError, TypeError, ValueError) as e:
+        import logging
+
+        logging.getLogger("cloudseed.stages").error("cannot write instance data: %s", e)
+
+
+def with_config(data: dict[str, Any], merged_cfg: dict | None) -> dict[str, Any]:
+    """``data`` with the merged config of this boot (known only after user-data was processed)."""
+    data["merged_cfg"] = copy.deepcopy(merged_cfg or {})
+    return data
+
+
+def describes(data: Any, datasource: Any) -> bool:
+    """Does instance data ``data`` describe ``datasource`` (None: no datasource)?"""
+    v1 = data.get("v1") if isinstance(data, dict) else None
+    if not isinstance(v1, dict):
+        return False
+    if datasource is None:
+        return v1.get("instance_id") is None
+    return v1.get("instance_id") == datasource.instance_id and v1.get("cloud_name") == datasource.cloud_name
 
 
 def load(paths: Paths) -> dict[str, Any] | None:

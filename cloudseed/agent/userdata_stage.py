@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 
-from cloudseed.agent import instance_data
 from cloudseed.agent.config import merge_config
 from cloudseed.agent.state import SCRIPT_DIRS
 from cloudseed.core.root import CommandError
@@ -21,19 +20,19 @@ TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
     from typing import Any
 
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot_state import BootState
 
 LOG = logging.getLogger("cloudseed.userdata")
 
 
-def consume(agent: Agent, errors: list[str], warnings: list[str]) -> dict:
+def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]) -> dict:
+    """``data`` is this stage's instance data (for templates); returns the merged config."""
     from cloudseed.agent.userdata import merge_vendor_under_user, process_userdata, vendor_data_policy
 
-    ds = agent.datasource
+    ds = state.datasource
     assert ds is not None
-    root, paths = agent.root, agent.paths
+    root, paths = state.root, state.paths
     idir = paths.instance_dir(ds.instance_id)
-    data = instance_data.build(root, ds, None)
     cache = root.path(f"{idir}/include-once")
 
     for name, blob in (("user-data", ds.userdata_raw), ("vendor-data", ds.vendordata_raw),
@@ -44,7 +43,7 @@ def consume(agent: Agent, errors: list[str], warnings: list[str]) -> dict:
     errors.extend(f"user-data: {e}" if not e.startswith("user-data") else e for e in user.errors)
     root.write(f"{idir}/user-data.processed.json", json.dumps(user.to_json(), indent=1), mode=0o600)
 
-    policy = vendor_data_policy(merge_config(agent.system_cfg, user.cloud_config or {}))
+    policy = vendor_data_policy(merge_config(state.system_cfg, user.cloud_config or {}))
     if policy.problem:
         warnings.append(policy.problem)
     vendor_cfgs: list[dict] = []
@@ -58,13 +57,13 @@ def consume(agent: Agent, errors: list[str], warnings: list[str]) -> dict:
             root.write(f"{idir}/{name}.processed.json", json.dumps(vendor.to_json(), indent=1), mode=0o600)
             if vendor.cloud_config:
                 vendor_cfgs.append(vendor.cloud_config)
-            _place_scripts(agent, idir, vendor, vendor=True)
+            _place_scripts(state, idir, vendor, vendor=True)
     else:
         LOG.info("vendor data is switched off by the configuration")
 
-    _place_scripts(agent, idir, user, vendor=False)
-    _run_boothooks(agent, idir, user.boothooks, errors)
-    _run_part_handlers(agent, user, errors, warnings)
+    _place_scripts(state, idir, user, vendor=False)
+    _run_boothooks(state, idir, user.boothooks, errors)
+    _run_part_handlers(state, user, errors, warnings)
 
     vendor_cfg: dict[str, Any] = {}
     for one in vendor_cfgs:
@@ -72,11 +71,11 @@ def consume(agent: Agent, errors: list[str], warnings: list[str]) -> dict:
     user_cfg = merge_vendor_under_user(vendor_cfg, user.cloud_config) if vendor_cfg else (user.cloud_config or {})
     _validate(user_cfg, warnings)
     root.write(f"{idir}/cloud-config.json", json.dumps(user_cfg, indent=1, default=str), mode=0o600)
-    return merge_config(agent.system_cfg, user_cfg)
+    return merge_config(state.system_cfg, user_cfg)
 
 
-def _place_scripts(agent: Agent, idir: str, processed: Any, vendor: bool) -> None:
-    root = agent.root
+def _place_scripts(state: BootState, idir: str, processed: Any, vendor: bool) -> None:
+    root = state.root
     target = f"{idir}/scripts/vendor" if vendor else f"{idir}/scripts"
     for part in processed.scripts:
         root.write(f"{target}/{part.name}", part.content, mode=0o700)
@@ -85,24 +84,24 @@ def _place_scripts(agent: Agent, idir: str, processed: Any, vendor: bool) -> Non
             root.write(f"{SCRIPT_DIRS[freq][0]}/{part.name}", part.content, mode=0o700)
 
 
-def _run_boothooks(agent: Agent, idir: str, boothooks: list, errors: list[str]) -> None:
+def _run_boothooks(state: BootState, idir: str, boothooks: list, errors: list[str]) -> None:
     from cloudseed.agent.scripts import run_script
 
-    iid = agent.datasource.instance_id if agent.datasource else ""
+    iid = state.datasource.instance_id if state.datasource else ""
     for part in boothooks:
         inner = f"{idir}/boothooks/{part.name}"
         content = part.content
         if not content.startswith(b"#!"):
             # a "#cloud-boothook" body without an interpreter line runs under /bin/sh
             content = b"#!/bin/sh\n" + content
-        agent.root.write(inner, content, mode=0o700)
+        state.root.write(inner, content, mode=0o700)
         try:
-            run_script(agent.root, inner, env={"INSTANCE_ID": iid})
+            run_script(state.root, inner, env={"INSTANCE_ID": iid})
         except CommandError as e:
             errors.append(f"boothook {part.name}: exited {e.returncode}")
 
 
-def _run_part_handlers(agent: Agent, processed: Any, errors: list[str], warnings: list[str]) -> None:
+def _run_part_handlers(state: BootState, processed: Any, errors: list[str], warnings: list[str]) -> None:
     if not processed.handlers:
         return
     try:
@@ -110,10 +109,10 @@ def _run_part_handlers(agent: Agent, processed: Any, errors: list[str], warnings
     except ImportError:
         warnings.append("part-handlers were given but cannot be run by this version")
         return
-    if not agent.root.is_live:
+    if not state.root.is_live:
         warnings.append("part-handlers are not run against an offline root (they are host Python code)")
         return
-    errors.extend(run_part_handlers(processed, agent.paths.instance_dir(agent.datasource.instance_id)))
+    errors.extend(run_part_handlers(processed, state.paths.instance_dir(state.datasource.instance_id)))
 
 
 def _validate(cfg: dict, warnings: list[str]) -> None:

@@ -13,9 +13,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.log import setup_logging
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.stages import BootState, run_all
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, "boot")
-    return Agent(root).run_all()
+    return run_all(BootState.load(root))

@@ -13,10 +13,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.log import setup_logging
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.stages import BootState, run_local, run_network
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, "local" if args.local else "network")
-    agent = Agent(root)
-    return agent.run_local() if args.local else agent.run_network()
+    state = BootState.load(root)
+    return run_local(state) if args.local else run_network(state)

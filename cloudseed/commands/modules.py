@@ -13,9 +13,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.log import setup_logging
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.stages import BootState, run_modules
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, args.mode)
-    return Agent(root).run_modules(args.mode)
+    return run_modules(BootState.load(root), args.mode)

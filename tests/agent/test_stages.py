@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -209,3 +210,33 @@ def test_vendor_data_merges_under_user_data_and_can_be_switched_off(shell_target
     boot(root)
     assert not root.exists("/etc/vendor2")
     assert lines(root, "/var/tmp/who") == ["user", "user2"]
+
+
+def test_stage_functions_share_one_boot_state_and_build_instance_data_once_per_stage(shell_target, monkeypatch):
+    from cloudseed.agent import instance_data
+    from cloudseed.agent.stages import BootState, run_local, run_modules, run_network
+
+    root = shell_target
+    seed(root, "instance-id: iid-state\n")
+    shutil.rmtree(os.path.join(root.top, "run"), ignore_errors=True)
+    built = []
+    real_build = instance_data.build
+    monkeypatch.setattr(instance_data, "build", lambda *a, **k: built.append(1) or real_build(*a, **k))
+    state = BootState.load(root)
+    assert run_local(state) == 0
+    assert len(built) == 1
+    found = state.datasource
+    assert found is not None and found.instance_id == "iid-state"
+    assert run_network(state) == 0
+    assert len(built) == 2 and state.datasource is found  # kept in memory, not re-read from the cache
+    assert run_modules(state, "config") == 0 and run_modules(state, "final") == 0
+    assert len(built) == 2  # what the network stage wrote already describes this datasource
+    assert lines(root, "/var/tmp/runcmd-iid") == ["iid-state"]
+
+
+def test_userdata_step_does_not_import_the_stages():
+    """The user-data step takes the boot state, not the orchestrator: no import cycle."""
+    code = ("import sys, cloudseed.agent.userdata_stage, cloudseed.agent.stage_local; "
+            "print('cloudseed.agent.stages' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

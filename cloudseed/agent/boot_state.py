@@ -1,0 +1,75 @@
+"""The small state one boot carries from stage to stage: root, paths, config, status, datasource.
+
+Built once per process (``BootState.load``); the stage functions in ``stages.py`` and
+``stage_local.py`` take it and pass it on, so ``cloudseed boot`` (all four stages in one process)
+reads the configuration once and keeps the datasource it found in memory.
+"""
+
+from __future__ import annotations
+
+import time
+
+from cloudseed.agent.config import is_disabled, load_system_config, read_cmdline
+from cloudseed.agent.log import console
+from cloudseed.agent.state import Paths, read_json
+from cloudseed.agent.status import StatusRecorder
+from cloudseed.core.root import TargetRoot
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cloudseed.agent.datasources import Datasource, DatasourceContext
+
+
+class BootState:
+    """What the stages of one boot share (no behaviour beyond reading it)."""
+
+    __slots__ = ("root", "paths", "cmdline", "system_cfg", "config_errors", "status", "datasource", "record")
+
+    def __init__(self, root: TargetRoot, paths: Paths, cmdline: str, system_cfg: dict,
+                 config_errors: list[str], status: StatusRecorder):
+        self.root = root
+        self.paths = paths
+        self.cmdline = cmdline
+        self.system_cfg = system_cfg
+        self.config_errors = config_errors
+        self.status = status
+        self.datasource: Datasource | None = None
+        # /run/cloudseed/boot.json: instance id, whether it is new this boot, datasource name
+        self.record: dict[str, Any] = read_json(root, paths.run("boot.json")) or {}
+
+    @classmethod
+    def load(cls, root: TargetRoot) -> BootState:
+        paths = Paths(root)
+        cmdline = read_cmdline(root)
+        errors: list[str] = []
+        system_cfg = load_system_config(root, cmdline, errors=errors)
+        return cls(root, paths, cmdline, system_cfg, errors, StatusRecorder(paths))
+
+    @property
+    def instance_id(self) -> str | None:
+        return self.datasource.instance_id if self.datasource else None
+
+    def ds_context(self, stage: str) -> DatasourceContext:
+        from cloudseed.agent.datasources import DatasourceContext
+
+        return DatasourceContext(self.root, self.system_cfg, self.cmdline, self.paths, stage)
+
+    def disabled_reason(self) -> str | None:
+        reason = is_disabled(self.root, self.cmdline)
+        if reason is None and self.root.exists(self.paths.run("disabled")):
+            reason = self.root.read_text(self.paths.run("disabled")).strip() or "disabled by the generator"
+        return reason
+
+    def begin(self, stage: str) -> float:
+        console(f"cloudseed: stage {stage} start")
+        self.status.start(stage)
+        return time.monotonic()
+
+    def end(self, stage: str, started: float, errors: list[str], warnings: list[str], modules: list[dict]) -> int:
+        elapsed = time.monotonic() - started
+        self.status.finish(stage, errors, warnings, modules, self.datasource.name if self.datasource else None)
+        console(f"cloudseed: stage {stage} finished in {elapsed:.2f}s "
+                f"({len(modules)} modules, {len(errors)} errors)")
+        return 1 if errors else 0

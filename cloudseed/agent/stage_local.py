@@ -1,0 +1,125 @@
+"""The local stage: find a datasource that needs no network, adopt its instance, write the network
+configuration before networking starts; then start what should overlap with network bring-up
+(host key generation, reading ahead the network stage's files).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cloudseed.agent import instance_data
+from cloudseed.agent.datasources import LOCAL
+from cloudseed.agent.instances import adopt, find
+from cloudseed.agent.log import console
+from cloudseed.agent.state import ensure_dirs
+from cloudseed.core.values import as_bool, get_list
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.datasources import Datasource
+    from cloudseed.core.root import TargetRoot
+
+LOG = logging.getLogger("cloudseed.stages")
+
+
+def run_local(state: BootState) -> int:
+    reason = state.disabled_reason()
+    if reason:
+        state.status.mark_disabled(reason)
+        console(f"cloudseed: disabled ({reason})")
+        return 0
+    started = state.begin("local")
+    errors: list[str] = list(state.config_errors)
+    warnings: list[str] = []
+    root, paths = state.root, state.paths
+    try:
+        ensure_dirs(paths)
+        state.record = {}
+        state.datasource = None
+        root.remove(paths.boot_datasource_file)
+        first_boot = not root.exists(paths.current_instance_file)
+        ds = find(state, LOCAL, errors)
+        new_instance = adopt(state, ds) if ds else False
+        warnings.extend(getattr(ds, "warnings", []) if ds else [])
+        apply_network(state, ds, new_instance, errors, warnings)
+        instance_data.save(paths, instance_data.build(root, ds, state.system_cfg))
+        if new_instance or (ds is None and first_boot):
+            # last: the key generation then overlaps with network bring-up, not with this stage
+            start_host_keys_early(state)
+        prefetch_for_network_stage(state)
+    except Exception as e:  # the stage itself must finish and say what happened
+        LOG.exception("local stage failed")
+        state.status.crash("local", f"local stage: {type(e).__name__}: {e}")
+        return 1
+    return state.end("local", started, errors, warnings, [])
+
+
+def prefetch_for_network_stage(state: BootState) -> None:
+    """Have the kernel read ahead the files the network stage imports (it starts after DHCP)."""
+    if state.root.is_live:
+        from cloudseed.agent import prefetch
+
+        prefetch.warm(prefetch.network_stage_files())
+
+
+def start_host_keys_early(state: BootState) -> None:
+    """Begin SSH host key generation now so it overlaps with network bring-up (ssh adopts them)."""
+    cfg = state.system_cfg
+    if not as_bool(cfg.get("ssh_deletekeys"), True) or cfg.get("ssh") is False:
+        return
+    from cloudseed.agent import hostkeys
+
+    types = cfg.get("ssh_genkeytypes", hostkeys.DEFAULT_TYPES)
+    try:
+        early = hostkeys.early_types([str(t) for t in get_list({"t": types}, "t")])
+        started = hostkeys.start_early(state.root, early)
+    except OSError as e:
+        LOG.info("early host key generation not started: %s", e)
+        return
+    if started:
+        LOG.info("host keys %s are being generated in the background", ", ".join(started))
+
+
+def apply_network(state: BootState, ds: Datasource | None, new_instance: bool,
+                  errors: list[str], warnings: list[str]) -> None:
+    root, cfg = state.root, state.system_cfg
+    network_cfg = cfg.get("network")
+    if isinstance(network_cfg, dict) and network_cfg.get("config") == "disabled":
+        LOG.info("network configuration is disabled by the system config")
+        return
+    try:
+        from cloudseed.network.apply import apply_network as apply
+    except ImportError as e:
+        warnings.append(f"network configuration not applied: {e}")
+        return
+    from cloudseed.agent.distros import family_of, read_os_release
+
+    try:
+        report = apply(
+            root, system_cfg=cfg,
+            datasource_config=ds.network_config if ds else None, cmdline=state.cmdline,
+            distro=family_of(read_os_release(root)),
+            new_instance=new_instance or not root.exists(state.paths.current_instance_file),
+            # at boot the network is not up yet and its own service raises it from these files;
+            # when the agent runs on a running system, the new config is activated now
+            bring_up=root.is_live and network_is_up(root),
+        )
+        LOG.info("network: %s", report)
+    except Exception as e:
+        LOG.error("network configuration failed: %s", e)
+        errors.append(f"network: {e}")
+
+
+def network_is_up(root: TargetRoot) -> bool:
+    """Is any interface other than loopback administratively up (a running system, not early boot)?"""
+    for name in root.listdir("/sys/class/net"):
+        if name == "lo":
+            continue
+        try:
+            flags = int(root.read_text(f"/sys/class/net/{name}/flags", default="0").strip(), 16)
+        except ValueError:
+            continue
+        if flags & 0x1:  # IFF_UP
+            return True
+    return False
