@@ -28,12 +28,13 @@ LOG = logging.getLogger("cloudseed.userdata")
 def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]) -> dict:
     """``data`` is this stage's instance data (for templates); returns the merged config."""
     from cloudseed.agent.userdata import merge_vendor_under_user, process_userdata, vendor_data_policy
+    from cloudseed.agent.userdata.includes import IncludeCache
 
     ds = state.datasource
     assert ds is not None
     root, paths = state.root, state.paths
     idir = paths.instance_dir(ds.instance_id)
-    cache = root.path(f"{idir}/include-once")
+    cache = IncludeCache(root, f"{idir}/include-once")  # written through the root, 0600
 
     for name, blob in (("user-data", ds.userdata_raw), ("vendor-data", ds.vendordata_raw),
                        ("vendor-data2", ds.vendordata2_raw)):

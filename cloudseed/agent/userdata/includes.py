@@ -1,23 +1,59 @@
 """Fetching what ``#include`` and ``#include-once`` name: URLs (http, https, file) and local paths.
 
-urllib (and the ``email`` package it pulls in) is imported only when a URL is fetched. Each
-fetch has a timeout and a few retries for connection errors and server errors (never for
-4xx). ``#include-once`` content is kept in a cache directory, one file per URL named by the
-MD5 of the URL (as cloud-init names them), so it is fetched only once per instance.
+Every fetch goes through the agent's one HTTP client (``cloudseed.core.http``, imported only when
+a URL is fetched): a total deadline per attempt and for all attempts together, a size limit,
+redirects only to the same host, retries for connection errors and server errors (never for
+4xx). ``#include-once`` content is kept in a cache directory, one file per URL named by the MD5
+of the URL (as cloud-init names them), written through the target root (0600, directory 0700),
+so it is fetched only once per instance.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
-import time
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from cloudseed.core.root import TargetRoot
 
 MAX_INCLUDE_BYTES = 64 * 1024 * 1024
 
 
 class IncludeError(Exception):
     """An include that could not be fetched; the message names the URL and why."""
+
+
+class IncludeCache:
+    """Where ``#include-once`` content is kept: a directory inside a target root."""
+
+    def __init__(self, root: TargetRoot, directory: str):
+        self.root = root
+        self.directory = directory.rstrip("/") or "/"
+
+    @classmethod
+    def of(cls, where: IncludeCache | str | None) -> IncludeCache | None:
+        """A cache for ``where``: a cache already, a host directory, or None (no cache)."""
+        if where is None or isinstance(where, IncludeCache):
+            return where
+        from cloudseed.core.root import TargetRoot
+
+        return cls(TargetRoot("/"), str(where))
+
+    def entry(self, url: str) -> str:
+        return f"{self.directory}/{cache_file_name(url)}"
+
+    def read(self, url: str) -> bytes | None:
+        inner = self.entry(url)
+        if not self.root.exists(inner):
+            return None
+        try:
+            return self.root.read_bytes(inner)
+        except OSError as e:
+            raise IncludeError(f"cannot read cached include {inner} for {url}: {e.strerror or e}")
+
+    def write(self, url: str, data: bytes) -> None:
+        self.root.makedirs(self.directory, mode=0o700)
+        self.root.write(self.entry(url), data, mode=0o600)
 
 
 def cache_file_name(url: str) -> str:
@@ -27,87 +63,51 @@ def cache_file_name(url: str) -> str:
 
 def fetch(url: str, *, timeout: float, retries: int = 2, retry_delay: float = 0.5,
           max_bytes: int = MAX_INCLUDE_BYTES) -> bytes:
-    """The content at ``url``; raises ``IncludeError``."""
+    """The content at ``url``; raises ``IncludeError``.
+
+    Each attempt ends within ``timeout`` seconds (a server trickling bytes cannot stretch it),
+    all attempts and pauses within ``(timeout + retry_delay) * (retries + 1)``.
+    """
     if url.startswith("/"):
         url = "file://" + url
-    if url.lower().startswith("file://"):
-        path = url[len("file://"):]
-        try:
-            with open(path, "rb") as f:
-                data = f.read(max_bytes + 1)
-        except OSError as e:
-            raise IncludeError(f"cannot read {url}: {e.strerror or e}")
-        return _check_size(url, data, max_bytes)
-    if not url.lower().startswith(("http://", "https://")):
+    lowered = url.lower()
+    if not lowered.startswith(("http://", "https://", "file://")):
         raise IncludeError(f"cannot include {url!r}: only http, https and file URLs are supported")
-    import urllib.error
-    import urllib.request
+    from cloudseed.core.http import FetchError
+    from cloudseed.core.http import fetch as http_fetch
 
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            request = urllib.request.Request(url, headers={"User-Agent": "cloudseed"})
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                return _check_size(url, response.read(max_bytes + 1), max_bytes)
-        except urllib.error.HTTPError as e:
-            if e.code < 500 or attempt > retries:
-                raise IncludeError(f"fetching {url} failed: HTTP {e.code} {e.reason}")
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            reason = getattr(e, "reason", e)
-            if isinstance(reason, (TimeoutError, OSError)) and "timed out" in str(reason):
-                reason = f"timed out after {timeout:g}s"
-            if attempt > retries:
-                raise IncludeError(f"fetching {url} failed after {attempt} attempt(s): {reason}")
-        time.sleep(retry_delay)
+    retries = max(0, retries)
+    try:
+        return http_fetch(url, timeout=timeout, retries=retries, backoff=retry_delay, max_bytes=max_bytes,
+                          max_wait=(timeout + retry_delay) * (retries + 1))
+    except FetchError as e:
+        reason = e.reason
+        if reason.startswith("no complete answer within"):
+            reason = f"timed out ({reason})"
+        if lowered.startswith("file://"):
+            raise IncludeError(f"cannot read {url}: {reason}") from None
+        raise IncludeError(f"fetching {url} failed: {reason}") from None
 
 
-def fetch_once(url: str, cache_dir: str | None, *, timeout: float, retries: int = 2,
+def fetch_once(url: str, cache_dir: IncludeCache | str | None, *, timeout: float, retries: int = 2,
                problems: list[str] | None = None) -> bytes:
     """Content for ``#include-once``: from the cache if present, else fetched and cached (mode 0600).
 
     A cache that cannot be written is reported in ``problems``; the fetched content is still used.
     """
-    if cache_dir is None:
+    cache = IncludeCache.of(cache_dir)
+    if cache is None:
         return fetch(url, timeout=timeout, retries=retries)
-    path = os.path.join(cache_dir, cache_file_name(url))
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        raise IncludeError(f"cannot read cached include {path} for {url}: {e.strerror or e}")
+    cached = cache.read(url)
+    if cached is not None:
+        return cached
     data = fetch(url, timeout=timeout, retries=retries)
+    from cloudseed.core.root import RootError
+
     try:
-        _write_private(path, data)
-    except OSError as e:
+        cache.write(url, data)
+    except (OSError, RootError) as e:
         if problems is not None:
-            problems.append(f"cannot cache include-once content of {url} in {path}: {e.strerror or e}")
+            problems.append(f"cannot cache include-once content of {url} in {cache.entry(url)}: "
+                            f"{getattr(e, 'strerror', None) or e}")
     return data
-
-
-def _check_size(url: str, data: bytes, max_bytes: int) -> bytes:
-    if len(data) > max_bytes:
-        raise IncludeError(f"content of {url} is larger than {max_bytes // (1024 * 1024)} MiB")
-    return data
-
-
-def _write_private(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically, readable by the owner only."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".include-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
