@@ -2,6 +2,8 @@
 
 ``cloudseed net render INPUT --renderer R --root DIR`` parses a v1, v2 or OpenStack
 network_data.json config and writes what renderer R would write, under DIR at the system paths.
+What the format cannot express is left out and named in a warning (as at boot); ``--strict``
+makes any such warning an error and writes nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     render.add_argument("--distro", "-D", default=None,
                         help="distro family for paths and defaults (debian, rhel; default: rhel for "
                              "sysconfig, else debian)")
+    render.add_argument("--strict", action="store_true",
+                        help="fail (and write nothing) when the renderer must leave anything out")
     render.add_argument("--mac", "-m", action="append", default=[], metavar="MAC=NAME",
                         help="map a MAC address to an interface name (repeatable); without any, NICs "
                              "are looked up in DIR/sys/class/net")
@@ -104,6 +108,11 @@ def run(args) -> int:
         files = renderer.render(model, distro=distro)
     except NetworkConfigError as e:
         return _err(f"{label}: {e}")
+    for warning in model.warnings:
+        print(f"cloudseed net render: {label}: {'error' if args.strict else 'warning'}: {warning}",
+              file=sys.stderr)
+    if args.strict and model.warnings:
+        return 1
     try:
         written = write_files(root, files, getattr(renderer, "OWNED", []))
     except (OSError, RootError) as e:

@@ -100,7 +100,7 @@ def apply_network(root, *, system_cfg: dict, datasource_config: dict | None, cmd
                   new_instance: bool, bring_up: bool) -> dict:
     """Choose, render, write and (optionally) activate the network config; return a report."""
     report: dict = {"source": None, "renderer": None, "files": [], "applied": False,
-                    "skipped_reason": None, "errors": []}
+                    "skipped_reason": None, "errors": [], "warnings": []}
     previous = applied_this_boot(root)
     if previous is not None:
         report.update(source=previous.get("source"), renderer=previous.get("renderer"),
@@ -179,6 +179,7 @@ def _model_and_files(root, source: str, config: dict, renderer, distro: str, rep
             continue
         if src != source:
             report["source"] = f"fallback (after an error in the {source} config)"
+        report["warnings"] += model.warnings   # options the renderer could not express, left out
         return model, files
     return None, None
 

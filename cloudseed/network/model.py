@@ -179,6 +179,9 @@ class NetworkModel:
     search: list = field(default_factory=list)
     renderer: Optional[str] = None                    # v2 ``renderer`` (networkd / NetworkManager)
     source_kind: str = ""                             # v1 | v2 | openstack | fallback...
+    # what the last renderer could not express and left out (one line each, naming the
+    # interface, its key in the input, the option and the renderer); filled by rendering
+    warnings: list = field(default_factory=list, compare=False)
 
     _ORDER = {"loopback": 0, "physical": 1, "bond": 2, "vlan": 3, "bridge": 4}
 

@@ -205,7 +205,7 @@ def to_network_data(model: NetworkModel) -> dict:
 
     links, networks = [], []
     net_no = 0
-    global_routes = assign_global_routes(model)     # each on the interface that reaches its gateway
+    global_routes = assign_global_routes(model, strict=True)  # each on the interface that reaches its gateway
     for iface in model.ordered():
         where = f"interface {iface.name!r}"
         if iface.type == "bridge":

@@ -173,8 +173,7 @@ def _ip_config(iface: Interface, cfg: dict, path: str) -> None:
             target = iface.dhcp4_overrides if fam == "4" else iface.dhcp6_overrides
             for k, v in cfg[key].items():
                 kind = _OVERRIDES.get(k)
-                if kind is None or (fam == "6" and k in ("route-metric", "use-mtu", "use-routes",
-                                                         "send-hostname", "hostname")):
+                if kind is None:
                     raise fail(fmt_path(opath, k), "unknown or unsupported override")
                 kpath = fmt_path(opath, k)
                 if kind == "bool":

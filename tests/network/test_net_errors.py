@@ -130,12 +130,12 @@ def test_cli_exits_non_zero_and_writes_nothing(case_id, config, kind, message, t
 
 
 @pytest.mark.parametrize("renderer", ["eni", "netplan", "networkd", "sysconfig", "network-manager"])
-def test_render_error_writes_nothing(renderer, tmp_path, capsys):
-    """A config one renderer cannot express fails before any file is written."""
+def test_unreachable_route_is_left_out_with_a_warning_and_strict_writes_nothing(renderer, tmp_path, capsys):
+    """One option a renderer cannot place never costs the rest of the config (at boot that would be a
+    machine without network); the CLI names it, and with --strict fails before writing anything."""
     import yaml
 
-    # the second interface uses a name pattern: fine for netplan/networkd/NM, refused by ENI/sysconfig;
-    # the global route's gateway is on no interface's network: refused by all
+    # the global route's gateway is on no interface's network: no renderer can place it
     config = {"version": 1, "config": [
         eth(mac_address="52:54:00:00:00:01", subnets=[{"type": "static", "address": "10.0.0.2/24"}]),
         {"type": "route", "destination": "10.9.0.0/16", "gateway": "192.168.77.1"},
@@ -146,6 +146,15 @@ def test_render_error_writes_nothing(renderer, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     rc = main(["net", "render", str(src), "--renderer", renderer, "--root", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0
+    assert "warning: routes[0]: cannot tell which interface reaches 192.168.77.1" in err
+    assert "the route is left out" in err
+    written = "".join(p.read_text() for p in out.rglob("*") if p.is_file())
+    assert "10.0.0.2" in written and "10.1.0.2" in written and "10.9.0.0" not in written
+    strict = tmp_path / "strict"
+    strict.mkdir()
+    rc = main(["net", "render", str(src), "--renderer", renderer, "--root", str(strict), "--strict"])
     assert rc == 1
-    assert "routes[0]: cannot tell which interface reaches 192.168.77.1" in capsys.readouterr().err
-    assert os.listdir(out) == []
+    assert "error: routes[0]: cannot tell which interface reaches 192.168.77.1" in capsys.readouterr().err
+    assert os.listdir(strict) == []

@@ -1,4 +1,4 @@
-"""Renderer specifics: paths and modes, what each refuses, and the choices the reference leaves open."""
+"""Renderer specifics: paths and modes, what each leaves out, and the choices the reference leaves open."""
 
 from __future__ import annotations
 
@@ -46,9 +46,12 @@ GLOB = {"version": 2, "ethernets": {"all-en": {"match": {"name": "en*"}, "dhcp4"
 
 
 @pytest.mark.parametrize("renderer", ["eni", "sysconfig"])
-def test_name_patterns_refused_where_inexpressible(renderer):
-    with pytest.raises(NetworkConfigError, match=r"cannot express matching interfaces by name pattern 'en\*'"):
-        files_of(GLOB, renderer)
+def test_name_patterns_left_out_where_inexpressible(renderer):
+    model = parse(GLOB, macs={})
+    files = {f.path: f.content for f in render(model, renderer, "debian")}
+    assert model.warnings == [f"interface 'all-en' (ethernets.all-en): the {renderer} renderer cannot express "
+                              "matching interfaces by name pattern 'en*'; the interface is left out"]
+    assert "all-en" not in "".join(files.values())
 
 
 def test_name_patterns_where_expressible():
@@ -64,8 +67,11 @@ OVERRIDES = {"version": 2, "ethernets": {"eth0": {"dhcp4": True, "dhcp4-override
 
 
 def test_dhcp_overrides():
-    with pytest.raises(NetworkConfigError, match="eni renderer cannot express dhcp4-overrides use-dns"):
-        files_of(OVERRIDES, "eni")
+    model = parse(OVERRIDES, macs={})
+    eni = render(model, "eni")[0].content
+    assert "iface eth0 inet dhcp\n    metric 7\n" in eni
+    assert model.warnings == ["interface 'eth0' (ethernets.eth0): the eni renderer cannot express "
+                              "dhcp4-overrides use-dns; rendered without it"]
     nd = files_of(OVERRIDES, "networkd")["/etc/systemd/network/10-cloudseed-eth0.network"].content
     assert "[DHCPv4]\nUseDNS=no\nRouteMetric=7" in nd
     nm = files_of(OVERRIDES, "network-manager")["/etc/NetworkManager/system-connections/cloudseed-eth0.nmconnection"]
@@ -78,8 +84,11 @@ def test_broadcast():
     cfg = v1({"type": "physical", "name": "eth0", "subnets": [
         {"type": "static", "address": "10.0.0.2/24", "broadcast": "10.0.0.127"}]})
     for renderer in ("netplan", "network-manager"):
-        with pytest.raises(NetworkConfigError, match="cannot express the broadcast address 10.0.0.127"):
-            files_of(cfg, renderer)
+        model = parse(cfg, macs={})
+        text = "".join(f.content for f in render(model, renderer))
+        assert "10.0.0.2/24" in text and "10.0.0.127" not in text
+        assert model.warnings == [f"interface 'eth0' (config[0]): the {renderer} renderer cannot express the "
+                                  "broadcast address 10.0.0.127; the network's own broadcast address is used"]
     assert "broadcast 10.0.0.127" in files_of(cfg, "eni")["/etc/network/interfaces.d/50-cloudseed"].content
     assert "[Address]\nAddress=10.0.0.2/24\nBroadcast=10.0.0.127" in \
         files_of(cfg, "networkd")["/etc/systemd/network/10-cloudseed-eth0.network"].content
@@ -144,11 +153,11 @@ def test_manual_control():
     assert "ONBOOT=no" in files_of(cfg, "sysconfig", "rhel")["/etc/sysconfig/network-scripts/ifcfg-eth0"].content
 
 
-def test_eni_vlan_names_ifupdown_can_create():
+def test_eni_vlan_with_any_name_gets_its_raw_device_and_id():
     cfg = v1({"type": "physical", "name": "eth0"},
              {"type": "vlan", "name": "mgmt", "vlan_link": "eth0", "vlan_id": 7})
-    with pytest.raises(NetworkConfigError, match="ifupdown names VLANs eth0.7 or vlan7"):
-        files_of(cfg, "eni")
+    eni = files_of(cfg, "eni")["/etc/network/interfaces.d/50-cloudseed"].content
+    assert "iface mgmt inet manual\n    vlan-raw-device eth0\n    vlan-id 7\n" in eni
     files_of(cfg, "netplan")
 
 

@@ -28,10 +28,27 @@ def header(comment: str = "#") -> str:
     return "".join(f"{comment} {line}\n" for line in HEADER_LINES)
 
 
-def refuse(renderer: str, iface: Interface | None, what: str) -> NetworkConfigError:
-    where = f"interface {iface.name!r} ({iface.path})" if iface is not None and iface.path else (
-        f"interface {iface.name!r}" if iface is not None else "network config")
-    return NetworkConfigError(f"{where}: the {renderer} renderer cannot express {what}")
+def _where(iface: Interface | None) -> str:
+    if iface is None:
+        return "network config"
+    return f"interface {iface.name!r} ({iface.path})" if iface.path else f"interface {iface.name!r}"
+
+
+def left_out(model: NetworkModel, renderer: str, iface: Interface | None, what: str,
+             consequence: str = "rendered without it") -> None:
+    """Record that ``renderer`` cannot express ``what`` and renders the rest without it.
+
+    At boot a refused configuration is a machine without network, so renderers drop only the
+    option they cannot write and say so (cloud-init drops such options silently).
+    """
+    line = f"{_where(iface)}: the {renderer} renderer cannot express {what}; {consequence}"
+    if line not in model.warnings:
+        model.warnings.append(line)
+
+
+def begin(model: NetworkModel) -> None:
+    """Start a rendering: forget what an earlier renderer left out."""
+    model.warnings.clear()
 
 
 # ---------------------------------------------------------------------- DNS
@@ -54,8 +71,8 @@ def dns_for(model: NetworkModel, renderer: str) -> dict:
     """name -> (nameservers, search) including the global ones where they are attached."""
     targets = dns_targets(model)
     if (model.nameservers or model.search) and not targets:
-        raise NetworkConfigError(f"nameserver: the {renderer} renderer attaches global nameservers to an "
-                                 "interface, and no interface has address configuration")
+        left_out(model, renderer, None, "global nameservers without an interface that has address "
+                 "configuration (it attaches them to interfaces)", "they are left out")
     out = {}
     for iface in model.ordered():
         servers, search = iface.all_nameservers(), iface.all_search()
@@ -67,15 +84,24 @@ def dns_for(model: NetworkModel, renderer: str) -> dict:
 
 
 # ---------------------------------------------------------------------- routes
-def assign_global_routes(model: NetworkModel) -> dict:
-    """name -> global routes that belong on that interface (the one on the gateway's network)."""
+def assign_global_routes(model: NetworkModel, strict: bool = False) -> dict:
+    """name -> global routes that belong on that interface (the one on the gateway's network).
+
+    A route no interface can reach is left out with a warning (the rest still renders), or is
+    an error with ``strict``.
+    """
     out: dict = {}
     for i, route in enumerate(model.routes):
         owner = route_owner(model, route)
         if owner is None:
-            raise NetworkConfigError(
-                f"routes[{i}]: cannot tell which interface reaches {route.gateway or route.destination}; "
-                "no interface has an address on that network (put the route under the interface)")
+            line = (f"routes[{i}]: cannot tell which interface reaches {route.gateway or route.destination}; "
+                    "no interface has an address on that network (put the route under the interface)")
+            if strict:
+                raise NetworkConfigError(line)
+            line += "; the route is left out"
+            if line not in model.warnings:
+                model.warnings.append(line)
+            continue
         out.setdefault(owner, []).append(route)
     return out
 
@@ -121,21 +147,68 @@ def default_broadcast(subnet) -> bool:
     return ipaddress.ip_address(subnet.broadcast) == subnet.network.broadcast_address
 
 
-def check_common(model: NetworkModel, renderer: str, *, globs: bool = False, driver_only: bool = False,
-                 broadcast: bool = True, loopback: bool = False) -> None:
-    """Refuse, for every renderer, what it declares it cannot express."""
-    for iface in model.interfaces.values():
-        if iface.type == "loopback" and iface.subnets and not loopback:
-            raise refuse(renderer, iface, "addresses on the loopback interface")
-        if iface.match_name and not globs and (
+def expressible(model: NetworkModel, renderer: str, *, globs: bool = False, driver_only: bool = False,
+                broadcast: bool = True, loopback: bool = False, rename_by_name: bool = False) -> NetworkModel:
+    """The part of ``model`` that ``renderer`` can express; what it cannot is left out with a warning.
+
+    A copy is returned (the caller's model is not changed) whose ``warnings`` list is the
+    caller's, so the caller sees what was left out. Options the renderer declares it cannot
+    write: addresses on the loopback interface (its DNS becomes global DNS), NICs matched by a
+    name pattern or by driver alone (``rename_by_name``: an exact name with ``set-name`` is
+    renamed by a udev rule), a broadcast address other than the network's.
+    """
+    import copy
+
+    begin(model)
+    view = copy.deepcopy(model)
+    view.warnings = model.warnings
+    for iface in list(view.interfaces.values()):
+        if iface.type == "loopback":
+            _lift_loopback_dns(view, iface)
+            if iface.subnets and not loopback and any(s.is_static for s in iface.subnets):
+                left_out(model, renderer, iface, "addresses on the loopback interface",
+                         "the loopback interface keeps only 127.0.0.1")
+            if not loopback:
+                iface.subnets = [s for s in iface.subnets if not s.is_static]
+            continue
+        exact_rename = (rename_by_name and iface.match_name and iface.set_name
+                        and not any(c in iface.match_name for c in "*?["))
+        if iface.match_name and not globs and not exact_rename and (
                 iface.match_name != iface.name or any(c in iface.match_name for c in "*?[")):
-            raise refuse(renderer, iface, f"matching interfaces by name pattern {iface.match_name!r}")
+            _drop_interface(view, model, renderer, iface, f"matching interfaces by name pattern {iface.match_name!r}")
+            continue
         if iface.match_driver and not iface.mac and not driver_only:
-            raise refuse(renderer, iface, "matching an interface by driver alone")
+            _drop_interface(view, model, renderer, iface, "matching an interface by driver alone")
+            continue
         if not broadcast:
             for s in iface.static_subnets():
                 if not default_broadcast(s):
-                    raise refuse(renderer, iface, f"the broadcast address {s.broadcast}")
+                    left_out(model, renderer, iface, f"the broadcast address {s.broadcast}",
+                             "the network's own broadcast address is used")
+                    s.broadcast = None
+    view.link()
+    return view
+
+
+def _lift_loopback_dns(view: NetworkModel, lo: Interface) -> None:
+    """DNS given on the loopback interface is system-wide DNS (as v1 configs use it)."""
+    servers, search = lo.all_nameservers(), lo.all_search()
+    view.nameservers = view.nameservers + [n for n in servers if n not in view.nameservers]
+    view.search = view.search + [d for d in search if d not in view.search]
+    lo.nameservers, lo.search = [], []
+    for s in lo.subnets:
+        s.nameservers, s.search = [], []
+
+
+def _drop_interface(view: NetworkModel, model: NetworkModel, renderer: str, iface: Interface, what: str) -> None:
+    """Leave out ``iface`` and what is built on it (VLANs on it; its place in a bond or bridge)."""
+    left_out(model, renderer, iface, what, "the interface is left out")
+    del view.interfaces[iface.name]
+    for other in list(view.interfaces.values()):
+        if iface.name in other.members:
+            other.members = [m for m in other.members if m != iface.name]
+        if other.type == "vlan" and other.vlan_link == iface.name and other.name in view.interfaces:
+            _drop_interface(view, model, renderer, other, f"a VLAN on the left-out interface {iface.name!r}")
 
 
 def udev_rules(model: NetworkModel) -> list:
@@ -146,6 +219,9 @@ def udev_rules(model: NetworkModel) -> list:
             driver = iface.match_driver or "?*"
             lines.append(f'SUBSYSTEM=="net", ACTION=="add", DRIVERS=="{driver}", '
                          f'ATTR{{address}}=="{iface.mac}", NAME="{iface.name}"\n')
+        elif iface.type == "physical" and iface.set_name and iface.match_name and iface.match_name != iface.name:
+            # matched by its exact kernel name (expressible() left out patterns)
+            lines.append(f'SUBSYSTEM=="net", ACTION=="add", KERNEL=="{iface.match_name}", NAME="{iface.name}"\n')
     if not lines:
         return []
     return [RenderedFile("/etc/udev/rules.d/70-cloudseed-net.rules", header() + "".join(lines))]

@@ -3,7 +3,8 @@
 One stanza per subnet, lower layers first; global DNS on ``lo`` (resolvconf picks it up), routes
 as ``ip route`` commands on the interface's stanza of the same family, renames by udev rule.
 ifupdown cannot match NICs by name pattern or driver, nor express most DHCP overrides: those
-are refused rather than dropped.
+are left out with a warning naming each (a NIC matched by its exact name and renamed with
+``set-name`` is renamed by a udev rule).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from cloudseed.network.params import BOND_PARAMS
 from cloudseed.network.renderers._common import (
     RenderedFile,
     assign_global_routes,
-    check_common,
+    expressible,
     header,
-    refuse,
+    left_out,
     routes_for,
     udev_rules,
 )
@@ -40,31 +41,37 @@ def available(root) -> bool:
 
 
 def render(model: NetworkModel, distro: str = "debian") -> list:
-    check_common(model, "eni", loopback=True)
+    model = expressible(model, "eni", loopback=True, rename_by_name=True)
     global_routes = assign_global_routes(model)
     stanzas = _loopback(model)
     for iface in model.ordered():
-        _check(model, iface)
+        _leave_out_inexpressible(model, iface)
         stanzas += _interface(model, iface, global_routes.get(iface.name, []))
     text = header() + "\n".join("\n".join(s) + "\n" for s in stanzas)
     return [RenderedFile(PATH, text)] + udev_rules(model)
 
 
-def _check(model: NetworkModel, iface: Interface) -> None:
-    if iface.dhcp6_overrides:
-        raise refuse("eni", iface, "dhcp6-overrides")
-    unsupported = sorted(k for k in iface.dhcp4_overrides if k != "route-metric")
-    if unsupported:
-        raise refuse("eni", iface, f"dhcp4-overrides {', '.join(unsupported)}")
-    if iface.type == "vlan":
-        link, vid = iface.vlan_link, iface.vlan_id
-        ok = {f"{link}.{vid}", f"{link}.{vid:04d}", f"vlan{vid}", f"vlan{vid:04d}"}
-        if iface.name not in ok:
-            raise refuse("eni", iface, f"a VLAN named {iface.name!r} (ifupdown names VLANs "
-                                       f"{link}.{vid} or vlan{vid})")
-    for r in iface.all_routes():
-        if r.table is not None:
-            raise refuse("eni", iface, "routes in another table")
+# DHCP overrides ifupdown's dhclient stanza options can carry (see _interface)
+_DHCP4_OPTIONS = ("route-metric", "hostname")
+
+
+def _leave_out_inexpressible(model: NetworkModel, iface: Interface) -> None:
+    """Drop (from this rendering's copy of the model) what ifupdown cannot express, saying so."""
+    for key in sorted(iface.dhcp6_overrides):
+        left_out(model, "eni", iface, f"dhcp6-overrides {key}")
+    iface.dhcp6_overrides = {}
+    for key in sorted(k for k in iface.dhcp4_overrides if k not in _DHCP4_OPTIONS):
+        left_out(model, "eni", iface, f"dhcp4-overrides {key}")
+        del iface.dhcp4_overrides[key]
+    for holder in [iface, *iface.subnets]:
+        kept = []
+        for r in holder.routes:
+            if r.table is not None:
+                left_out(model, "eni", iface, f"a route to {r.destination} in table {r.table}",
+                         "the route is left out")
+            else:
+                kept.append(r)
+        holder.routes = kept
 
 
 def _loopback(model: NetworkModel) -> list:
@@ -132,6 +139,8 @@ def _interface(model: NetworkModel, iface: Interface, extra_routes: list) -> lis
                 metric = iface.dhcp4_overrides.get("route-metric", subnet.metric)
                 if metric is not None:
                     body.append(f"metric {metric}")
+                if iface.dhcp4_overrides.get("hostname"):
+                    body.append(f"hostname {iface.dhcp4_overrides['hostname']}")
             if subnet.nameservers:
                 body.append("dns-nameservers " + " ".join(subnet.nameservers))
             if subnet.search:

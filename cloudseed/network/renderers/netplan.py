@@ -10,10 +10,10 @@ from cloudseed.network.model import Interface, NetworkModel, Route
 from cloudseed.network.renderers._common import (
     RenderedFile,
     assign_global_routes,
-    check_common,
     dns_for,
+    expressible,
     header,
-    refuse,
+    left_out,
     routes_for,
 )
 
@@ -33,7 +33,7 @@ def render(model: NetworkModel, distro: str = "debian") -> list:
 
 
 def to_netplan(model: NetworkModel) -> dict:
-    check_common(model, "netplan", globs=True, driver_only=True, broadcast=False)
+    model = expressible(model, "netplan", globs=True, driver_only=True, broadcast=False)
     dns = dns_for(model, "netplan") if model.interfaces else {}
     global_routes = assign_global_routes(model)
     net: dict = {"version": 2}
@@ -76,11 +76,12 @@ def _device(model: NetworkModel, iface: Interface, dns: tuple, global_routes: di
         d["mtu"] = mtu
     if iface.ipv6_mtu():
         d["ipv6-mtu"] = iface.ipv6_mtu()
-    if iface.control() != "auto":
+    control = iface.control()
+    if control == "manual":
         d["activation-mode"] = "manual"
-    if iface.optional:
+    if iface.optional or control == "hotplug":  # hotplug: up when it appears, boot does not wait
         d["optional"] = True
-    _l3(iface, d)
+    _l3(model, iface, d)
     routes = [_route(r) for r in routes_for(model, iface, global_routes)]
     if routes:
         d["routes"] = routes
@@ -95,7 +96,7 @@ def _device(model: NetworkModel, iface: Interface, dns: tuple, global_routes: di
     return d
 
 
-def _l3(iface: Interface, d: dict) -> None:
+def _l3(model: NetworkModel, iface: Interface, d: dict) -> None:
     types = {s.type for s in iface.subnets}
     if "dhcp4" in types:
         d["dhcp4"] = True
@@ -106,17 +107,17 @@ def _l3(iface: Interface, d: dict) -> None:
         if overrides:
             d["dhcp4-overrides"] = overrides
     elif iface.dhcp4_overrides:
-        raise refuse("netplan", iface, "dhcp4-overrides without dhcp4")
+        left_out(model, "netplan", iface, "dhcp4-overrides without dhcp4")
     if types & {"dhcp6", "ipv6_dhcpv6-stateful", "ipv6_dhcpv6-stateless"}:
         d["dhcp6"] = True
         if iface.dhcp6_overrides:
             d["dhcp6-overrides"] = dict(iface.dhcp6_overrides)
     elif iface.dhcp6_overrides:
-        raise refuse("netplan", iface, "dhcp6-overrides without dhcp6")
+        left_out(model, "netplan", iface, "dhcp6-overrides without dhcp6")
     accept_ra = iface.accept_ra
     if types & {"ipv6_slaac", "ipv6_dhcpv6-stateless"}:
         if accept_ra is False:
-            raise refuse("netplan", iface, "SLAAC with accept-ra off")
+            left_out(model, "netplan", iface, "SLAAC with accept-ra off", "accept-ra is turned on for SLAAC")
         accept_ra = True
     if accept_ra is not None:
         d["accept-ra"] = accept_ra

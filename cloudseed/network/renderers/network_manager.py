@@ -15,11 +15,11 @@ from cloudseed.network.params import BOND_PARAMS
 from cloudseed.network.renderers._common import (
     RenderedFile,
     assign_global_routes,
-    check_common,
     dns_for,
+    expressible,
     gateway_routes,
     header,
-    refuse,
+    left_out,
     udev_rules,
 )
 
@@ -72,7 +72,7 @@ class Keyfile:
 
 
 def render(model: NetworkModel, distro: str = "debian") -> list:
-    check_common(model, "network-manager", globs=True, driver_only=True, broadcast=False)
+    model = expressible(model, "network-manager", globs=True, driver_only=True, broadcast=False)
     dns = dns_for(model, "network-manager") if model.interfaces else {}
     global_routes = assign_global_routes(model)
     files = []
@@ -138,11 +138,11 @@ def _connection(model: NetworkModel, iface: Interface, dns: tuple, extra_routes:
                 if iface.name in master.bridge_params.get(key, {}):
                     kf.set("bridge-port", nm, master.bridge_params[key][iface.name])
         return kf          # members have no IP configuration of their own
-    _ip(iface, kf, dns, extra_routes)
+    _ip(model, iface, kf, dns, extra_routes)
     return kf
 
 
-def _ip(iface: Interface, kf: Keyfile, dns: tuple, extra_routes: list) -> None:
+def _ip(model: NetworkModel, iface: Interface, kf: Keyfile, dns: tuple, extra_routes: list) -> None:
     types = {s.type for s in iface.subnets}
     # IPv4
     v4_static = iface.static_subnets(4)
@@ -167,8 +167,9 @@ def _ip(iface: Interface, kf: Keyfile, dns: tuple, extra_routes: list) -> None:
     for r in routes:
         fam = "ipv6" if r.family == 6 else "ipv4"
         if kf.get(fam, "method") in (None, "disabled"):
-            raise refuse("network-manager", iface, f"a route to {r.destination} without "
-                                                   f"IPv{r.family} configuration")
+            left_out(model, "network-manager", iface, f"a route to {r.destination} without "
+                     f"IPv{r.family} configuration", "the route is left out")
+            continue
         if r.table is not None or r.on_link:
             _route(kf, fam, r)
             continue
@@ -183,6 +184,8 @@ def _ip(iface: Interface, kf: Keyfile, dns: tuple, extra_routes: list) -> None:
         metric = next((s.metric for s in iface.subnets if s.type == "dhcp4" and s.metric is not None), None)
     if metric is not None:
         kf.set("ipv4", "route-metric", metric)
+    if iface.dhcp6_overrides.get("route-metric") is not None and kf.get("ipv6", "method") is not None:
+        kf.set("ipv6", "route-metric", iface.dhcp6_overrides["route-metric"])
     for fam, ov in (("ipv4", iface.dhcp4_overrides), ("ipv6", iface.dhcp6_overrides)):
         for key, value in ov.items():
             if key == "route-metric":
@@ -196,14 +199,23 @@ def _ip(iface: Interface, kf: Keyfile, dns: tuple, extra_routes: list) -> None:
             elif key == "hostname":
                 kf.set(fam, "dhcp-hostname", value)
             else:
-                raise refuse("network-manager", iface, f"dhcp{fam[-1]}-overrides {key}")
+                left_out(model, "network-manager", iface, f"dhcp{fam[-1]}-overrides {key}")
     servers, search = dns
+    if servers and all(kf.get(fam, "method") in (None, "disabled") for fam in ("ipv4", "ipv6")):
+        left_out(model, "network-manager", iface, "nameservers without IP configuration",
+                 "they are left out")
+        servers = []
     for n in servers:
         fam = "ipv6" if ":" in n else "ipv4"
-        if kf.get(fam, "method") in (None, "disabled"):
-            fam = "ipv4" if fam == "ipv6" else "ipv6"
-            if kf.get(fam, "method") in (None, "disabled"):
-                raise refuse("network-manager", iface, "nameservers without IP configuration")
+        if kf.get(fam, "method") is None:
+            # a server of a family with no configuration here: NetworkManager's own default
+            # method for it (auto, allowed to fail) keeps the server in its family's list
+            kf.set(fam, "method", "auto")
+            kf.set(fam, "may-fail", True)
+        elif kf.get(fam, "method") == "disabled":
+            left_out(model, "network-manager", iface, f"the IPv{fam[-1]} nameserver {n} on an interface "
+                     f"with IPv{fam[-1]} disabled", "it is left out")
+            continue
         kf.set(fam, "dns", (kf.get(fam, "dns") or "") + n + ";")
     if search:
         fam = "ipv4" if kf.get("ipv4", "method") != "disabled" else "ipv6"

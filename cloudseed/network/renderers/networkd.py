@@ -11,10 +11,10 @@ from cloudseed.network.model import Interface, NetworkModel, Route
 from cloudseed.network.renderers._common import (
     RenderedFile,
     assign_global_routes,
-    check_common,
     dns_for,
+    expressible,
     header,
-    refuse,
+    left_out,
     routes_for,
 )
 
@@ -43,7 +43,8 @@ _DHCP4 = {
     "use-hostname": "UseHostname", "use-mtu": "UseMTU", "use-routes": "UseRoutes",
     "send-hostname": "SendHostname", "hostname": "Hostname", "use-ntp": "UseNTP",
 }
-_DHCP6 = {"use-dns": "UseDNS", "use-domains": "UseDomains", "use-hostname": "UseHostname", "use-ntp": "UseNTP"}
+_DHCP6 = {"use-dns": "UseDNS", "use-domains": "UseDomains", "use-hostname": "UseHostname", "use-ntp": "UseNTP",
+          "route-metric": "RouteMetric"}
 
 
 def available(root) -> bool:
@@ -75,7 +76,7 @@ def _yn(value: bool) -> str:
 
 
 def render(model: NetworkModel, distro: str = "debian") -> list:
-    check_common(model, "networkd", globs=True, driver_only=True)
+    model = expressible(model, "networkd", globs=True, driver_only=True)
     dns = dns_for(model, "networkd") if model.interfaces else {}
     global_routes = assign_global_routes(model)
     files = []
@@ -184,7 +185,7 @@ def _network(model: NetworkModel, iface: Interface, dns: tuple, global_routes: d
     accept_ra = iface.accept_ra
     if types & {"ipv6_slaac", "ipv6_dhcpv6-stateless"}:
         if accept_ra is False:
-            raise refuse("networkd", iface, "SLAAC with accept-ra off")
+            left_out(model, "networkd", iface, "SLAAC with accept-ra off", "accept-ra is turned on for SLAAC")
         accept_ra = True
     if accept_ra is not None:
         net.append(("IPv6AcceptRA", _yn(accept_ra)))
@@ -214,7 +215,7 @@ def _network(model: NetworkModel, iface: Interface, dns: tuple, global_routes: d
         sec.append(("Broadcast", s.broadcast))
     for r in routes_for(model, iface, global_routes):
         _route(unit.section("Route"), r)
-    _dhcp(unit, iface, v4, v6)
+    _dhcp(model, unit, iface, v4, v6)
     if iface.master is not None and model.interfaces[iface.master].type == "bridge":
         params = model.interfaces[iface.master].bridge_params
         port = unit.section("Bridge")
@@ -238,11 +239,11 @@ def _route(sec: list, r: Route) -> None:
         sec.append(("Table", r.table))
 
 
-def _dhcp(unit: Unit, iface: Interface, v4: bool, v6: bool) -> None:
+def _dhcp(model: NetworkModel, unit: Unit, iface: Interface, v4: bool, v6: bool) -> None:
     if iface.dhcp4_overrides and not v4:
-        raise refuse("networkd", iface, "dhcp4-overrides without dhcp4")
+        left_out(model, "networkd", iface, "dhcp4-overrides without dhcp4")
     if iface.dhcp6_overrides and not v6:
-        raise refuse("networkd", iface, "dhcp6-overrides without dhcp6")
+        left_out(model, "networkd", iface, "dhcp6-overrides without dhcp6")
     if v4:
         sec = unit.section("DHCPv4")
         metric = next((s.metric for s in iface.subnets if s.type == "dhcp4" and s.metric is not None), None)
@@ -254,4 +255,7 @@ def _dhcp(unit: Unit, iface: Interface, v4: bool, v6: bool) -> None:
     if v6:
         sec = unit.section("DHCPv6")
         for k, v in iface.dhcp6_overrides.items():
+            if k not in _DHCP6:
+                left_out(model, "networkd", iface, f"dhcp6-overrides {k}")
+                continue
             sec.append((_DHCP6[k], v if not isinstance(v, bool) else _yn(v)))

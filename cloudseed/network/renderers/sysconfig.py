@@ -14,9 +14,9 @@ from cloudseed.network.params import BOND_PARAMS
 from cloudseed.network.renderers._common import (
     RenderedFile,
     assign_global_routes,
-    check_common,
+    expressible,
     header,
-    refuse,
+    left_out,
     routes_for,
     udev_rules,
 )
@@ -51,7 +51,7 @@ def _kv(cfg: dict) -> str:
 
 
 def render(model: NetworkModel, distro: str = "rhel") -> list:
-    check_common(model, "sysconfig")
+    model = expressible(model, "sysconfig", rename_by_name=True)
     global_routes = assign_global_routes(model)
     has_default = any(r.is_default for i in model.interfaces.values() for r in i.all_routes()) or \
         any(r.is_default for r in model.routes)
@@ -95,8 +95,8 @@ def _interface(model: NetworkModel, iface: Interface, global_routes: dict, has_d
         cfg["ETHTOOL_OPTS"] = "wol g"
     if iface.control() == "manual":
         cfg["ONBOOT"] = False
-    _subnets(iface, cfg)
-    _dhcp_overrides(iface, cfg)
+    _subnets(model, iface, cfg)
+    _dhcp_overrides(model, iface, cfg)
     _relations(model, iface, cfg)
     servers = iface.all_nameservers()
     for i, n in enumerate(servers[:3], 1):
@@ -110,7 +110,9 @@ def _interface(model: NetworkModel, iface: Interface, global_routes: dict, has_d
         if r.is_default and r.gateway:
             key = "IPV6_DEFAULTGW" if r.family == 6 else "GATEWAY"
             if key in cfg and cfg[key] != r.gateway:
-                raise refuse("sysconfig", iface, f"two default routes for IPv{r.family}")
+                left_out(model, "sysconfig", iface, f"a second IPv{r.family} default route (via {r.gateway})",
+                         "the first one is kept")
+                continue
             cfg["DEFROUTE"] = True
             cfg[key] = r.gateway
             if cfg["BOOTPROTO"] == "dhcp":
@@ -119,7 +121,9 @@ def _interface(model: NetworkModel, iface: Interface, global_routes: dict, has_d
                 cfg["METRIC"] = r.metric
             continue
         if r.table is not None or r.on_link:
-            raise refuse("sysconfig", iface, "routes with a table or on-link")
+            left_out(model, "sysconfig", iface, f"the route to {r.destination} (it has a table or on-link)",
+                     "the route is left out")
+            continue
         if r.family == 4:
             n = len(routes4)
             line = f"ADDRESS{n}={r.network}\nNETMASK{n}={r.netmask}\n"
@@ -138,7 +142,7 @@ def _interface(model: NetworkModel, iface: Interface, global_routes: dict, has_d
     return cfg, routes4, routes6
 
 
-def _subnets(iface: Interface, cfg: dict) -> None:
+def _subnets(model: NetworkModel, iface: Interface, cfg: dict) -> None:
     v4 = v6 = 0
     for s in iface.subnets:
         t = s.type
@@ -176,18 +180,21 @@ def _subnets(iface: Interface, cfg: dict) -> None:
             v4 += 1
             if s.gateway:
                 if "GATEWAY" in cfg and cfg["GATEWAY"] != s.gateway:
-                    raise refuse("sysconfig", iface, "two IPv4 gateways")
-                cfg.update(DEFROUTE=True, GATEWAY=s.gateway)
+                    left_out(model, "sysconfig", iface, f"a second IPv4 gateway ({s.gateway})",
+                             "the first one is kept")
+                else:
+                    cfg.update(DEFROUTE=True, GATEWAY=s.gateway)
             if s.metric is not None:
                 cfg["METRIC"] = s.metric
 
 
-def _dhcp_overrides(iface: Interface, cfg: dict) -> None:
-    if iface.dhcp6_overrides:
-        raise refuse("sysconfig", iface, "dhcp6-overrides")
+def _dhcp_overrides(model: NetworkModel, iface: Interface, cfg: dict) -> None:
+    for key in sorted(iface.dhcp6_overrides):
+        left_out(model, "sysconfig", iface, f"dhcp6-overrides {key}")
     for key, value in iface.dhcp4_overrides.items():
         if key not in _DHCP4:
-            raise refuse("sysconfig", iface, f"dhcp4-overrides {key}")
+            left_out(model, "sysconfig", iface, f"dhcp4-overrides {key}")
+            continue
         cfg[_DHCP4[key]] = value
 
 
