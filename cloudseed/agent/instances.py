@@ -6,7 +6,8 @@ datasources the generator found cannot exist here.
 Adopting records the instance this boot serves: its directory under
 ``/var/lib/cloudseed/instances``, the ``instance`` link, the current and previous instance ids,
 and ``/run/cloudseed/boot.json``. The datasource found is cached (0600: it holds user-data) for
-this boot in ``/run/cloudseed/datasource.json`` and for the instance in its directory.
+this boot in ``/run/cloudseed/datasource.json`` and for the instance in its directory; its
+``format`` version is checked on read (an unknown one: a log line and a fresh search).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from cloudseed.agent.datasources import Datasource
 
 LOG = logging.getLogger("cloudseed.instances")
+
+# the versions of the datasource cache (``Datasource.to_json``'s "format") this version reads
+CACHE_FORMATS = (1,)
 
 
 def find(state: BootState, stage: str, errors: list[str]) -> Datasource | None:
@@ -74,16 +78,44 @@ def save_datasource(state: BootState, ds: Datasource) -> None:
     write_json(state.root, f"{state.paths.instance_dir(ds.instance_id)}/datasource.json", data, mode=0o600)
 
 
-def load_datasource(state: BootState) -> Datasource | None:
-    """The datasource found earlier this boot (or, failing that, the last instance's cache)."""
+def load_datasource(state: BootState, last_instance: bool = True) -> Datasource | None:
+    """The datasource found earlier this boot (or, failing that and when asked, the last instance's cache).
+
+    A cache in a format this version does not read, or that does not parse, is logged and
+    skipped (None: the caller searches again); it is never half-read.
+    """
     from cloudseed.agent.datasources import datasource_class
 
-    for inner in (state.paths.boot_datasource_file, f"{state.paths.instance_link}/datasource.json"):
+    candidates = [state.paths.boot_datasource_file]
+    if last_instance:
+        candidates.append(f"{state.paths.instance_link}/datasource.json")
+    for inner in candidates:
         data = read_json(state.root, inner)
-        if isinstance(data, dict) and data.get("name"):
+        if data is None:
+            continue
+        problem = cache_problem(data)
+        if problem is None:
             try:
                 cls = datasource_class(data["name"])
             except (ImportError, AttributeError):
-                continue
-            return cls.from_json(state.ds_context(NETWORK), data)
+                problem = f"it names datasource {data['name']!r}, which this version does not have"
+        if problem is None:
+            try:
+                return cls.from_json(state.ds_context(NETWORK), data)
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                problem = f"it does not parse ({type(e).__name__}: {e})"
+        LOG.warning("datasource cache %s not used: %s; searching for the datasource again", inner, problem)
+    return None
+
+
+def cache_problem(data: object) -> str | None:
+    """Why cache record ``data`` cannot be read by this version (None: it can)."""
+    if not isinstance(data, dict):
+        return f"it is a JSON {type(data).__name__}, not an object"
+    version = data.get("format")
+    if version not in CACHE_FORMATS:
+        return (f"its format version is {version!r}; this version of cloudseed reads format "
+                f"{', '.join(str(v) for v in CACHE_FORMATS)}")
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        return "it names no datasource"
     return None

@@ -49,7 +49,7 @@ def run_network(state: BootState) -> int:
         ensure_dirs(state.paths)
         ds = state.datasource if state.record.get("instance_id") else None
         if ds is None and state.root.exists(state.paths.boot_datasource_file):
-            ds = load_datasource(state)
+            ds = load_datasource(state, last_instance=False)  # this boot's, or a fresh search
         if ds is None:
             ds = find(state, NETWORK, errors)
             if ds is None:
