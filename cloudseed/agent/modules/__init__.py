@@ -114,6 +114,9 @@ class ModuleResult:
         self.seconds = seconds
         self.reason = reason
         self.frequency = frequency
+        # the exception type when the module failed with something other than ModuleError (a bug,
+        # or a system state it did not expect); "" otherwise
+        self.crash = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "status": self.status, "seconds": round(self.seconds, 4)}
@@ -195,6 +198,7 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
         LOG.error("module %s failed: %s", spec.name, e)
     except Exception as e:  # a bug or an unexpected system state: record and go on
         result.status, result.reason = "failed", f"{type(e).__name__}: {e}"
+        result.crash = type(e).__name__
         LOG.error("module %s failed: %s: %s", spec.name, type(e).__name__, e, exc_info=True)
     finally:
         result.seconds = time.monotonic() - started

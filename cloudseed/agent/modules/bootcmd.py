@@ -19,6 +19,15 @@ MODULE = ModuleSpec(
     activate_by=("bootcmd",),
     title="Run commands early in every boot",
     schema={"properties": {"bootcmd": {**_COMMAND_LIST, "minItems": 1}}},
+    examples=(
+        """\
+#cloud-config
+# Every boot, early: a string runs through /bin/sh, a list is a command and its arguments.
+bootcmd:
+  - echo "$(date -u) booted" >> /var/log/boot-history.log
+  - [mkdir, -p, /run/app]
+""",
+    ),
 )
 
 

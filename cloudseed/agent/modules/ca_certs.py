@@ -33,6 +33,45 @@ MODULE = ModuleSpec(
         "ca_certs": _SETTINGS,
         "ca-certs": dict(_SETTINGS, deprecated=True, deprecated_description="Use ca_certs."),
     }},
+    examples=(
+        """\
+#cloud-config
+# Trust an internal CA beside the certificates the distribution ships.
+ca_certs:
+  trusted:
+    - |
+      -----BEGIN CERTIFICATE-----
+      MIIBkTCCATegAwIBAgIUOfyIE0pkYu6B7GsZG7rBXqmHj84wCgYIKoZIzj0EAwIw
+      HjEcMBoGA1UEAwwTRXhhbXBsZSBJbnRlcm5hbCBDQTAeFw0yNjExMjQyMDExMzZa
+      Fw0zNjExMjEyMDExMzZaMB4xHDAaBgNVBAMME0V4YW1wbGUgSW50ZXJuYWwgQ0Ew
+      WTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAASHGzxYe5pk3O10np5sg4Fl+S+aeBY5
+      a7uD1vLEufANJYzPO27MaXr1OgfyTxIZ3XzbGcpTOyCy0prJmO6+A3joo1MwUTAd
+      BgNVHQ4EFgQU7l9xmYGWiBtapAdNUKldZGk8d7swHwYDVR0jBBgwFoAU7l9xmYGW
+      iBtapAdNUKldZGk8d7swDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBF
+      AiEAvsunCfuz05bI2Kt6B10phmxBjnq0SGGj5mDn6BRu8P4CICQdvgi1JGPChYHn
+      enLvPYLj6pj0TnCczJ00fbxqFVhB
+      -----END CERTIFICATE-----
+""",
+        """\
+#cloud-config
+# Trust the internal CA only: every certificate the distribution ships is distrusted.
+ca_certs:
+  remove_defaults: true
+  trusted:
+    - |
+      -----BEGIN CERTIFICATE-----
+      MIIBkTCCATegAwIBAgIUOfyIE0pkYu6B7GsZG7rBXqmHj84wCgYIKoZIzj0EAwIw
+      HjEcMBoGA1UEAwwTRXhhbXBsZSBJbnRlcm5hbCBDQTAeFw0yNjExMjQyMDExMzZa
+      Fw0zNjExMjEyMDExMzZaMB4xHDAaBgNVBAMME0V4YW1wbGUgSW50ZXJuYWwgQ0Ew
+      WTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAASHGzxYe5pk3O10np5sg4Fl+S+aeBY5
+      a7uD1vLEufANJYzPO27MaXr1OgfyTxIZ3XzbGcpTOyCy0prJmO6+A3joo1MwUTAd
+      BgNVHQ4EFgQU7l9xmYGWiBtapAdNUKldZGk8d7swHwYDVR0jBBgwFoAU7l9xmYGW
+      iBtapAdNUKldZGk8d7swDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBF
+      AiEAvsunCfuz05bI2Kt6B10phmxBjnq0SGGj5mDn6BRu8P4CICQdvgi1JGPChYHn
+      enLvPYLj6pj0TnCczJ00fbxqFVhB
+      -----END CERTIFICATE-----
+""",
+    ),
 )
 
 

@@ -18,6 +18,14 @@ MODULE = ModuleSpec(
     name="final_message", stage=STAGE_FINAL, frequency=PER_BOOT,
     title="Print the final message",
     schema={"properties": {"final_message": {"type": "string"}}},
+    examples=(
+        """\
+#cloud-config
+# $UPTIME, $TIMESTAMP, $DATASOURCE and $VERSION are filled in when the message is printed.
+final_message: |
+  Instance ready after $UPTIME seconds (datasource $DATASOURCE, cloudseed $VERSION).
+""",
+    ),
 )
 
 _VARIABLE = re.compile(r"\$\{?([A-Za-z_]+)\}?|\{\{\s*([A-Za-z_]+)\s*\}\}")

@@ -27,6 +27,30 @@ MODULE = ModuleSpec(
         },
         "additionalProperties": False,
     }}},
+    examples=(
+        """\
+#cloud-config
+# What happens without any configuration: grow the partition holding / to the end of its disk.
+growpart:
+  mode: auto
+  devices: [/]
+  ignore_growroot_disabled: false
+""",
+        """\
+#cloud-config
+# Grow the partitions under / and /srv, even when /etc/growroot-disabled exists.
+growpart:
+  mode: growpart
+  devices: [/, /srv]
+  ignore_growroot_disabled: true
+""",
+        """\
+#cloud-config
+# Never grow partitions.
+growpart:
+  mode: "off"
+""",
+    ),
 )
 
 

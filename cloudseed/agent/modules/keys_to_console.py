@@ -23,6 +23,20 @@ MODULE = ModuleSpec(
         "ssh_fp_console_blacklist": {"type": "array", "items": {"type": "string"}},
         "ssh_key_console_blacklist": {"type": "array", "items": {"type": "string"}},
     }},
+    examples=(
+        """\
+#cloud-config
+# Keep the SSH host keys and their fingerprints off the console.
+ssh:
+  emit_keys_to_console: false
+""",
+        """\
+#cloud-config
+# Show host keys and fingerprints on the console, except those of RSA keys.
+ssh_key_console_blacklist: [ssh-rsa]
+ssh_fp_console_blacklist: [ssh-rsa]
+""",
+    ),
 )
 
 _LABELS = {"ssh-rsa": "RSA", "ssh-dss": "DSA", "ssh-ed25519": "ED25519", "ecdsa-sha2-nistp256": "ECDSA",

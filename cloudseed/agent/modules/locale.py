@@ -21,6 +21,23 @@ MODULE = ModuleSpec(
         "locale": {"oneOf": [{"type": "string"}, {"type": "boolean", "enum": [False]}]},
         "locale_configfile": {"type": "string"},
     }},
+    examples=(
+        """\
+#cloud-config
+locale: en_GB.UTF-8
+""",
+        """\
+#cloud-config
+# Generate the locale and write it to a file of your choice.
+locale: de_DE.UTF-8
+locale_configfile: /etc/default/locale
+""",
+        """\
+#cloud-config
+# Leave the system locale as the image has it.
+locale: false
+""",
+    ),
 )
 
 

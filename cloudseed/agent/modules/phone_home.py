@@ -28,6 +28,23 @@ MODULE = ModuleSpec(
         },
         "additionalProperties": False,
     }}},
+    examples=(
+        """\
+#cloud-config
+# POST every field when the instance is up; $INSTANCE_ID in the URL becomes the instance id.
+phone_home:
+  url: https://provisioning.example.net/ready/$INSTANCE_ID
+  post: all
+""",
+        """\
+#cloud-config
+# POST a few fields, giving up after three attempts.
+phone_home:
+  url: http://192.0.2.10:8080/hosts/
+  post: [instance_id, hostname, fqdn, pub_key_ed25519]
+  tries: 3
+""",
+    ),
 )
 
 

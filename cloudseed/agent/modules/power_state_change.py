@@ -31,6 +31,25 @@ MODULE = ModuleSpec(
         },
         "additionalProperties": False,
     }}},
+    examples=(
+        """\
+#cloud-config
+# Reboot five minutes after the agent has finished, with a message to logged-in users.
+power_state:
+  mode: reboot
+  delay: "+5"
+  message: Rebooting to start the new kernel
+""",
+        """\
+#cloud-config
+# Power off at once, but only when /run/app/done exists; wait at most a minute for the agent to exit.
+power_state:
+  mode: poweroff
+  delay: now
+  timeout: 60
+  condition: test -f /run/app/done
+""",
+    ),
 )
 
 

@@ -15,6 +15,22 @@ MODULE = ModuleSpec(
     name="resizefs", stage=STAGE_INIT, frequency=PER_BOOT,
     title="Resize the root filesystem",
     schema={"properties": {"resize_rootfs": {"enum": [True, False, "noblock"]}}},
+    examples=(
+        """\
+#cloud-config
+# Grow the root filesystem to fill its partition (the default).
+resize_rootfs: true
+""",
+        """\
+#cloud-config
+# Grow it in the background, so the boot does not wait for it.
+resize_rootfs: noblock
+""",
+        """\
+#cloud-config
+resize_rootfs: false
+""",
+    ),
 )
 
 

@@ -28,6 +28,25 @@ MODULE = ModuleSpec(
             "options": {"type": "object"},
         }, "additionalProperties": False},
     }},
+    examples=(
+        """\
+#cloud-config
+manage_resolv_conf: true
+resolv_conf:
+  nameservers:
+    - 192.0.2.53
+    - "2001:db8::53"
+  searchdomains:
+    - corp.example.org
+    - example.org
+  domain: corp.example.org
+  sortlist:
+    - 192.0.2.0/255.255.255.0
+  options:
+    edns0: true
+    attempts: 2
+""",
+    ),
 )
 
 

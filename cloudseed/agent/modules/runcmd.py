@@ -12,6 +12,15 @@ MODULE = ModuleSpec(
     activate_by=("runcmd",),
     title="Run commands late in the first boot (through scripts_user)",
     schema={"properties": {"runcmd": {**_COMMAND_LIST, "minItems": 1}}},
+    examples=(
+        """\
+#cloud-config
+# Once per instance, late in the boot (after users, files and packages).
+runcmd:
+  - [systemctl, enable, --now, nginx.service]
+  - echo "provisioned on $(date -u)" > /etc/motd
+""",
+    ),
 )
 
 

@@ -16,6 +16,21 @@ MODULE = ModuleSpec(
         },
         "additionalProperties": False,
     }}},
+    examples=(
+        """\
+#cloud-config
+# Run the vendor's scripts through timeout(1): none may run longer than a minute.
+vendor_data:
+  enabled: true
+  prefix: [timeout, 60]
+""",
+        """\
+#cloud-config
+# Ignore vendor data (its cloud-config and its scripts).
+vendor_data:
+  enabled: false
+""",
+    ),
 )
 
 

@@ -26,6 +26,23 @@ MODULE = ModuleSpec(
         "command": {"type": "array", "items": {"type": "string"}},
         "command_required": {"type": "boolean"},
     }, "additionalProperties": False}}},
+    examples=(
+        """\
+#cloud-config
+# Add data of your own to the kernel's entropy pool (base64 here).
+random_seed:
+  file: /dev/urandom
+  data: q83vASNFZ4mrze8BI0VniQ==
+  encoding: base64
+""",
+        """\
+#cloud-config
+# Also run a command; $RANDOM_SEED_FILE in its environment names the file.
+random_seed:
+  command: [sh, -c, "head -c 64 /dev/hwrng > $RANDOM_SEED_FILE"]
+  command_required: false
+""",
+    ),
 )
 
 

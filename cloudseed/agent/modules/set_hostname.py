@@ -28,6 +28,24 @@ MODULE = ModuleSpec(
     name="set_hostname", stage=STAGE_INIT, frequency=PER_INSTANCE,
     title="Set the hostname and FQDN",
     schema={"properties": HOSTNAME_SCHEMA},
+    examples=(
+        """\
+#cloud-config
+hostname: web01
+fqdn: web01.example.org
+""",
+        """\
+#cloud-config
+# Use the FQDN as the system hostname.
+fqdn: web01.example.org
+prefer_fqdn_over_hostname: true
+""",
+        """\
+#cloud-config
+# Keep the hostname the image has.
+preserve_hostname: true
+""",
+    ),
 )
 
 

@@ -37,6 +37,29 @@ MODULE = ModuleSpec(
         "password": {"type": "string"},
         "ssh_pwauth": {"oneOf": [{"type": "boolean"}, {"type": "string"}]},
     }},
+    examples=(
+        """\
+#cloud-config
+# Set passwords: a crypt(3) hash, and a random one (printed on the console).
+ssh_pwauth: false
+chpasswd:
+  expire: false
+  users:
+    - name: root
+      password: $6$Qz3KsV8pEw$MABSdmP10pwSOpex0.5OiwkEkUD2YvvhNl0pjFaR66hWp2qHTAaj0.vQrvkflrORMHS9zNk6fiP.oZizDhdcZ1
+      type: hash
+    - name: operator
+      type: RANDOM
+""",
+        """\
+#cloud-config
+# The default user's password; it must be changed at the first login.
+password: change-me-at-first-login
+chpasswd:
+  expire: true
+ssh_pwauth: true
+""",
+    ),
 )
 
 

@@ -48,6 +48,39 @@ MODULE = ModuleSpec(
             "enabled": {"type": "boolean"}, "blacklist": {"type": "array", "items": {"type": "string"}}},
             "additionalProperties": False},
     }},
+    examples=(
+        """\
+#cloud-config
+# Authorise a key for the default user, refuse root logins, generate only these host key types.
+ssh_authorized_keys:
+  - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEHq3ZW5AGp7BR7t3ElqpEcDJL0BHWKE3T1x8gmcqz/N admin@example.org
+disable_root: true
+ssh_deletekeys: true
+ssh_genkeytypes: [ed25519, ecdsa]
+""",
+        """\
+#cloud-config
+# Install a host key pair instead of generating one (an example key: never reuse it).
+ssh_keys:
+  ed25519_private: |
+    -----BEGIN OPENSSH PRIVATE KEY-----
+    b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW
+    QyNTUxOQAAACBB6t2VuQBqewUe7dxJaqRHAyS9AR1ihN09cfIJnKs/zQAAAJjVOB5a1Tge
+    WgAAAAtzc2gtZWQyNTUxOQAAACBB6t2VuQBqewUe7dxJaqRHAyS9AR1ihN09cfIJnKs/zQ
+    AAAEDw32KC5v3cL1ZJg2cV5BX7X/nLe24JGCcdPtZRobKX3UHq3ZW5AGp7BR7t3ElqpEcD
+    JL0BHWKE3T1x8gmcqz/NAAAAEWFkbWluQGV4YW1wbGUub3JnAQIDBA==
+    -----END OPENSSH PRIVATE KEY-----
+  ed25519_public: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEHq3ZW5AGp7BR7t3ElqpEcDJL0BHWKE3T1x8gmcqz/N admin@example.org
+""",
+        """\
+#cloud-config
+# Publish the host keys to the datasource, except RSA ones; keep ssh-keygen quiet.
+ssh_quiet_keygen: true
+ssh_publish_hostkeys:
+  enabled: true
+  blacklist: [rsa]
+""",
+    ),
 )
 
 

@@ -18,6 +18,17 @@ MODULE = ModuleSpec(
         "no_ssh_fingerprints": {"type": "boolean"},
         "authkey_hash": {"type": "string"},
     }},
+    examples=(
+        """\
+#cloud-config
+# Log the fingerprints of authorized keys as SHA-512 digests.
+authkey_hash: sha512
+""",
+        """\
+#cloud-config
+no_ssh_fingerprints: true
+""",
+    ),
 )
 
 

@@ -13,6 +13,12 @@ MODULE = ModuleSpec(
     name="timezone", stage=STAGE_CONFIG, activate_by=("timezone",),
     title="Set the system timezone",
     schema={"properties": {"timezone": {"type": "string", "description": "A zone name such as Europe/Paris."}}},
+    examples=(
+        """\
+#cloud-config
+timezone: America/Sao_Paulo
+""",
+    ),
 )
 
 

@@ -29,6 +29,20 @@ MODULE = ModuleSpec(
         "fqdn": {"type": "string"},
         "hostname": {"type": "string"},
     }},
+    examples=(
+        """\
+#cloud-config
+# Render /etc/hosts from the template at every boot, with this name.
+manage_etc_hosts: true
+hostname: db02
+fqdn: db02.example.org
+""",
+        """\
+#cloud-config
+# Only make sure the hostname resolves to a local address.
+manage_etc_hosts: localhost
+""",
+    ),
 )
 
 

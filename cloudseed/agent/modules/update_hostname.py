@@ -17,6 +17,19 @@ MODULE = ModuleSpec(
     name="update_hostname", stage=STAGE_INIT, frequency=PER_BOOT,
     title="Update the hostname at every boot",
     schema={"properties": HOSTNAME_SCHEMA},
+    examples=(
+        """\
+#cloud-config
+hostname: web01
+fqdn: web01.example.org
+prefer_fqdn_over_hostname: false
+""",
+        """\
+#cloud-config
+# Leave the hostname alone at every boot.
+preserve_hostname: true
+""",
+    ),
 )
 
 

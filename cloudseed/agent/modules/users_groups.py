@@ -33,10 +33,15 @@ from cloudseed.agent.users import (
 from cloudseed.core.root import CommandError, RootError
 from cloudseed.core.values import as_bool
 
-_NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
-                    {"type": "object"}]}
+_NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                    {"type": "object", "additionalProperties": {"type": "null"}}]}
+# groups: {name: member or [members]}, or a list of names and such mappings
+_GROUP_MAP = {"type": "object", "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "null"}, {
+    "type": "array", "items": {"type": "string"}, "minItems": 1}]}}
 _USER = {
     "type": "object",
+    "oneOf": [{"required": ["name"]}, {"required": ["snapuser"]}],
+    "additionalProperties": False,
     "properties": {
         "name": {"type": "string"}, "gecos": {"type": "string"}, "groups": _NAMES,
         "primary_group": {"type": "string"},
@@ -47,7 +52,7 @@ _USER = {
         "lock-passwd": {"type": "boolean", "deprecated": True, "deprecated_description": "Use lock_passwd."},
         "passwd": {"type": "string"}, "hashed_passwd": {"type": "string"}, "plain_text_passwd": {"type": "string"},
         "ssh_authorized_keys": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
-        "ssh_import_id": {"type": "array", "items": {"type": "string"}},
+        "ssh_import_id": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "ssh_redirect_user": {"type": "boolean"},
         "uid": {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": "^[0-9]+$"}]},
         "system": {"type": "boolean"}, "homedir": {"type": "string"}, "no_create_home": {"type": "boolean"},
@@ -67,9 +72,41 @@ MODULE = ModuleSpec(
                             {"type": "object", "deprecated": True, "deprecated_description": "Use a list."}]},
         "user": {"oneOf": [{"type": "string"}, _USER], "deprecated": True,
                  "deprecated_description": "Use 'users' and system_info.default_user."},
-        "groups": {"oneOf": [{"type": "string"}, {"type": "object"},
-                             {"type": "array", "items": {"oneOf": [{"type": "string"}, {"type": "object"}]}}]},
+        "groups": {"oneOf": [{"type": "string"}, _GROUP_MAP,
+                             {"type": "array", "minItems": 1, "items": {"oneOf": [{"type": "string"}, _GROUP_MAP]}}]},
     }},
+    examples=(
+        """\
+#cloud-config
+groups:
+  - developers
+  - auditors: [root]
+users:
+  - default
+  - name: alice
+    gecos: Alice Example
+    groups: [developers, sudo]
+    sudo: "ALL=(ALL) NOPASSWD:ALL"
+    shell: /bin/bash
+    lock_passwd: true
+    ssh_authorized_keys:
+      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE8+SGUx2YvS64/fSXgfms5RWFi5eKtbWHB+x04sTANT alice@laptop
+  - name: backup
+    system: true
+    no_create_home: true
+    homedir: /var/backups
+""",
+        """\
+#cloud-config
+# No default user; one account with a hashed password and a fixed uid.
+users:
+  - name: deploy
+    uid: 2001
+    primary_group: deploy
+    lock_passwd: false
+    hashed_passwd: $6$Qz3KsV8pEw$MABSdmP10pwSOpex0.5OiwkEkUD2YvvhNl0pjFaR66hWp2qHTAaj0.vQrvkflrORMHS9zNk6fiP.oZizDhdcZ1
+""",
+    ),
 )
 
 

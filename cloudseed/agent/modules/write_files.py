@@ -43,6 +43,29 @@ MODULE = ModuleSpec(
             "additionalProperties": False,
         },
     }}},
+    examples=(
+        """\
+#cloud-config
+write_files:
+  - path: /etc/app/app.conf
+    content: |
+      listen = 0.0.0.0:8080
+    owner: root:root
+    permissions: "0640"
+  - path: /etc/motd
+    content: "Managed by cloudseed\\n"
+    append: true
+""",
+        """\
+#cloud-config
+# Binary or compressed content: b64, gzip or gz+b64.
+write_files:
+  - path: /usr/local/bin/hello
+    encoding: b64
+    content: IyEvYmluL3NoCmVjaG8gaGVsbG8K
+    permissions: "0755"
+""",
+    ),
 )
 
 

@@ -1,0 +1,151 @@
+"""Every example every module declares: valid cloud-config, and it runs through the real framework.
+
+Each example is checked against the merged schema (no error, no deprecated or unknown key), then
+run by its module in a temporary Debian root (a RHEL one for RHEL-only modules). Failing with a
+``ModuleError`` is acceptable there (the empty root has no tools); any other exception is a bug.
+While an example runs nothing may leave the temporary root: a command not chrooted into it and
+any connection to a non-loopback address are refused and reported, and each run has a time limit.
+Modules added later are picked up from the package itself.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from cloudseed.agent.modules import all_module_names, load_module
+from cloudseed.agent.schema import validate_config
+
+SECONDS_PER_EXAMPLE = 60
+SHELLS = ("sh", "bash", "dash", "busybox", "env", "nsenter", "sudo")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "agent", "modules"))  # module_support
+
+
+def _cases() -> list:
+    cases = []
+    for name in all_module_names():
+        try:
+            spec, _handle = load_module(name)
+        except Exception as e:  # the contract test reports it by file; keep collecting the others
+            cases.append(pytest.param(name, -1, "", id=f"{name}-unloadable", marks=pytest.mark.skip(reason=str(e))))
+            continue
+        for index, text in enumerate(getattr(spec, "examples", ()) or ()):
+            cases.append(pytest.param(name, index, text, id=f"{name}-{index}"))
+    return cases
+
+
+CASES = _cases()
+
+
+def _config(name: str, index: int, text: str) -> dict:
+    try:
+        cfg = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        pytest.fail(f"{name} example {index} is not YAML: {e}")
+    assert isinstance(cfg, dict), f"{name} example {index} is not a mapping"
+    return cfg
+
+
+@pytest.mark.parametrize("name,index,text", CASES)
+def test_example_is_valid_cloud_config(name, index, text):
+    cfg = _config(name, index, text)
+    problems = validate_config(cfg, text)
+    assert not problems, f"{name} example {index}:\n" + "\n".join(f"  {p.level}: {p}" for p in problems)
+    spec, _handle = load_module(name)
+    if spec.activate_by:
+        assert any(key in cfg for key in spec.activate_by), \
+            f"{name} example {index} sets none of the keys that activate the module ({', '.join(spec.activate_by)})"
+
+
+class ExampleTimeout(BaseException):
+    """Raised by the alarm: not an Exception, so the framework cannot record it as a module failure."""
+
+
+def _loopback(host) -> bool:
+    try:
+        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _inside(path: str, top: str) -> bool:
+    return os.path.realpath(path) == top or os.path.realpath(path).startswith(top + os.sep)
+
+
+@pytest.fixture
+def confined(monkeypatch, target):
+    """Refuse (and record) commands that could act on this machine; refuse connections off it.
+
+    A command runs chrooted into the root (``TargetRoot.run``), or is a host tool whose every path
+    argument is inside the root (the host's ssh-keygen making keys for an offline root). A
+    connection to another machine is refused (phone_home may try; that is its job).
+    """
+    escapes: list[str] = []
+    top = os.path.realpath(target.top)
+    real_popen_init = subprocess.Popen.__init__
+
+    def popen_init(self, args, *a, **kw):
+        argv = [str(a) for a in ([args] if isinstance(args, (str, bytes)) else args)]
+        paths = [arg for arg in argv[1:] if "/" in arg]
+        into_root = bool(paths) and all(arg.startswith("/") and _inside(arg, top) for arg in paths)
+        shell = kw.get("shell") or os.path.basename(argv[0]) in SHELLS
+        if kw.get("preexec_fn") is None and not (into_root and not shell):
+            escapes.append(f"command run outside the root: {args!r}")
+            raise PermissionError(f"the example test refuses an unchrooted command: {args!r}")
+        return real_popen_init(self, args, *a, **kw)
+
+    real_connect = socket.socket.connect
+
+    def connect(sock, address):
+        host = address[0] if isinstance(address, tuple) else None
+        if host is not None and not _loopback(host):
+            raise ConnectionRefusedError(f"the example test refuses connections off this machine: {address!r}")
+        return real_connect(sock, address)
+
+    real_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host, *a, **kw):
+        if host is not None and not _loopback(host):
+            try:
+                ipaddress.ip_address(str(host).split("%")[0])
+            except ValueError:
+                raise socket.gaierror(socket.EAI_NONAME, f"the example test refuses name lookups: {host!r}") from None
+        return real_getaddrinfo(host, *a, **kw)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", popen_init)
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+    def alarm(_signum, _frame):
+        raise ExampleTimeout(f"example still running after {SECONDS_PER_EXAMPLE}s")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(SECONDS_PER_EXAMPLE)
+    try:
+        yield escapes
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("name,index,text", CASES)
+def test_example_runs_in_a_temporary_root(name, index, text, target, confined):
+    from module_support import RHEL_OS_RELEASE, InputDatasource, run
+
+    spec, _handle = load_module(name)
+    if spec.distros and "debian" not in spec.distros:
+        target.write("/etc/os-release", RHEL_OS_RELEASE)
+    assert not target.is_live
+    cfg = _config(name, index, text)
+    datasource = InputDatasource(local_hostname="example-host", metadata={"instance-id": "i-example"})
+    result, _ctx = run(target, name, cfg, datasource=datasource, stage=spec.stage)
+    assert not confined, f"{name} example {index} reached outside its root: {confined}"
+    assert result.status in ("ok", "failed"), f"{name} example {index}: {result.status} ({result.reason})"
+    assert not result.crash, f"{name} example {index} crashed: {result.reason}"
