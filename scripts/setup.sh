@@ -20,6 +20,10 @@ APT_PACKAGES=(
   netplan.io ifupdown
   # growpart and resizefs tests grow a real partition
   cloud-guest-utils fdisk
+  # package tests: build, index and sign a real apt repository (dpkg-deb, apt-ftparchive, gpg)
+  dpkg-dev apt-utils gpg
+  # disk_setup/fs_setup/mounts/ntp/rsyslog tests: real partitioners, mkfs and config checkers
+  gdisk xfsprogs btrfs-progs chrony rsyslog
 )
 
 missing=()
