@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 class BootState:
     """What the stages of one boot share (no behaviour beyond reading it)."""
 
-    __slots__ = ("root", "paths", "cmdline", "system_cfg", "config_errors", "status", "datasource", "record")
+    __slots__ = ("root", "paths", "cmdline", "system_cfg", "config_errors", "status", "datasource", "record",
+                 "output")
 
     def __init__(self, root: TargetRoot, paths: Paths, cmdline: str, system_cfg: dict,
                  config_errors: list[str], status: StatusRecorder):
@@ -38,6 +39,7 @@ class BootState:
         self.datasource: Datasource | None = None
         # /run/cloudseed/boot.json: instance id, whether it is new this boot, datasource name
         self.record: dict[str, Any] = read_json(root, paths.run("boot.json")) or {}
+        self.output: Any = None  # cloudseed.agent.output.Redirection once ``output`` was configured
 
     @classmethod
     def load(cls, root: TargetRoot) -> BootState:
@@ -61,6 +63,20 @@ class BootState:
         if reason is None and self.root.exists(self.paths.run("disabled")):
             reason = self.root.read_text(self.paths.run("disabled")).strip() or "disabled by the generator"
         return reason
+
+    def redirect_output(self, stage: str, cfg: dict, problems: list[str]) -> None:
+        """Send this stage's stdout/stderr where ``output`` in ``cfg`` says (nothing to do: no import)."""
+        if self.output is None:
+            if "output" not in cfg:
+                return
+            from cloudseed.agent.output import Redirection
+
+            self.output = Redirection(self.root)
+        self.output.apply(cfg, stage, problems)
+
+    def restore_output(self) -> None:
+        if self.output is not None:
+            self.output.restore()
 
     def begin(self, stage: str) -> float:
         console(f"cloudseed: stage {stage} start")

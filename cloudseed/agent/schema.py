@@ -36,6 +36,13 @@ CORE_PROPERTIES: dict[str, Any] = {
     "launch-index": {"type": "integer"},
     "manual_cache_clean": {"type": "boolean"},
     "_doc": {"type": "string"},
+    # where each stage's stdout/stderr go (cloudseed/agent/output.py): "> F", ">> F", "| CMD", [out, err]
+    "output": {"type": "object", "additionalProperties": False, "properties": {
+        mode: {"anyOf": [{"type": "string"},
+                         {"type": "array", "items": {"type": ["string", "null"]}, "maxItems": 2},
+                         {"type": "object", "additionalProperties": False,
+                          "properties": {"output": {"type": "string"}, "error": {"type": "string"}}}]}
+        for mode in ("all", "init", "config", "final")}},
 }
 
 _TYPES = {

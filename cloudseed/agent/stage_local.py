@@ -29,9 +29,17 @@ def run_local(state: BootState) -> int:
         state.status.mark_disabled(reason)
         console(f"cloudseed: disabled ({reason})")
         return 0
-    started = state.begin("local")
     errors: list[str] = list(state.config_errors)
     warnings: list[str] = []
+    state.redirect_output("local", state.system_cfg, warnings)
+    try:
+        return _run_local(state, errors, warnings)
+    finally:
+        state.restore_output()
+
+
+def _run_local(state: BootState, errors: list[str], warnings: list[str]) -> int:
+    started = state.begin("local")
     root, paths = state.root, state.paths
     try:
         ensure_dirs(paths)

@@ -41,9 +41,17 @@ def run_network(state: BootState) -> int:
     if reason:
         state.status.mark_disabled(reason)
         return 0
-    started = state.begin("network")
     errors: list[str] = []
     warnings: list[str] = []
+    state.redirect_output("network", state.system_cfg, warnings)
+    try:
+        return _run_network(state, errors, warnings)
+    finally:
+        state.restore_output()
+
+
+def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> int:
+    started = state.begin("network")
     results: list[dict] = []
     try:
         ensure_dirs(state.paths)
@@ -60,6 +68,7 @@ def run_network(state: BootState) -> int:
         state.datasource = ds
         data = instance_data.build(state.root, ds, None)
         cfg = _consume_userdata(state, data, errors, warnings)
+        state.redirect_output("network", cfg, warnings)  # user-data may say where output goes
         instance_data.with_config(data, cfg)
         instance_data.save(state.paths, data)  # before the modules: they and their scripts may query it
         ctx = _module_context(state, "init", cfg, data)
@@ -129,13 +138,21 @@ def run_modules(state: BootState, stage: str) -> int:
     if reason:
         state.status.mark_disabled(reason)
         return 0
-    started = state.begin(stage)
     errors: list[str] = []
     warnings: list[str] = []
+    cfg = _combined_config(state, warnings)
+    state.redirect_output(stage, cfg, warnings)
+    try:
+        return _run_modules(state, stage, cfg, errors, warnings)
+    finally:
+        state.restore_output()
+
+
+def _run_modules(state: BootState, stage: str, cfg: dict, errors: list[str], warnings: list[str]) -> int:
+    started = state.begin(stage)
     results: list[dict] = []
     try:
         state.datasource = _datasource_for_modules(state)
-        cfg = _combined_config(state, warnings)
         ctx = _module_context(state, stage, cfg, _stage_instance_data(state, cfg))
         results = [r.to_json() for r in run_stage_modules(ctx, get_list(cfg, STAGE_LIST_KEYS[stage]))]
         warnings.extend(ctx.warnings)

@@ -348,6 +348,20 @@ class TargetRoot:
                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd="/",
                                 preexec_fn=None if self.is_live else enter_root)
 
+    def pipe(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen:
+        """Start ``argv`` on the target reading its stdin from a pipe (``.stdin``); its own output
+        goes where this process's goes. It ends when the pipe is closed."""
+        run_env = dict(os.environ if env is None else env)
+        run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+
+        def enter_root() -> None:
+            if not self.is_live:
+                os.chroot(self.top)
+            os.chdir("/")
+
+        return subprocess.Popen(list(argv), env=run_env, stdin=subprocess.PIPE, cwd="/",
+                                preexec_fn=None if self.is_live else enter_root)
+
     def which(self, name: str) -> str | None:
         """Path (inside the root) of an executable ``name`` on the target's standard PATH."""
         for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
