@@ -2,9 +2,11 @@
 
 A datasource is one file in this package named after it in lower case (``NoCloud`` ->
 ``nocloud.py``) that sets ``DATASOURCE`` to a ``Datasource`` subclass declaring its ``name``,
-the ``stages`` it can run in ("local": no network needed; "network"), a cheap ``detect``
-(local facts only: files, labels, DMI, kernel command line) and ``fetch``.
-``datasource_list`` orders them; only the listed ones are ever imported.
+the ``stages`` it can run in ("local": no network needed; "network"), one detection hook
+``why(ctx) -> reason | None`` (local facts only: files, labels, DMI, kernel command line; the
+reason is what the generator reports) and ``fetch``. The one ``fallback`` datasource (None) is
+never detected: it is used when nothing else answered. ``datasource_list`` orders them; only the
+listed ones are ever imported. The contract is written out in ``_contract.py`` (for tests and tools).
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class Datasource:
     platform: ClassVar[str] = "unknown"
     # instance-data keys (under ds.meta_data) that only root may read
     sensitive_keys: ClassVar[tuple[str, ...]] = ()
+    # the last resort, used when no other datasource answered; never detected
+    fallback: ClassVar[bool] = False
 
     def __init__(self, ctx: DatasourceContext):
         self.ctx = ctx
@@ -78,14 +82,18 @@ class Datasource:
 
     # -- declared behaviour
     @classmethod
-    def detect(cls, ctx: DatasourceContext) -> bool:
-        """Can this datasource exist here? Local facts only, no waiting.
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        """Why this datasource may exist here, or None when it cannot. Local facts only, no waiting.
 
-        A datasource that declares ``why(ctx) -> reason | None`` is detected by it (the generator
-        reports the reason); one that declares neither may always exist.
+        The one detection hook: every datasource but the fallback declares its own (the
+        generator reports the reason; the stages skip a datasource whose answer is None).
         """
-        why = getattr(cls, "why", None)
-        return True if why is None else why(ctx) is not None
+        return f"{cls.name} declares no detection; tried anyway"
+
+    @classmethod
+    def detect(cls, ctx: DatasourceContext) -> bool:
+        """``why(ctx) is not None`` (a convenience; declare ``why``, not this)."""
+        return cls.why(ctx) is not None
 
     def fetch(self) -> bool:
         """Read everything; True when this datasource provided an instance."""
@@ -167,6 +175,14 @@ class DatasourceSearch:
         self.errors: list[str] = []
 
 
+def is_fallback(name: str) -> bool:
+    """Does ``name`` (as written in datasource_list) name the fallback datasource?"""
+    try:
+        return bool(datasource_class(name).fallback)
+    except (ImportError, AttributeError):
+        return False
+
+
 def datasource_class(name: str) -> type[Datasource]:
     """The class declared by the datasource file for ``name`` (ImportError when unknown)."""
     key = name.replace("-", "").replace("_", "").lower()
@@ -177,21 +193,19 @@ def datasource_class(name: str) -> type[Datasource]:
 def find_datasource(ctx: DatasourceContext, names: list[str]) -> DatasourceSearch:
     """Try the datasources of ``names`` that can run in ``ctx.stage``, in order; first found wins.
 
-    ``None`` is never chosen here: the stage falls back to it when nothing else answered.
+    The fallback (None) is never chosen here: the stage falls back to it when nothing else answered.
     """
     search = DatasourceSearch()
     for name in names:
-        if str(name).lower() == "none":
-            continue
         try:
             cls = datasource_class(str(name))
         except (ImportError, AttributeError):
             LOG.warning("datasource_list names %r, which cloudseed does not provide; skipped", name)
             continue
-        if ctx.stage not in cls.stages:
+        if cls.fallback or ctx.stage not in cls.stages:
             continue
         try:
-            if not cls.detect(ctx):
+            if cls.why(ctx) is None:
                 LOG.debug("datasource %s: not present (detection)", cls.name)
                 continue
         except Exception as e:  # a broken detector must not stop the search

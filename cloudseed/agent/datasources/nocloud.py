@@ -112,23 +112,38 @@ class NoCloud(Datasource):
         return [] if label is None else sorted({str(label).lower(), str(label).upper()})
 
     @classmethod
-    def detect(cls, ctx: DatasourceContext) -> bool:
-        cmd = cls._cmdline_seed(ctx)
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        """Why a NoCloud seed may be here in ``ctx.stage`` (None: it cannot be)."""
+        found = parse_ds_argument(ctx.cmdline)
+        where = "kernel command line"
+        if found is None:
+            found, where = parse_ds_argument(ctx.dmi("product_serial")), "DMI product_serial"
         ds_cfg = ctx.ds_cfg("NoCloud")
-        seedfrom = str((cmd or {}).get("seedfrom") or ds_cfg.get("seedfrom") or "")
-        is_http = seedfrom.startswith(("http://", "https://"))
+        seedfrom = str((found or {}).get("seedfrom") or ds_cfg.get("seedfrom") or "")
+        seed_dirs = cls._seed_dirs(ctx)
         if ctx.stage == NETWORK:
-            if is_http:
-                return True
+            if seedfrom.startswith(("http://", "https://")):
+                return f"seedfrom {seedfrom} ({where if found and found.get('seedfrom') else 'datasource.NoCloud'})"
             # a local seed that points at the network (meta-data: seedfrom: http://...)
-            return bool(cls._seed_dirs(ctx)) or bool(cmd and cmd.get("dsmode") == "net")
-        if cmd is not None or ("meta-data" in ds_cfg and "user-data" in ds_cfg) or seedfrom:
-            return True
-        if cls._seed_dirs(ctx):
-            return True
+            if seed_dirs:
+                return f"seed directory {seed_dirs[0]}"
+            if found and found.get("dsmode") == "net":
+                return f"{where} has ds=nocloud-net"
+            return None
+        if found is not None:
+            return f"{where} has ds=nocloud"
+        if "meta-data" in ds_cfg and "user-data" in ds_cfg:
+            return "datasource.NoCloud has meta-data and user-data"
+        if seedfrom:
+            return "datasource.NoCloud.seedfrom is configured"
+        if seed_dirs:
+            return f"seed directory {seed_dirs[0]}"
         from cloudseed.agent.devices import find_devices_by_label
 
-        return bool(find_devices_by_label(cls._labels(ctx)))
+        devices = find_devices_by_label(cls._labels(ctx))
+        if devices:
+            return f"filesystem labelled {cls._labels(ctx)[-1]} on {', '.join(devices)}"
+        return None
 
     # ------------------------------------------------------------------ fetching
     def fetch(self) -> bool:

@@ -14,6 +14,7 @@ class NoneDatasource(Datasource):
     name = "None"
     stages = (LOCAL, NETWORK)
     platform = "none"
+    fallback = True
 
     def fetch(self) -> bool:
         cfg = self.ctx.ds_cfg("None")
