@@ -38,17 +38,45 @@ def any_target(request, target):
     return target
 
 
-@pytest.fixture
-def debian_root(tmp_path):
-    """A private, fresh copy of the cached debootstrapped Debian bookworm tree (built when missing)."""
+@pytest.fixture(scope="session")
+def _debian_base():
+    """The cached debootstrapped tree, unpacked once per test session (read-only below overlays)."""
     if os.geteuid() != 0 or not shutil.which("debootstrap"):
         pytest.skip("needs root and debootstrap")
     import debian_chroot
 
-    from cloudseed.core.root import TargetRoot
-
-    base = tempfile.mkdtemp(prefix="cloudseed-module-root-")
+    base = tempfile.mkdtemp(prefix="cloudseed-module-base-")
     try:
-        yield TargetRoot(debian_chroot.unpack(os.path.join(base, "root")))
+        yield debian_chroot.unpack(os.path.join(base, "root"))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def debian_root(_debian_base):
+    """A private, writable Debian bookworm root: an overlay over the session's unpacked tree.
+
+    Every test gets its own upper layer, so what one test changes no other test sees; where the
+    kernel has no overlayfs, a full copy is unpacked instead (slower).
+    """
+    import subprocess
+
+    from cloudseed.core.root import TargetRoot
+
+    work = tempfile.mkdtemp(prefix="cloudseed-module-root-")
+    merged, upper, scratch = (os.path.join(work, d) for d in ("root", "upper", "work"))
+    for d in (merged, upper, scratch):
+        os.makedirs(d)
+    mounted = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                              f"lowerdir={_debian_base},upperdir={upper},workdir={scratch}", merged],
+                             capture_output=True).returncode == 0
+    if not mounted:
+        import debian_chroot
+
+        debian_chroot.unpack(merged)
+    try:
+        yield TargetRoot(merged)
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", merged], check=False)
+        shutil.rmtree(work, ignore_errors=True)
