@@ -76,7 +76,7 @@ def default_options(ctx: ModuleContext) -> str:
     return "defaults,nobootwait"
 
 
-def _fields(entry: Any, where: str) -> list[str | None]:
+def _fields(entry: Any, where: str, device_required: bool = True) -> list[str | None]:
     if not isinstance(entry, list) or not 1 <= len(entry) <= 6:
         raise ModuleError(f"{where}: expected a list of 1 to 6 fstab fields, got {entry!r}")
     out: list[str | None] = []
@@ -84,7 +84,7 @@ def _fields(entry: Any, where: str) -> list[str | None]:
         if value is not None and not isinstance(value, (str, int)) or isinstance(value, bool):
             raise ModuleError(f"{where}[{index}]: expected a string, got {type(value).__name__} {value!r}")
         out.append(None if value is None else str(value))
-    if out[0] in (None, ""):
+    if device_required and out[0] in (None, ""):
         raise ModuleError(f"{where}: the first field (the device) is empty")
     return out
 
@@ -137,7 +137,7 @@ def plan_entries(ctx: ModuleContext, kept: list[str]) -> list[list[str]]:
     defaults_cfg = cfg.get("mount_default_fields")
     defaults: list[str | None] = [None, None, "auto", default_options(ctx), "0", "2"]
     if defaults_cfg is not None:
-        defaults = _fields(defaults_cfg, "mount_default_fields")
+        defaults = _fields(defaults_cfg, "mount_default_fields", device_required=False)
         if len(defaults) != 6:
             raise ModuleError(f"mount_default_fields: expected 6 values, got {len(defaults)}")
     aliases = cfg.get("device_aliases") or {}
