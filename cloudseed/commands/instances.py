@@ -24,7 +24,8 @@ def _record_flags(parser: argparse.ArgumentParser, adding: bool) -> None:
     parser.add_argument("--network-data", metavar="FILE", help="OpenStack network_data.json file")
     parser.add_argument("--availability-zone", help="availability zone")
     parser.add_argument("--project-id", help="project (tenant) id")
-    parser.add_argument("--tag", action="append", metavar="TAG", help="tag (repeatable)")
+    parser.add_argument("--tag", action="append", metavar="KEY[=VALUE]",
+                        help="EC2 instance tag, KEY=VALUE or KEY (empty value); repeatable, replaces all on update")
     parser.add_argument("--meta", action="append", metavar="KEY=VALUE", help="OpenStack meta item (repeatable)")
     parser.add_argument("--imds-tokens", choices=("required", "optional"), help="IMDSv2 tokens for this instance")
     parser.add_argument("--instance-type", help="EC2 instance type")
@@ -38,7 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _record_flags(sub.add_parser("add", help="register an instance"), adding=True)
     lister = sub.add_parser("list", help="list instances")
     for name in ("name", "hostname", "project_id", "availability_zone", "network", "address", "tag"):
-        lister.add_argument(f"--{name.replace('_', '-')}", dest=f"filter_{name}", help=f"only this {name}")
+        lister.add_argument(f"--{name.replace('_', '-')}", dest=f"filter_{name}",
+                            help="only this tag key, or KEY=VALUE" if name == "tag" else f"only this {name}")
     lister.add_argument("--json", action="store_true", help="print JSON records")
     show = sub.add_parser("show", help="print one instance as JSON")
     show.add_argument("instance_id")
@@ -118,7 +120,11 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError as error:
             raise InputError(f"--network-data {args.network_data}: not JSON: {error}")
     if args.tag:
-        fields["tags"] = args.tag
+        tags: dict[str, str] = {}
+        for item in args.tag:
+            key, _, value = item.partition("=")
+            tags[key] = value
+        fields["tags"] = tags
     if args.meta:
         meta = {}
         for item in args.meta:

@@ -9,6 +9,8 @@ WAL mode) or a PostgreSQL database (``postgresql://...``), both with the same ``
 
 from __future__ import annotations
 
+import os
+
 from cloudseed.provider.registry.record import InstanceRecord, RecordError, parse_address_spec
 from cloudseed.provider.registry.sql import LIST_FILTERS, RegistryError, SQLRegistry
 
@@ -19,8 +21,11 @@ __all__ = ["DEFAULT_DB", "LIST_FILTERS", "InstanceRecord", "RecordError", "Regis
            "open_registry", "parse_address_spec"]
 
 
-def open_registry(url: str = DEFAULT_DB) -> Registry:
-    """The registry at ``url``: a SQLite path, ``sqlite:///path`` or ``postgresql://...``."""
+def open_registry(url: str = DEFAULT_DB, create: bool = True) -> Registry:
+    """The registry at ``url``: a SQLite path, ``sqlite:///path`` or ``postgresql://...``.
+
+    A SQLite file is created (0600) unless ``create`` is false, when a missing file is an error.
+    The schema is checked (and upgraded) on open; one written by a newer cloudseed is an error."""
     if url.startswith(("postgresql://", "postgres://")):
         from cloudseed.provider.registry.postgres import PostgresRegistry
 
@@ -35,6 +40,8 @@ def open_registry(url: str = DEFAULT_DB) -> Registry:
                             "postgresql://...", "db")
     else:
         path = url
+    if not create and path != ":memory:" and not os.path.exists(path):
+        raise RegistryError(f"no registry database at {path}", "db")
     from cloudseed.provider.registry.sqlite import SQLiteRegistry
 
     return SQLiteRegistry(path)

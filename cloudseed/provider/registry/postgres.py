@@ -4,6 +4,15 @@ Every write sends ``NOTIFY cloudseed_changes`` in its transaction; ``wait_for_ch
 a second connection, so every ``cloudseed serve`` sharing the database drops stale cache entries
 as soon as the writer commits (the ``changes`` table is still read, so a missed notification
 only delays invalidation until the next poll).
+
+The change log is read as "everything after the last sequence number seen", which is only
+right if entries become visible in sequence order. Sequence numbers are handed out when a
+row is inserted, not when its transaction commits, so two concurrent writers could commit
+11 before 10, and a server that had read 11 would skip 10 forever. Writers therefore take a
+transaction-scoped advisory lock before their first change-log insert: the next writer's
+sequence number is drawn only after the previous one has committed (and is visible: a
+transaction's locks are released after it becomes visible), so sequence order is commit order.
+psycopg is the one optional dependency (``pip install 'cloudseed[postgres]'``).
 """
 
 from __future__ import annotations
@@ -15,6 +24,8 @@ from cloudseed.provider.registry.sql import RegistryError, SQLRegistry
 
 CHANNEL = "cloudseed_changes"
 SCHEMA_LOCK_KEY = 0x636C6F7564  # advisory lock serialising schema creation across servers
+CHANGES_LOCK_KEY = 0x636C6F7565  # advisory lock making change-log order commit order
+INSTALL_HINT = "PostgreSQL registries need the psycopg driver: pip install 'cloudseed[postgres]'"
 
 
 class PostgresRegistry(SQLRegistry):
@@ -29,7 +40,7 @@ class PostgresRegistry(SQLRegistry):
         try:
             import psycopg
         except ImportError:
-            raise RegistryError("PostgreSQL needs psycopg: pip install 'cloudseed[postgres]'")
+            raise RegistryError(INSTALL_HINT, "db") from None
         self.url = url
         self._psycopg = psycopg
         try:
@@ -37,10 +48,20 @@ class PostgresRegistry(SQLRegistry):
         except psycopg.Error as error:
             raise RegistryError(f"cannot connect to {_redacted(url)}: {error}".strip())
         self._listener: Optional[Any] = None
-        with self._transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-            for statement in self._schema():
-                cur.execute(statement)
+        self._open_schema()
+
+    def _table_exists(self, cur: Any, name: str) -> bool:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (name,))
+        return bool(cur.fetchone()[0])
+
+    def _lock_schema(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+
+    def _serialise_changes(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s)", (CHANGES_LOCK_KEY,))
+
+    def _where(self) -> str:
+        return _redacted(self.url)
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:

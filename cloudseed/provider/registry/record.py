@@ -45,7 +45,9 @@ class InstanceRecord:
     ``addresses``: ``[{"address": "10.0.0.5", "network": "net-a"}]`` (optional keys ``mac``,
     ``prefix`` (int) and ``public`` (bool, an EC2 public-ipv4)); an address is unique within its
     network, so overlapping tenant ranges live on different networks.
-    ``ssh_keys``: ``[{"name": "key0", "type": "ssh-ed25519", "data": "ssh-ed25519 AAAA... c"}]``.
+    ``ssh_keys``: ``[{"name": "key0", "type": "ssh-ed25519", "data": "ssh-ed25519 AAAA... c"}]``
+    (``type`` is the key algorithm; Nova's ``meta_data.json`` publishes every OpenSSH key as ``ssh``).
+    ``tags``: ``{"env": "test"}``, EC2 instance tags with their values.
     ``user_data`` is raw bytes (None when the instance has none); ``vendor_data`` and
     ``vendor_data2`` are any JSON value; ``network_data`` is an OpenStack ``network_data.json``
     document (None: derived from addresses and MACs). ``imds_tokens`` is ``"required"`` or
@@ -66,7 +68,7 @@ class InstanceRecord:
     vendor_data2: Any = None
     network_data: Optional[dict] = None
     meta: dict = dataclasses.field(default_factory=dict)
-    tags: list[str] = dataclasses.field(default_factory=list)
+    tags: dict[str, str] = dataclasses.field(default_factory=dict)
     imds_tokens: str = "optional"
     password: Optional[str] = None
     launch_index: int = 0
@@ -169,8 +171,7 @@ class InstanceRecord:
             _check_network_data(self.network_data)
         if not isinstance(self.meta, dict) or not all(isinstance(k, str) for k in self.meta):
             raise RecordError("meta", "must be an object with string keys")
-        if not isinstance(self.tags, list) or not all(isinstance(t, str) and t for t in self.tags):
-            raise RecordError("tags", "must be a list of non-empty strings")
+        self._validate_tags()
         if self.imds_tokens not in ("required", "optional"):
             raise RecordError("imds_tokens", f"{self.imds_tokens!r} must be 'required' or 'optional'")
         if self.password is not None:
@@ -197,9 +198,15 @@ class InstanceRecord:
                     raise RecordError(f"{where}.{key}", "unknown field")
             address = entry.get("address")
             try:
-                address = str(ipaddress.ip_address(address))
+                if not isinstance(address, str):
+                    raise ValueError(address)
+                parsed = ipaddress.ip_address(address)
             except ValueError:
                 raise RecordError(f"{where}.address", f"{address!r} is not an IP address")
+            # an IPv4-mapped IPv6 address is the IPv4 address (the server sees IPv4 peers of a
+            # dual-stack socket that way): one form, so one instance per address holds
+            mapped = getattr(parsed, "ipv4_mapped", None)
+            address = str(mapped if mapped is not None else parsed)
             network = entry.get("network") or DEFAULT_NETWORK
             if not isinstance(network, str) or not _NETWORK_RE.match(network):
                 raise RecordError(f"{where}.network", f"{network!r} is not a valid network name")
@@ -222,6 +229,25 @@ class InstanceRecord:
                 clean["public"] = True
             normalised.append(clean)
         self.addresses = normalised
+
+    def _validate_tags(self) -> None:
+        """Tags are ``{key: value}`` (EC2 ``tags/instance/KEY`` is the value); a list of keys
+        (the first release's form) means keys with empty values."""
+        tags = self.tags
+        if isinstance(tags, list):
+            if not all(isinstance(t, str) for t in tags):
+                raise RecordError("tags", "must be an object of tag keys to string values")
+            tags = {t: "" for t in tags}
+        if not isinstance(tags, dict):
+            raise RecordError("tags", "must be an object of tag keys to string values")
+        for key, value in tags.items():
+            if not isinstance(key, str) or not key or len(key) > 128 or "/" in key \
+                    or any(ord(c) < 32 for c in key) or key in (".", ".."):
+                raise RecordError(f"tags.{key}", "a tag key is 1-128 characters, without '/' or control "
+                                                 "characters (it is a path in EC2 metadata)")
+            if not isinstance(value, str) or len(value) > 256:
+                raise RecordError(f"tags.{key}", "a tag value is a string of at most 256 characters")
+        self.tags = dict(sorted(tags.items()))
 
     def _validate_keys(self) -> None:
         if not isinstance(self.ssh_keys, list):

@@ -24,6 +24,9 @@ LIST_FILTERS = ("name", "hostname", "project_id", "availability_zone", "network"
                 "imds_tokens")
 MAX_PHONE_HOME_KEPT = 20
 CHANGES_KEPT_SECONDS = 3600.0
+# The schema's version, kept in the ``schema_version`` table. 1: the first release (no table);
+# 2: the table itself, tags with values (``tags.value``, a mapping in the record body).
+SCHEMA_VERSION = 2
 
 
 class RegistryError(Exception):
@@ -67,6 +70,66 @@ class SQLRegistry(abc.ABC):
     def close(self) -> None:
         """Release the connection(s)."""
 
+    def _table_exists(self, cur: Any, name: str) -> bool:
+        """Whether table ``name`` exists (dialect-specific)."""
+        cur.execute(self._sql("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"), (name,))
+        return cur.fetchone() is not None
+
+    def _lock_schema(self, cur: Any) -> None:  # noqa: B027 - optional hook
+        """Serialise schema creation and upgrades across servers (SQLite: BEGIN IMMEDIATE does)."""
+
+    def _serialise_changes(self, cur: Any) -> None:  # noqa: B027 - optional hook
+        """Make change-log entries commit in sequence order (SQLite: writers are serialised)."""
+
+    def _where(self) -> str:
+        """The database, for messages (no password)."""
+        return self.url
+
+    def _open_schema(self) -> None:
+        """Create the schema, or check its version and upgrade it (never a silent misread).
+
+        A database written by a newer cloudseed (a version this code does not know) is refused
+        with a message naming the database and both versions."""
+        with self._transaction() as cur:
+            self._lock_schema(cur)
+            if self._table_exists(cur, "schema_version"):
+                cur.execute("SELECT MAX(version) FROM schema_version")
+                row = cur.fetchone()
+                version = int(row[0]) if row and row[0] is not None else 1
+            elif self._table_exists(cur, "instances"):
+                version = 1  # the first release kept no version
+            else:
+                version = 0
+            if version > SCHEMA_VERSION:
+                raise RegistryError(f"registry {self._where()} has schema version {version}, newer than this "
+                                    f"cloudseed understands (up to {SCHEMA_VERSION}): upgrade cloudseed",
+                                    "db")
+            if version == SCHEMA_VERSION:
+                return
+            for statement in self._schema():
+                cur.execute(statement)
+            if version == 1:
+                self._upgrade_1_to_2(cur)
+            cur.execute(self._sql("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
+                        (SCHEMA_VERSION, utc_now()))
+
+    def schema_version(self) -> int:
+        """The schema version of the open database (``SCHEMA_VERSION`` once opened)."""
+        with self._cursor() as cur:
+            cur.execute("SELECT MAX(version) FROM schema_version")
+            return int(cur.fetchone()[0])
+
+    def _upgrade_1_to_2(self, cur: Any) -> None:
+        """Tags gain values: the tags table a ``value`` column, the record body a mapping."""
+        cur.execute("ALTER TABLE tags ADD COLUMN value TEXT NOT NULL DEFAULT ''")
+        cur.execute("SELECT instance_id, body FROM instances")
+        for instance_id, body in cur.fetchall():
+            fields = json.loads(body)
+            if isinstance(fields.get("tags"), list):
+                fields["tags"] = {str(tag): "" for tag in fields["tags"]}
+                cur.execute(self._sql("UPDATE instances SET body = ? WHERE instance_id = ?"),
+                            (json.dumps(fields, sort_keys=True), instance_id))
+
     def _sql(self, query: str) -> str:
         return query if self.placeholder == "?" else query.replace("?", self.placeholder)
 
@@ -83,7 +146,7 @@ class SQLRegistry(abc.ABC):
             "CREATE INDEX IF NOT EXISTS addresses_by_address ON addresses (address)",
             "CREATE INDEX IF NOT EXISTS addresses_by_instance ON addresses (instance_id)",
             """CREATE TABLE IF NOT EXISTS tags (instance_id TEXT NOT NULL, tag TEXT NOT NULL,
-                PRIMARY KEY (instance_id, tag))""",
+                value TEXT NOT NULL DEFAULT '', PRIMARY KEY (instance_id, tag))""",
             "CREATE INDEX IF NOT EXISTS tags_by_tag ON tags (tag)",
             "CREATE INDEX IF NOT EXISTS instances_by_hostname ON instances (hostname)",
             "CREATE INDEX IF NOT EXISTS instances_by_project ON instances (project_id)",
@@ -93,6 +156,7 @@ class SQLRegistry(abc.ABC):
                 received_at TEXT NOT NULL, source TEXT NOT NULL, fields TEXT NOT NULL)""",
             "CREATE INDEX IF NOT EXISTS phone_home_by_instance ON phone_home (instance_id)",
             "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)",
         ]
 
     # -- reads -----------------------------------------------------------------------------
@@ -118,6 +182,11 @@ class SQLRegistry(abc.ABC):
             elif key == "imds_tokens":
                 where.append("body LIKE ?")
                 value = f'%"imds_tokens": "{value}"%'
+            elif key == "tag" and "=" in str(value):  # KEY=VALUE (or a key holding "=")
+                where.append("instance_id IN (SELECT instance_id FROM tags WHERE tag = ? OR (tag = ? AND value = ?))")
+                tag_key, _, tag_value = str(value).partition("=")
+                params.extend((str(value), tag_key))
+                value = tag_value
             elif key == "tag":
                 where.append("instance_id IN (SELECT instance_id FROM tags WHERE tag = ?)")
             else:
@@ -290,11 +359,12 @@ class SQLRegistry(abc.ABC):
         for entry in record.addresses:
             cur.execute(self._sql("INSERT INTO addresses (network, address, instance_id) VALUES (?, ?, ?)"),
                         (entry["network"], entry["address"], record.instance_id))
-        for tag in sorted(set(record.tags)):
-            cur.execute(self._sql("INSERT INTO tags (instance_id, tag) VALUES (?, ?)"),
-                        (record.instance_id, tag))
+        for tag, value in sorted(record.tags.items()):
+            cur.execute(self._sql("INSERT INTO tags (instance_id, tag, value) VALUES (?, ?, ?)"),
+                        (record.instance_id, tag, value))
 
     def _log_change(self, cur: Any, instance_id: str) -> None:
+        self._serialise_changes(cur)
         now = time.time()
         cur.execute(self._sql("INSERT INTO changes (instance_id, changed_at) VALUES (?, ?)"),
                     (instance_id, now))
@@ -318,6 +388,8 @@ class SQLRegistry(abc.ABC):
     def _record(row: Any) -> InstanceRecord:
         instance_id, name, hostname, zone, project, body, user_data, password, created = row
         fields = json.loads(body)
+        if isinstance(fields.get("tags"), list):  # written by a first-release server after the upgrade
+            fields["tags"] = {str(tag): "" for tag in fields["tags"]}
         return InstanceRecord(instance_id=instance_id, name=name, hostname=hostname, availability_zone=zone,
                               project_id=project,
                               user_data=bytes(user_data) if user_data is not None else None,

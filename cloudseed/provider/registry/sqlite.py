@@ -25,17 +25,14 @@ class SQLiteRegistry(SQLRegistry):
         self.path = path
         self.url = f"sqlite:///{os.path.abspath(path)}" if path != ":memory:" else "sqlite://:memory:"
         if path != ":memory:":
-            parent = os.path.dirname(os.path.abspath(path))
-            os.makedirs(parent, exist_ok=True)
+            _create_private(path)
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA busy_timeout=30000")
-        with self._transaction() as cur:
-            for statement in self._schema():
-                cur.execute(statement)
         if path != ":memory:":
-            os.chmod(path, 0o600)  # user-data and passwords are secrets
+            _make_private(path + "-wal", path + "-shm")  # left 0644 by an older version
+        self._open_schema()
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:
@@ -67,3 +64,26 @@ class SQLiteRegistry(SQLRegistry):
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _create_private(path: str) -> None:
+    """Create the database file 0600 (its directory 0700) before SQLite opens it.
+
+    SQLite gives the ``-wal`` and ``-shm`` files it creates later the database file's mode, so
+    a file that is private from its first byte keeps the token key, user-data and passwords
+    (all of which pass through the WAL) private whatever the umask."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    _make_private(path)
+
+
+def _make_private(*paths: str) -> None:
+    for name in paths:
+        try:
+            if os.stat(name).st_mode & 0o077:
+                os.chmod(name, 0o600)
+        except FileNotFoundError:
+            continue

@@ -51,7 +51,7 @@ def build_seed(kind: str, fs: str, spec: InstanceSpec, out_path: str, epoch: int
 
             os.close(handle)
             write_vfat(files, label.upper(), temp, epoch)
-        os.chmod(temp, 0o644)
+        os.chmod(temp, 0o600)  # user-data and keys: readable by its owner only
         os.replace(temp, out_path)
     except BaseException:
         if os.path.exists(temp):

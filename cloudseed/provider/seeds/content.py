@@ -4,6 +4,8 @@ NoCloud (``cidata``): ``meta-data``, ``user-data``, optional ``vendor-data`` and
 OpenStack config drive (``config-2``): ``openstack/<version>/`` with ``meta_data.json``,
 ``user_data``, ``vendor_data.json``, ``vendor_data2.json``, ``network_data.json`` for each
 metadata version that has them, and ``ec2/<version>/meta-data.json`` and ``user-data``.
+Every document comes from ``provider/instance_data`` (the metadata server's code, with its one
+version table) applied to ``spec.to_record()``; files given on the command line add to it.
 JSON is written with sorted keys so the same instance always gives the same bytes.
 """
 
@@ -14,18 +16,16 @@ from typing import Any
 
 import yaml
 
+from cloudseed.provider.instance_data import ec2, nocloud, openstack
+from cloudseed.provider.instance_data.network import network_data, nocloud_network_config
+from cloudseed.provider.instance_data.versions import OPENSTACK_FILES, OPENSTACK_VERSIONS, SERVED_ONLY, has_file
+from cloudseed.provider.registry import InstanceRecord
 from cloudseed.provider.seeds.errors import SeedError
 from cloudseed.provider.seeds.spec import InstanceSpec
 
 NOCLOUD_LABEL = "cidata"
 CONFIGDRIVE_LABEL = "config-2"
-
-# OpenStack metadata versions and the first version that carries each file (Nova's layout).
-OPENSTACK_VERSIONS = ("2012-08-10", "2013-04-04", "2013-10-17", "2015-10-15", "2016-06-30",
-                      "2016-10-06", "2017-02-22", "2018-08-27")
-_FIRST_VERSION = {"vendor_data.json": "2013-04-04", "network_data.json": "2015-10-15",
-                  "vendor_data2.json": "2016-10-06"}
-EC2_VERSIONS = ("2009-04-04",)
+EC2_VERSIONS = ec2.CONFIGDRIVE_EC2_VERSIONS
 
 
 def _json(value: Any) -> bytes:
@@ -34,52 +34,29 @@ def _json(value: Any) -> bytes:
 
 def nocloud_files(spec: InstanceSpec) -> dict[str, bytes]:
     """The files of a NoCloud seed for ``spec``."""
+    record = spec.to_record()
     meta: dict[str, Any] = dict(spec.extra_meta_data)
-    meta["instance-id"] = spec.instance_id
-    if spec.hostname:
-        meta["local-hostname"] = spec.hostname
-    if spec.ssh_keys:
-        meta["public-keys"] = [key.data for key in spec.ssh_keys]
+    meta.update(nocloud.meta_data(record))
+    if spec.record is None and not spec.hostname:
+        del meta["local-hostname"]  # none given: the guest keeps its own
     files = {
         "meta-data": yaml.safe_dump(meta, default_flow_style=False, sort_keys=True).encode("utf-8"),
-        "user-data": spec.user_data or b"",
+        "user-data": record.user_data or b"",
     }
-    vendor = _vendor_bytes(spec.vendor_data)
-    if vendor is not None:
-        files["vendor-data"] = vendor
+    if isinstance(record.vendor_data, bytes):
+        files["vendor-data"] = record.vendor_data  # binary vendor data, as given
+    elif record.vendor_data is not None:
+        files["vendor-data"] = nocloud.vendor_text(record.vendor_data).encode("utf-8")
     if spec.network_config_raw is not None:
         _check_network_config(spec.network_config or {})
         files["network-config"] = spec.network_config_raw
     elif spec.network_config is not None:
         files["network-config"] = yaml.safe_dump(spec.network_config, sort_keys=True).encode("utf-8")
+    elif spec.record is not None:
+        config = nocloud_network_config(record)
+        if config is not None:
+            files["network-config"] = yaml.safe_dump(config, sort_keys=True).encode("utf-8")
     return files
-
-
-def _vendor_bytes(value: Any) -> bytes | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, dict) and isinstance(value.get("cloud-init"), str):
-        return value["cloud-init"].encode("utf-8")
-    return _json(value)
-
-
-def _vendor_json(value: Any) -> Any:
-    """vendor_data.json holds JSON: text vendor data goes under the "cloud-init" key."""
-    if value is None:
-        return {}
-    if isinstance(value, bytes):
-        try:
-            return {"cloud-init": value.decode("utf-8")}
-        except UnicodeDecodeError:
-            raise SeedError("vendor data: a config drive carries vendor data as JSON text; "
-                            "this vendor data is binary (not UTF-8)")
-    if isinstance(value, str):
-        return {"cloud-init": value}
-    return value
 
 
 def _check_network_config(config: dict[str, Any]) -> None:
@@ -116,64 +93,49 @@ def network_data_json(config: dict[str, Any] | None) -> dict[str, Any]:
         raise SeedError(f"network config: cannot be expressed as OpenStack network_data.json: {error}")
 
 
-def openstack_meta_data(spec: InstanceSpec) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "uuid": spec.instance_id,
-        "name": spec.name or spec.hostname or spec.instance_id,
-        "hostname": spec.hostname or spec.name or spec.instance_id,
-        "launch_index": spec.launch_index,
-        "availability_zone": spec.availability_zone or "nova",
-        "project_id": spec.project_id or "",
-        "meta": dict(spec.meta),
-        "devices": [],
-    }
-    if spec.ssh_keys:
-        meta["public_keys"] = {key.name: key.data for key in spec.ssh_keys}
-        meta["keys"] = [{"name": key.name, "type": key.type, "data": key.data} for key in spec.ssh_keys]
-    meta.update(spec.extra_meta_data)
-    meta["uuid"] = spec.instance_id
-    return meta
+def _binary_vendor_error(value: Any) -> None:
+    if isinstance(value, bytes):
+        raise SeedError("vendor data: a config drive carries vendor data as JSON text; "
+                        "this vendor data is binary (not UTF-8)")
 
 
-def ec2_meta_data(spec: InstanceSpec) -> dict[str, Any]:
-    hostname = spec.hostname or spec.name or spec.instance_id
-    meta: dict[str, Any] = {
-        "instance-id": spec.instance_id,
-        "hostname": hostname,
-        "local-hostname": hostname,
-        "ami-id": spec.ami_id or "ami-00000001",
-        "ami-launch-index": spec.launch_index,
-        "instance-type": spec.instance_type or "m1.small",
-        "placement": {"availability-zone": spec.availability_zone or "nova"},
-        "reservation-id": f"r-{spec.instance_id[:8]}",
-        "security-groups": ["default"],
-    }
-    if spec.local_ipv4:
-        meta["local-ipv4"] = spec.local_ipv4
-    if spec.ssh_keys:
-        meta["public-keys"] = {str(n): {"openssh-key": key.data} for n, key in enumerate(spec.ssh_keys)}
-    return meta
+def configdrive_record(spec: InstanceSpec) -> InstanceRecord:
+    """The record a config drive is made from: a network config file becomes its network data."""
+    record = spec.to_record()
+    for value in (record.vendor_data, record.vendor_data2):
+        _binary_vendor_error(value)
+    if spec.network_config is not None:
+        record.network_data = network_data_json(spec.network_config)
+    return record
 
 
 def configdrive_files(spec: InstanceSpec) -> dict[str, bytes]:
-    """The files of an OpenStack config drive for ``spec``."""
-    per_file = {
-        "meta_data.json": _json(openstack_meta_data(spec)),
-        "vendor_data.json": _json(_vendor_json(spec.vendor_data)),
-        "vendor_data2.json": _json(_vendor_json(spec.vendor_data2)),
-        "network_data.json": _json(network_data_json(spec.network_config)),
+    """The files of an OpenStack config drive for ``spec``: every version in the one version table."""
+    record = configdrive_record(spec)
+    common = {
+        "vendor_data.json": _json(openstack.vendor_data_json(record.vendor_data)),
+        "vendor_data2.json": _json(openstack.vendor_data_json(record.vendor_data2)),
+        "network_data.json": _json(network_data(record)),
     }
     files: dict[str, bytes] = {}
     for version in (*OPENSTACK_VERSIONS, "latest"):
-        for name, data in per_file.items():
-            first = _FIRST_VERSION.get(name)
-            if version == "latest" or first is None or version >= first:
-                files[f"openstack/{version}/{name}"] = data
-        if spec.user_data is not None:
-            files[f"openstack/{version}/user_data"] = spec.user_data
-    ec2 = _json(ec2_meta_data(spec))
+        resolved = OPENSTACK_VERSIONS[-1] if version == "latest" else version
+        for name in OPENSTACK_FILES:
+            if name in SERVED_ONLY or not has_file(resolved, name):
+                continue
+            if name == "meta_data.json":
+                meta = openstack.meta_data(record, resolved)
+                meta.update(spec.extra_meta_data)
+                meta["uuid"] = record.instance_id
+                files[f"openstack/{version}/{name}"] = _json(meta)
+            elif name == "user_data":
+                if record.user_data is not None:
+                    files[f"openstack/{version}/{name}"] = record.user_data
+            else:
+                files[f"openstack/{version}/{name}"] = common[name]
     for version in (*EC2_VERSIONS, "latest"):
-        files[f"ec2/{version}/meta-data.json"] = ec2
-        if spec.user_data is not None:
-            files[f"ec2/{version}/user-data"] = spec.user_data
+        resolved = ec2.EC2_LATEST if version == "latest" else version
+        files[f"ec2/{version}/meta-data.json"] = _json(ec2.meta_data_tree(record, resolved))
+        if record.user_data is not None:
+            files[f"ec2/{version}/user-data"] = record.user_data
     return files

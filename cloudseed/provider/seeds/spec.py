@@ -1,7 +1,10 @@
 """What a seed is made from: one instance's identity, keys and data, whatever its source.
 
 An ``InstanceSpec`` is filled either from files named on the command line or from a record of
-the metadata server's registry; the seed layouts in ``content`` only read the spec.
+the metadata server's registry. The seed layouts in ``content`` derive every document from
+``spec.to_record()`` through ``provider/instance_data``, the code the metadata server uses, so a
+seed and the server publish the same thing for the same instance; what only files can give
+(extra meta-data, a network config file, binary vendor data) is applied on top.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from typing import Any, Optional
 
 import yaml
 
+from cloudseed.provider.registry import InstanceRecord
 from cloudseed.provider.seeds.errors import SeedError
+
+FIXED_CREATED_AT = "2000-01-01T00:00:00Z"  # a spec from files: the same input gives the same bytes
 
 
 @dataclass
@@ -42,6 +48,28 @@ class InstanceSpec:
     vendor_data2: Any = None
     network_config: Optional[dict[str, Any]] = None  # v1/v2 YAML or network_data.json
     network_config_raw: Optional[bytes] = None  # the file as given (NoCloud writes it verbatim)
+    record: Optional[InstanceRecord] = None  # the registry's record, when the spec comes from one
+
+    def to_record(self) -> InstanceRecord:
+        """The instance as the provider's record (the registry's own record when there is one)."""
+        if self.record is not None:
+            return self.record
+        vendor = [self.vendor_data, self.vendor_data2]
+        for i, value in enumerate(vendor):
+            if isinstance(value, bytes):
+                try:
+                    vendor[i] = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # binary: a NoCloud seed writes it as given, a config drive refuses it
+        name = self.name or self.hostname or self.instance_id
+        return InstanceRecord(
+            instance_id=self.instance_id, name=name, hostname=self.hostname or name,
+            availability_zone=self.availability_zone or "nova", project_id=self.project_id or "",
+            addresses=[{"address": self.local_ipv4, "network": "default"}] if self.local_ipv4 else [],
+            ssh_keys=[{"name": k.name, "type": k.type, "data": k.data} for k in self.ssh_keys],
+            user_data=self.user_data, vendor_data=vendor[0], vendor_data2=vendor[1], meta=dict(self.meta),
+            launch_index=self.launch_index, instance_type=self.instance_type or "m1.small",
+            ami_id=self.ami_id or "ami-00000000", created_at=FIXED_CREATED_AT)
 
 
 def read_bytes(path: str, what: str) -> bytes:
@@ -116,38 +144,28 @@ def spec_from_files(instance_id: str, hostname: str | None = None, meta_data: st
 
 
 def spec_from_registry(url: str, instance_id: str) -> InstanceSpec:
-    """An InstanceSpec from the metadata server's registry (``cloudseed serve --db URL``)."""
+    """An InstanceSpec from the metadata server's registry (``cloudseed serve --db URL``).
+
+    The registry must exist already (a seed build never creates one)."""
+    from cloudseed.provider.registry import RegistryError, open_registry
+
     try:
-        from cloudseed.provider.registry import open_registry
-    except ImportError as error:
-        raise SeedError(f"--db: the instance registry is not available in this build ({error})")
-    registry = open_registry(url)
+        registry = open_registry(url, create=False)
+    except (RegistryError, OSError) as error:
+        raise SeedError(f"--db {url}: {error}")
     try:
         record = registry.get(instance_id)
     finally:
-        close = getattr(registry, "close", None)
-        if close:
-            close()
+        registry.close()
     if record is None:
         raise SeedError(f"--instance {instance_id}: no such instance in the registry {url}")
-    addresses = list(getattr(record, "addresses", None) or [])
     spec = InstanceSpec(
-        instance_id=record.instance_id,
-        hostname=getattr(record, "hostname", None),
-        name=getattr(record, "name", None) or getattr(record, "hostname", None),
-        availability_zone=getattr(record, "availability_zone", None),
-        project_id=getattr(record, "project_id", None),
-        launch_index=int(getattr(record, "launch_index", 0) or 0),
-        instance_type=getattr(record, "instance_type", None),
-        ami_id=getattr(record, "ami_id", None),
-        local_ipv4=addresses[0].get("address") if addresses and isinstance(addresses[0], dict) else None,
-        meta=dict(getattr(record, "meta", None) or {}),
-        user_data=getattr(record, "user_data", None),
-        vendor_data=getattr(record, "vendor_data", None),
-        vendor_data2=getattr(record, "vendor_data2", None),
-        network_config=getattr(record, "network_data", None),
+        instance_id=record.instance_id, hostname=record.hostname, name=record.name,
+        availability_zone=record.availability_zone, project_id=record.project_id,
+        launch_index=record.launch_index, instance_type=record.instance_type, ami_id=record.ami_id,
+        local_ipv4=record.addresses[0]["address"] if record.addresses else None, meta=dict(record.meta),
+        user_data=record.user_data, vendor_data=record.vendor_data, vendor_data2=record.vendor_data2,
+        record=record,
     )
-    for number, key in enumerate(getattr(record, "ssh_keys", None) or []):
-        spec.ssh_keys.append(SshKey(name=key.get("name") or f"key-{number}", type=key.get("type", "ssh"),
-                                    data=key["data"]))
+    spec.ssh_keys = [SshKey(name=key["name"], type=key["type"], data=key["data"]) for key in record.ssh_keys]
     return spec

@@ -22,6 +22,7 @@ from cloudseed.provider.server.openapi import openapi_document
 
 JSON = "application/json"
 MAX_LIST = 1000
+MAX_PAGING_DIGITS = 15  # limit/offset: SQL integers are 64-bit; nobody pages that far
 
 
 def json_response(status: int, value: Any) -> Response:
@@ -136,8 +137,9 @@ class AdminApp:
         limit, offset = 100, 0
         for key, value in parse_qsl(request.query, keep_blank_values=True):
             if key in ("limit", "offset"):
-                if not value.isdigit():
-                    return json_error(400, f"{key} must be a non-negative integer", key)
+                if not (value.isascii() and value.isdigit()) or len(value) > MAX_PAGING_DIGITS:
+                    return json_error(400, f"{key} must be a non-negative integer below "
+                                           f"10^{MAX_PAGING_DIGITS}", key)
                 if key == "limit":
                     limit = min(int(value), MAX_LIST)
                 else:

@@ -1,27 +1,22 @@
 """The EC2 instance metadata API: ``/<version>/meta-data/...`` trees, user-data, identity document.
 
 Directory paths list their entries one per line (sub-directories end in ``/``); ``public-keys/``
-lists ``0=name`` and ``0/openssh-key`` holds the key, as cloud-init's crawler expects. Keys appear
-only from the version AWS introduced them (``instance-type`` 2007-08-29, ``placement/`` 2008-02-01,
-``dynamic/`` 2009-04-04, ``network/`` and ``mac`` 2011-01-01, ``tags/`` 2021-03-23).
+lists ``0=name`` and ``0/openssh-key`` holds the key, as cloud-init's crawler expects. The tree
+itself (which key from which version) is ``provider/instance_data/ec2.py``, shared with the
+config drive's ``ec2/`` files.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Optional, Union
 
+from cloudseed.provider.instance_data.ec2 import EC2_LATEST as LATEST
+from cloudseed.provider.instance_data.ec2 import EC2_VERSIONS as VERSIONS
+from cloudseed.provider.instance_data.ec2 import Tree, identity_document, meta_data_tree
 from cloudseed.provider.registry import InstanceRecord
 from cloudseed.provider.server.http import Response
-from cloudseed.provider.server.instance_view import interfaces, private_ipv4, public_ipv4, region
 
-VERSIONS = ("1.0", "2007-01-19", "2007-03-01", "2007-08-29", "2007-10-10", "2007-12-15", "2008-02-01",
-            "2008-09-01", "2009-04-04", "2011-01-01", "2011-05-01", "2012-01-12", "2014-02-25", "2014-11-05",
-            "2015-10-20", "2016-04-19", "2016-06-30", "2016-09-02", "2018-03-28", "2018-08-17", "2018-09-24",
-            "2019-10-01", "2020-10-27", "2021-01-03", "2021-03-23")
-LATEST = VERSIONS[-1]
-
-Tree = dict[str, Union[str, "Tree"]]
+__all__ = ["LATEST", "VERSIONS", "meta_data_tree", "render", "resolve_version", "versions_listing"]
 
 
 def versions_listing() -> Response:
@@ -61,7 +56,7 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
             if trees is not None:
                 trees[key] = tree
     elif parts[0] == "dynamic" and resolved >= "2009-04-04":
-        tree = {"instance-identity": {"document": _identity(record, configured_region)}}
+        tree = {"instance-identity": {"document": identity_document(record, configured_region)}}
     else:
         return None
     for part in parts[1:]:
@@ -73,58 +68,3 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
     if parts[1:] == ["public-keys"]:
         return Response(200, "\n".join(f"{i}={k['name']}" for i, k in enumerate(record.ssh_keys)))
     return Response(200, "\n".join(f"{k}/" if isinstance(v, dict) else k for k, v in tree.items()))
-
-
-def meta_data_tree(record: InstanceRecord, version: str, configured_region: str = "") -> Tree:
-    local = private_ipv4(record) or ""
-    public = public_ipv4(record)
-    tree: Tree = {
-        "ami-id": record.ami_id, "ami-launch-index": str(record.launch_index),
-        "ami-manifest-path": "(unknown)", "hostname": record.hostname, "instance-id": record.instance_id,
-        "local-hostname": record.hostname, "local-ipv4": local,
-        "reservation-id": f"r-{record.instance_id}", "security-groups": "default",
-    }
-    if public:
-        tree["public-ipv4"] = public
-        tree["public-hostname"] = record.hostname
-    if record.ssh_keys:
-        tree["public-keys"] = {str(i): {"openssh-key": k["data"]} for i, k in enumerate(record.ssh_keys)}
-    if version >= "2007-08-29":
-        tree["instance-type"] = record.instance_type
-    if version >= "2007-12-15":
-        tree["block-device-mapping"] = {"ami": "vda", "root": "/dev/vda"}
-    if version >= "2008-02-01":
-        tree["placement"] = {"availability-zone": record.availability_zone}
-        if version >= "2019-10-01":
-            tree["placement"]["region"] = region(record, configured_region)  # type: ignore[index]
-    nics = interfaces(record)
-    if version >= "2011-01-01" and nics:
-        tree["mac"] = nics[0][0]
-        macs: Tree = {}
-        for index, (mac, addresses) in enumerate(nics):
-            private = [a["address"] for a in addresses if not a.get("public") and ":" not in a["address"]]
-            nic: Tree = {"device-number": str(index), "interface-id": f"eni-{mac.replace(':', '')}",
-                         "local-hostname": record.hostname, "mac": mac, "owner-id": record.project_id or "0"}
-            if private:
-                nic["local-ipv4s"] = "\n".join(private)
-            v6 = [a["address"] for a in addresses if ":" in a["address"]]
-            if v6 and version >= "2016-09-02":
-                nic["ipv6s"] = "\n".join(v6)
-            publics = [a["address"] for a in addresses if a.get("public")]
-            if publics:
-                nic["public-ipv4s"] = "\n".join(publics)
-            macs[mac] = nic
-        tree["network"] = {"interfaces": {"macs": macs}}
-    if version >= "2021-03-23" and record.tags:
-        tree["tags"] = {"instance": {tag: "" for tag in record.tags}}
-    return tree
-
-
-def _identity(record: InstanceRecord, configured_region: str) -> str:
-    return json.dumps({
-        "accountId": record.project_id or "0", "architecture": "x86_64",
-        "availabilityZone": record.availability_zone, "imageId": record.ami_id,
-        "instanceId": record.instance_id, "instanceType": record.instance_type,
-        "pendingTime": record.created_at, "privateIp": private_ipv4(record),
-        "region": region(record, configured_region), "version": "2017-09-30",
-    }, indent=2)

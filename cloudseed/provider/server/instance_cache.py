@@ -19,14 +19,15 @@ AMBIGUOUS = "ambiguous"  # address on several networks, listener has no network
 
 
 MAX_ROUTES = 512  # request paths remembered per instance (GET/HEAD answers)
+MAX_UNKNOWN_ADDRESSES = 50_000  # "nobody here" answers kept; more (a scan) forgets them all
 
 
 class CachedInstance:
     """A record and the responses already rendered for it.
 
     ``responses``: canonical key -> Response or factory (``meta_data.json`` with a fresh seed).
-    ``routes``: request path as sent -> (Response or factory, whether an IMDSv2 token check comes
-    first): the GET/HEAD answer for that path, so a repeated request skips routing altogether.
+    ``routes``: request path as sent -> Response or factory: the GET/HEAD answer for that path,
+    so a repeated request skips routing (the IMDSv2 token check still comes first, on every API).
     ``trees``: the EC2 meta-data tree of each version asked for, built once for all its leaves.
     Both go away with the instance when the registry changes it.
     """
@@ -37,7 +38,7 @@ class CachedInstance:
         self.record = record
         self.instance_id = record.instance_id
         self.responses: dict[str, Any] = {}
-        self.routes: dict[str, tuple[Any, bool]] = {}
+        self.routes: dict[str, Any] = {}
         self.trees: dict[Any, Any] = {}  # EC2 meta-data tree per version (ec2_api.render)
 
 
@@ -49,6 +50,7 @@ class InstanceCache:
         self.addresses: dict[tuple[Optional[str], str], Any] = {}  # -> instance id, None or AMBIGUOUS
         self.generation = 0
         self.invalidations = 0
+        self.unknown = 0  # addresses remembered as belonging to nobody
         self._seq = -1
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
@@ -73,6 +75,11 @@ class InstanceCache:
         else:
             found = ids[0] if ids else None
         if generation == self.generation:
+            if found is None:
+                self.unknown += 1
+                if self.unknown > MAX_UNKNOWN_ADDRESSES:  # a scan of unused addresses: start over
+                    self._forget_unknown()
+                    self.unknown = 1
             self.addresses[(network, address)] = found
         if found is None or found is AMBIGUOUS:
             return found
@@ -103,6 +110,11 @@ class InstanceCache:
         # addresses may have moved between instances: drop mappings to changed ids and every
         # negative or ambiguous answer (a changed instance may now hold that address)
         for key in [k for k, v in self.addresses.items() if v is None or v is AMBIGUOUS or v in changed]:
+            del self.addresses[key]
+        self.unknown = 0
+
+    def _forget_unknown(self) -> None:
+        for key in [k for k, v in self.addresses.items() if v is None]:
             del self.addresses[key]
 
     def start_watching(self, loop: asyncio.AbstractEventLoop, poll_timeout: float = 1.0) -> None:

@@ -49,34 +49,40 @@ class MetadataApp:
 
     # -- entry point -----------------------------------------------------------------------
     def handle(self, request: Request) -> Answer:
-        if self.config.proxies:
-            proxied = self._is_proxy(request.peer)
-            if proxied:
-                forwarded = request.headers.get("x-forwarded-for", "")
-                request.client = forwarded.split(",")[-1].strip() or request.peer
+        signed: Any = None
+        if self.config.proxies and self._is_proxy(request.peer):
+            proxied = True
+            forwarded = request.headers.get("x-forwarded-for", "")
+            request.client = forwarded.split(",")[-1].strip() or request.peer
+            signed = self._signed_instance_id(request)  # the instance id, or a 403
         else:
             proxied = False
         if self.limiter.rate > 0:
-            wait = self.limiter.retry_after(request.client)
+            # one bucket per identified instance: its address on the listener's network, or the
+            # proxy's signed instance id whatever the proxy forwards (or does not); requests whose
+            # signature fails share the proxy's own bucket
+            if not proxied:
+                bucket: Any = (request.listener.network, request.peer)
+            else:
+                bucket = ("instance", signed) if signed.__class__ is str else ("proxy", request.peer)
+            wait = self.limiter.retry_after(bucket)
             if wait is not None:
                 self.metrics.rate_limited += 1
                 return text_error(429, f"rate limit exceeded for {request.client}: at most "
                                        f"{self.limiter.rate:g} requests/s (bursts of {self.limiter.burst}); "
                                        f"retry after {wait}s", [("Retry-After", str(wait))])
         if proxied:
-            instance = self._proxy_identity(request)
+            instance = self._proxy_identity(request, signed)
         else:
             instance = self.cache.cached_by_address(request.listener.network, request.peer)
             if instance.__class__ is CachedInstance:  # the hot path: a known instance, a path seen before
                 request.instance_id = instance.instance_id
                 if request.method == "GET" or request.method == "HEAD":
-                    hit = instance.routes.get(request.path)
-                    if hit is not None:
-                        answer, check_token = hit
-                        if check_token:
-                            refused = self._check_token(request, instance)
-                            if refused is not None:
-                                return refused
+                    answer = instance.routes.get(request.path)
+                    if answer is not None:
+                        refused = self._check_token(request, instance)
+                        if refused is not None:
+                            return refused
                         return answer if answer.__class__ is Response else answer()
                 return self._route(request, instance)
         if instance is MISSING:
@@ -118,7 +124,8 @@ class MetadataApp:
                 self._proxy_peers[peer] = known
         return known
 
-    def _proxy_identity(self, request: Request) -> Any:
+    def _signed_instance_id(self, request: Request) -> Union[str, Response]:
+        """The proxy's ``X-Instance-ID`` when its signature checks out, else the 403 to answer."""
         instance_id = request.headers.get("x-instance-id", "").strip()
         signature = request.headers.get("x-instance-id-signature", "").strip()
         if not instance_id or not signature:
@@ -126,6 +133,12 @@ class MetadataApp:
         expected = hmac.new(self.proxy_secret, instance_id.encode(), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected.encode(), signature.lower().encode()):
             return text_error(403, "X-Instance-ID-Signature does not match X-Instance-ID")
+        return instance_id
+
+    def _proxy_identity(self, request: Request, signed: Union[str, Response]) -> Any:
+        if signed.__class__ is not str:
+            return signed
+        instance_id = str(signed)
         instance = self.cache.cached(instance_id)
         if instance is MISSING:
             return MISSING
@@ -145,7 +158,13 @@ class MetadataApp:
 
     # -- routing ---------------------------------------------------------------------------
     def _route(self, request: Request, instance: CachedInstance) -> Answer:
+        """Every API serves only ``instance``'s data, and only once its IMDSv2 rules are met."""
         path = request.path
+        if path == "/latest/api/token":
+            return self._token(request, instance)
+        refused = self._check_token(request, instance)
+        if refused is not None:
+            return refused
         if path.startswith("/openstack"):
             return self._openstack(request, instance, path[len("/openstack"):])
         if path.startswith("/nocloud"):
@@ -154,8 +173,7 @@ class MetadataApp:
             return self._phone_home(request, instance, path[len("/phone-home"):])
         return self._ec2(request, instance, path)
 
-    def _cached(self, request: Request, instance: CachedInstance, key: str, render: Any,
-                check_token: bool = False) -> Response:
+    def _cached(self, request: Request, instance: CachedInstance, key: str, render: Any) -> Response:
         """The answer under ``key`` (rendered once); remembered for ``request.path`` too (``routes``)."""
         found = instance.responses.get(key)
         if found is None:
@@ -164,7 +182,7 @@ class MetadataApp:
                 return _NOT_FOUND
             instance.responses[key] = found
         if len(instance.routes) < MAX_ROUTES:
-            instance.routes[request.path] = (found, check_token)
+            instance.routes[request.path] = found
         return found if found.__class__ is Response else found()
 
     def _openstack(self, request: Request, instance: CachedInstance, rest: str) -> Answer:
@@ -179,7 +197,7 @@ class MetadataApp:
             return _method_not_allowed("GET, HEAD")
         if not parts:
             if len(instance.routes) < MAX_ROUTES:
-                instance.routes[request.path] = (self._os_versions, False)
+                instance.routes[request.path] = self._os_versions
             return self._os_versions
         version = openstack_api.resolve_version(parts[0])
         if version is None:
@@ -233,30 +251,26 @@ class MetadataApp:
         return self._cached(request, instance, f"nc/{name}", lambda: nocloud_api.render(record, name))
 
     def _ec2(self, request: Request, instance: CachedInstance, path: str) -> Answer:
-        if path == "/latest/api/token":
-            return self._token(request, instance)
         parts = path.split("/", 2)  # "", version, rest
         version = parts[1] if len(parts) > 1 else ""
         resolved = ec2_api.resolve_version(version) if version else ""
         if resolved is None:
             return _NOT_FOUND
-        refused = self._check_token(request, instance)
-        if refused is not None:
-            return refused
         if request.method not in READ_METHODS:
             return _method_not_allowed("GET, HEAD")
         if not version:
             if len(instance.routes) < MAX_ROUTES:
-                instance.routes[request.path] = (self._ec2_versions, True)
+                instance.routes[request.path] = self._ec2_versions
             return self._ec2_versions
         subpath = parts[2] if len(parts) > 2 else ""
         record = instance.record
         region = self.config.region
         return self._cached(request, instance, f"ec2/{resolved}/{subpath.strip('/')}",
-                            lambda: ec2_api.render(record, resolved, subpath, region, instance.trees),
-                            check_token=True)
+                            lambda: ec2_api.render(record, resolved, subpath, region, instance.trees))
 
     def _check_token(self, request: Request, instance: CachedInstance) -> Optional[Response]:
+        """401 when tokens are required (by the instance or the server) and none is sent, or
+        when the token sent is not a valid, unexpired token of this instance; on every API."""
         token = request.headers.get(TOKEN_HEADER)
         if token is None:
             if instance.record.imds_tokens == "required" or self.config.imds_tokens == "required":

@@ -26,7 +26,7 @@ def _instance_schema() -> dict[str, Any]:
             "user_data_b64": {"type": ["string", "null"], "description": "user-data as base64 (binary)"},
             "vendor_data": {}, "vendor_data2": {},
             "network_data": {"type": ["object", "null"], "description": "OpenStack network_data.json"},
-            "meta": {"type": "object"}, "tags": {"type": "array", "items": string},
+            "meta": {"type": "object"}, "tags": {"type": "object", "additionalProperties": string},
             "imds_tokens": {"enum": ["required", "optional"]},
             "launch_index": {"type": "integer", "minimum": 0}, "instance_type": string, "ami_id": string,
             "created_at": string,

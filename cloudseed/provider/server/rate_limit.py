@@ -1,10 +1,11 @@
-"""Per-source rate limiting: a token bucket per client address, answered with a clear 429."""
+"""Rate limiting: a token bucket per identified instance (its address on a network, or the id a
+trusted proxy signed), answered with a clear 429."""
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Optional
+from typing import Hashable, Optional
 
 
 class RateLimiter:
@@ -13,10 +14,10 @@ class RateLimiter:
     def __init__(self, rate: float, burst: int):
         self.rate = rate
         self.burst = max(burst, 1)
-        self.buckets: dict[str, list[float]] = {}
+        self.buckets: dict[Hashable, list[float]] = {}
         self._last_prune = time.monotonic()
 
-    def retry_after(self, source: str) -> Optional[int]:
+    def retry_after(self, source: Hashable) -> Optional[int]:
         """None when ``source`` may go ahead (one token taken), else seconds to wait."""
         if self.rate <= 0:
             return None

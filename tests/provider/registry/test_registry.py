@@ -34,7 +34,7 @@ def test_add_get_roundtrip(db_url):
     assert got.ssh_keys == [{"name": "alice", "type": "ssh-ed25519", "data": KEY}]
     assert got.user_data == b"#cloud-config\nhostname: x\n"
     assert got.vendor_data == {"cloud-init": "#cloud-config\n"}
-    assert got.meta == {"role": "db"} and got.imds_tokens == "required" and got.tags == ["web"]
+    assert got.meta == {"role": "db"} and got.imds_tokens == "required" and got.tags == {"web": ""}
     assert got.created_at == record.created_at
 
 
@@ -74,7 +74,7 @@ def test_update_validates_and_keeps_other_fields(db_url):
         registry.add(make("i-2", address="10.0.0.6"))
         updated = registry.update("i-1", hostname="renamed", tags=["db", "prod"])
         assert updated.hostname == "renamed" and updated.user_data == b"#cloud-config\nhostname: x\n"
-        assert registry.get("i-1").tags == ["db", "prod"]
+        assert registry.get("i-1").tags == {"db": "", "prod": ""}
         with pytest.raises(RecordError) as bad:
             registry.update("i-1", addresses=[{"address": "10.0.0.300", "network": "n"}])
         assert bad.value.field == "addresses[0].address"

@@ -27,7 +27,7 @@ def test_admin_crud_and_list_filters(server):
     assert [r["instance_id"] for r in server.admin("GET", "/v1/instances?tag=blue").json()["instances"]] == \
         ["i-admin-1"]
     patched = server.admin("PATCH", "/v1/instances/i-admin-1", {"hostname": "renamed"})
-    assert patched.status == 200 and patched.json()["hostname"] == "renamed" and patched.json()["tags"] == ["blue"]
+    assert patched.status == 200 and patched.json()["hostname"] == "renamed" and patched.json()["tags"] == {"blue": ""}
     assert server.admin("DELETE", "/v1/instances/i-admin-2").status == 204
     assert server.admin("GET", "/v1/instances/i-admin-2").status == 404
     assert server.admin("DELETE", "/v1/instances/i-admin-2").status == 404

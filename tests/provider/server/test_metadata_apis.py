@@ -52,7 +52,7 @@ def test_openstack_meta_data_json(server):
     assert meta["uuid"] == instance_id and meta["hostname"].startswith("vm-")
     assert meta["availability_zone"] == "az1" and meta["project_id"] == "proj-1" and meta["meta"] == {"role": "web"}
     assert meta["public_keys"] == {"alice": KEY}
-    assert meta["keys"] == [{"name": "alice", "type": "ssh-ed25519", "data": KEY}]
+    assert meta["keys"] == [{"name": "alice", "type": "ssh", "data": KEY}]  # Nova: "ssh", not the algorithm
     assert meta["launch_index"] == 0 and meta["devices"] == [] and meta["files"] == []
     assert len(base64.b64decode(meta["random_seed"])) == 512
     again = server.get("/openstack/latest/meta_data.json", address).json()

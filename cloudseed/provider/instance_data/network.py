@@ -1,8 +1,9 @@
-"""Facts every API derives from an ``InstanceRecord``: its NICs, private/public IPv4, network_data.
+"""An instance's network facts: NICs, private/public IPv4, ``network_data.json``, NoCloud network-config.
 
 Addresses name their MAC when the operator gave one; the others belong to the first MAC. When
 the record has no ``network_data``, an OpenStack ``network_data.json`` is derived: one ``phy``
-link per MAC, a static network per address with a prefix, DHCP otherwise.
+link per MAC, a static network per address with a prefix, DHCP otherwise. NoCloud's
+network-config (version 2) is derived from that same document.
 """
 
 from __future__ import annotations
@@ -68,11 +69,42 @@ def network_data(record: InstanceRecord) -> dict:
     return {"links": links, "networks": networks, "services": []}
 
 
-def region(record: InstanceRecord, configured: str) -> str:
-    """The configured region, else the availability zone without its trailing letter (us-east-1a)."""
-    if configured:
-        return configured
-    zone = record.availability_zone
-    if len(zone) > 1 and zone[-1].isalpha() and zone[-2].isdigit():
-        return zone[:-1]
-    return zone
+def network_config_v2(doc: dict) -> dict:
+    """A small network_data.json -> network config v2 conversion (physical links only)."""
+    ethernets: dict = {}
+    names = {}
+    for index, link in enumerate(doc.get("links", [])):
+        if link.get("type", "phy") not in ("phy", "ethernet", "ovs", "bridge", "tap", "vif", "hw_veb",
+                                           "hyperv", "vhostuser", "dvs", "vrouter"):
+            continue
+        name = f"eth{index}"
+        names[link.get("id")] = name
+        entry: dict = {"set-name": name}
+        if link.get("ethernet_mac_address"):
+            entry["match"] = {"macaddress": link["ethernet_mac_address"].lower()}
+        if link.get("mtu"):
+            entry["mtu"] = link["mtu"]
+        ethernets[name] = entry
+    for network in doc.get("networks", []):
+        name = names.get(network.get("link"))
+        if name is None:
+            continue
+        entry = ethernets[name]
+        kind = network.get("type", "")
+        if kind in ("ipv4_dhcp", "ipv6_dhcp", "ipv6_dhcpv6-stateful", "ipv6_slaac"):
+            entry["dhcp6" if kind.startswith("ipv6") else "dhcp4"] = True
+        elif kind in ("ipv4", "ipv6") and network.get("ip_address"):
+            netmask = network.get("netmask") or ("64" if kind == "ipv6" else "32")
+            iface = ipaddress.ip_interface(f"{network['ip_address']}/{netmask}")
+            entry.setdefault("addresses", []).append(str(iface))
+            for route in network.get("routes", []):
+                if route.get("network") in ("0.0.0.0", "::") and route.get("gateway"):
+                    entry["gateway6" if kind == "ipv6" else "gateway4"] = route["gateway"]
+    return {"version": 2, "ethernets": ethernets}
+
+
+def nocloud_network_config(record: InstanceRecord) -> Optional[dict]:
+    """NoCloud ``network-config`` of ``record`` (version 2), or None when it has no NIC to configure:
+    an empty config would stop the guest's DHCP fallback, so none is published instead."""
+    config = network_config_v2(network_data(record))
+    return config if config["ethernets"] else None
