@@ -1,14 +1,16 @@
 """The lab's report of one boot: timeline, stages, each module's result, errors, key figures.
 
 ``format_report`` renders it for people; ``report_dict`` gives the same as JSON-able data.
-Module results come from the agent's ``status --format json --long`` as the lab collector
-printed it on the console; stage times from the agent's own console markers.
+Stage times come from the agent's console markers where it prints them, else from its status
+records; module results from its status (cloudseed) or its log read back from the guest disk
+(cloud-init), through ``agent_report.summarize``, so both agents report the same way.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from cloudseed.lab.agent_report import STAGE_ORDER, summarize
 from cloudseed.lab.session import BootResult
 
 
@@ -16,26 +18,37 @@ def _fmt(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.1f}s"
 
 
-def _stage_modules(status: Any) -> dict[str, list[dict]]:
-    stages = status.get("stages") if isinstance(status, dict) else None
-    if not isinstance(stages, dict):
-        return {}
-    return {name: [m for m in (data.get("modules") or []) if isinstance(m, dict)]
-            for name, data in stages.items() if isinstance(data, dict)}
+NO_CONFIG = "no configuration for it"
 
 
 def report_dict(result: BootResult) -> dict[str, Any]:
-    status = result.status if isinstance(result.status, dict) else {}
+    agent = summarize(result.status, result.result, result.agent_log)
+    stages: dict[str, dict[str, Any]] = {}
+    for name in [*STAGE_ORDER, *result.stages, *agent["stages"]]:
+        if name in stages or (name not in result.stages and name not in agent["stages"]):
+            continue
+        timing = result.stages.get(name)
+        own = agent["stages"].get(name) or {}
+        modules = own.get("modules") or []
+        stages[name] = {
+            "started_at": timing.started_at if timing else None,
+            "finished_at": timing.finished_at if timing else None,
+            "seconds": timing.seconds if timing and timing.seconds is not None else own.get("seconds"),
+            "modules": timing.modules if timing and timing.modules else
+            len([m for m in modules if m.get("status") != "skipped"]),
+            "errors": timing.errors if timing and timing.errors else
+            len([m for m in modules if m.get("status") == "failed"]),
+        }
     return {
         "accel": result.accel, "accel_reason": result.accel_reason,
         "image": result.image.disk, "agent": result.image.agent,
         "timed_out": result.timed_out,
         "kernel_at": result.kernel_at, "agent_done_at": result.agent_done_at,
         "ssh_ready_at": result.ssh_ready_at, "agent_seconds": result.agent_seconds,
-        "stages": {name: vars(timing) for name, timing in result.stages.items()},
-        "datasource": status.get("datasource"), "status": status.get("status"),
-        "errors": status.get("errors", []), "warnings": status.get("warnings", []),
-        "modules": _stage_modules(status),
+        "stages": stages,
+        "datasource": agent["datasource"], "status": agent["status"],
+        "errors": agent["errors"], "warnings": agent["warnings"],
+        "modules": {name: own["modules"] for name, own in agent["stages"].items() if own.get("modules")},  # in order
         "metadata_requests": result.metadata_requests,
         "console_log": result.console_log,
     }
@@ -50,22 +63,29 @@ def format_report(result: BootResult) -> str:
     lines.append(f"datasource: {data['datasource'] or '-'}    status: {data['status'] or '-'}")
     lines.append("")
     lines.append(f"{'stage':<10} {'started':>9} {'finished':>9} {'agent time':>11} {'modules':>8} {'errors':>7}")
-    for name, timing in result.stages.items():
-        lines.append(f"{name:<10} {_fmt(timing.started_at):>9} {_fmt(timing.finished_at):>9} "
-                     f"{_fmt(timing.seconds):>11} {timing.modules:>8} {timing.errors:>7}")
-    modules = data["modules"]
-    if modules:
+    for name, stage in data["stages"].items():
+        lines.append(f"{name:<10} {_fmt(stage['started_at']):>9} {_fmt(stage['finished_at']):>9} "
+                     f"{_fmt(stage['seconds']):>11} {stage['modules']:>8} {stage['errors']:>7}")
+    shown, unconfigured = [], 0
+    for stage, entries in data["modules"].items():
+        for entry in entries:
+            if entry.get("status") == "skipped" and entry.get("reason") == NO_CONFIG:
+                unconfigured += 1
+                continue
+            detail = entry.get("reason") or entry.get("error") or ""
+            seconds = entry.get("seconds")
+            took = f"{seconds:.2f}s" if isinstance(seconds, (int, float)) else ""
+            shown.append(f"  {stage:<8} {entry.get('name', '?'):<26} {entry.get('status', '?'):<8} "
+                         f"{took:>7}  {detail}".rstrip())
+    if shown or unconfigured:
         lines.append("")
         lines.append("modules:")
-        order = list(result.stages) + [name for name in modules if name not in result.stages]
-        for stage in order:
-            entries = modules.get(stage, [])
-            for entry in entries:
-                detail = entry.get("reason") or entry.get("error") or ""
-                seconds = entry.get("seconds")
-                took = f"{seconds:.2f}s" if isinstance(seconds, (int, float)) else ""
-                lines.append(f"  {stage:<8} {entry.get('name', '?'):<26} {entry.get('status', '?'):<8} "
-                             f"{took:>7}  {detail}".rstrip())
+        lines.extend(shown)
+        if unconfigured:
+            lines.append(f"  ({unconfigured} more skipped: {NO_CONFIG})")
+    elif result.status is None and not result.timed_out:
+        lines.append("")
+        lines.append("modules: - (the agent's status was not collected; see the console log)")
     for title in ("errors", "warnings"):
         if data[title]:
             lines.append("")

@@ -44,6 +44,7 @@ class BootResult:
     timed_out: bool = False
     metadata_requests: Optional[int] = None
     vm: Optional[VirtualMachine] = None
+    agent_log: Optional[str] = None  # cloud-init's log, read back from the disk (its status has no modules)
 
     @property
     def agent_seconds(self) -> Optional[float]:
@@ -51,10 +52,11 @@ class BootResult:
         own = [s.seconds for s in self.stages.values() if s.seconds is not None]
         if own:
             return sum(own)
-        stages = (self.status or {}).get("stages") if isinstance(self.status, dict) else None
-        if isinstance(stages, dict):
-            return sum(float(s.get("seconds", 0) or 0) for s in stages.values() if isinstance(s, dict))
-        return None
+        from cloudseed.lab.agent_report import summarize
+
+        reported = [s["seconds"] for s in summarize(self.status, self.result)["stages"].values()
+                    if s.get("seconds") is not None]
+        return sum(reported) if reported else None
 
 
 def _apply(result: BootResult, event: Event) -> None:
@@ -119,4 +121,20 @@ def run_boot(image: Image, workdir: str, accel: str = "tcg", accel_reason: str =
         result = fresh
     if not keep:
         vm.stop()
+        if image.agent == "reference":
+            result.agent_log = _read_back(vm.overlay, "/var/log/cloud-init.log")
     return result
+
+
+def _read_back(overlay: str, path: str) -> Optional[str]:
+    """A file from the stopped guest's disk (None, with a note on stderr, when it cannot be read)."""
+    import sys
+
+    from cloudseed.lab.readback import GuestDisk, ReadbackError
+
+    try:
+        with GuestDisk.from_overlay(overlay) as disk:
+            return disk.text(path)
+    except (ReadbackError, OSError) as e:
+        print(f"lab: cannot read {path} back from {overlay}: {e}", file=sys.stderr)
+        return None
