@@ -1,10 +1,16 @@
 """Cloud-config validation against the schema fragments the modules declare.
 
-A small validator for the JSON-schema subset the fragments use (type, properties,
-additionalProperties, required, items, enum, oneOf/anyOf, minItems, minimum/maximum, pattern,
-deprecated), so validating at boot needs no third-party library. Every problem names the key
-path and, when the source text is known, its line. Unknown top-level keys get a warning with
-the closest known key; deprecated keys say what replaces them.
+A small validator for the JSON-schema keywords the fragments use (type, enum, const, properties,
+patternProperties, additionalProperties, propertyNames, required, min/maxProperties, items,
+additionalItems, min/maxItems, uniqueItems, min/maxLength, pattern, minimum/maximum, oneOf,
+anyOf, allOf, not, deprecated), so validating at boot needs no third-party library. As in
+cloud-init, a YAML ``!!binary`` value counts as a string.
+
+Every problem names the deepest key path that is wrong and, when the source text is known, its
+line. When no branch of a ``oneOf``/``anyOf`` fits, the branch whose type matches the value is
+the one reported, down to its own deepest problems. Top-level keys no module declares are told
+apart by :func:`classify_keys`: a key cloud-init documents that cloudseed does not do here (with
+the reason, from ``known_keys``), or a key nobody knows (a did-you-mean only when it is close).
 
 Knowing every key means importing every module. ``cloudseed install --with-package`` therefore
 writes the merged fragments to ``data/module-schema.json`` beside the installed package, stamped
@@ -14,7 +20,6 @@ still matches (about half a second less in an emulated boot), and the modules ar
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
@@ -45,8 +50,11 @@ CORE_PROPERTIES: dict[str, Any] = {
         for mode in ("all", "init", "config", "final")}},
 }
 
+# where the merged schema records which module declares each key: {key: [module, [distros]]}
+DECLARED_BY = "x-declared-by"
+
 _TYPES = {
-    "string": str, "integer": int, "number": (int, float), "boolean": bool,
+    "string": (str, bytes), "integer": int, "number": (int, float), "boolean": bool,
     "array": list, "object": dict, "null": type(None),
 }
 
@@ -80,13 +88,27 @@ def build_module_schema() -> dict[str, Any]:
     from cloudseed.agent.modules import all_module_names, load_module
 
     properties = dict(CORE_PROPERTIES)
+    declared: dict[str, list[Any]] = {}
     for name in all_module_names():
         try:
             spec, _ = load_module(name)
         except ImportError:
             continue
-        properties.update((spec.schema or {}).get("properties", {}))
-    return {"type": "object", "properties": properties}
+        for key, fragment in (spec.schema or {}).get("properties", {}).items():
+            properties[key] = _merge(properties[key], fragment) if key in properties else fragment
+            declared.setdefault(key, [spec.name, sorted(spec.distros)])
+    return {"type": "object", "properties": properties, DECLARED_BY: declared}
+
+
+def _merge(first: dict, second: dict) -> dict:
+    """Two modules declaring one key (``ssh``): objects merge their properties, others must both hold."""
+    if first == second:
+        return first
+    if first.get("type") == "object" and second.get("type") == "object":
+        merged = {**first, **second}
+        merged["properties"] = {**first.get("properties", {}), **second.get("properties", {})}
+        return merged
+    return {"allOf": [first, second]}
 
 
 def modules_stamp(package_dir: str) -> list[list[Any]]:
@@ -130,10 +152,12 @@ def _type_ok(value: Any, wanted: str) -> bool:
 
 
 def _type_name(value: Any) -> str:
+    if isinstance(value, bytes):
+        return "binary"
     for name in _TYPES:
         if name != "number" and _type_ok(value, name):
             return name
-    return type(value).__name__
+    return "number" if isinstance(value, float) else type(value).__name__
 
 
 def _join(path: str, key: Any) -> str:
@@ -142,56 +166,196 @@ def _join(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
+def _errors(problems: list[Problem]) -> list[Problem]:
+    return [p for p in problems if p.level == "error"]
+
+
 def check(value: Any, schema: dict, path: str = "") -> list[Problem]:
-    """Problems of ``value`` against ``schema`` (a JSON-schema subset)."""
+    """Problems of ``value`` against ``schema`` (a JSON-schema subset), deepest paths first named."""
     problems: list[Problem] = []
+    if not isinstance(schema, dict):
+        return problems
     if schema.get("deprecated"):
         note = schema.get("deprecated_description") or "it will be removed"
         problems.append(Problem(path, f"deprecated: {note}", "deprecated"))
-    for combinator in ("oneOf", "anyOf"):
-        if combinator in schema:
-            options = schema[combinator]
-            results = [check(value, option, path) for option in options]
-            if not any(not [p for p in r if p.level == "error"] for r in results):
-                expected = sorted({t for o in options for t in _as_list(o.get("type"))}) or ["a valid value"]
-                detail = min(results, key=len) if results else []
-                if len(expected) > 1 or not detail:
-                    problems.append(Problem(path, f"expected {' or '.join(expected)}, got {_describe(value)}"))
-                else:
-                    problems.extend(detail)
-                return problems
     types = _as_list(schema.get("type"))
     if types and not any(_type_ok(value, t) for t in types):
         problems.append(Problem(path, f"expected {' or '.join(types)}, got {_describe(value)}"))
         return problems
-    if "enum" in schema and value not in schema["enum"]:
-        allowed = ", ".join(repr(v) for v in schema["enum"])
-        problems.append(Problem(path, f"{value!r} is not one of {allowed}"))
+    for combinator in ("oneOf", "anyOf"):
+        if isinstance(schema.get(combinator), list):
+            problems.extend(_alternatives(value, schema[combinator], path, exactly_one=combinator == "oneOf"))
+    for part in schema.get("allOf", []):
+        problems.extend(check(value, part, path))
+    if isinstance(schema.get("not"), dict) and not _errors(check(value, schema["not"], path)):
+        problems.append(Problem(path, f"{_describe(value)} is not allowed here"))
+    if "enum" in schema and not any(_same(value, v) for v in schema["enum"]):
+        allowed = ", ".join(_show(v) for v in schema["enum"])
+        problems.append(Problem(path, f"{_show(value)} is not one of {allowed}"))
+    if "const" in schema and not _same(value, schema["const"]):
+        problems.append(Problem(path, f"{_show(value)} must be {_show(schema['const'])}"))
+    if isinstance(value, (str, bytes)):
+        problems.extend(_check_string(value, schema, path))
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        problems.extend(_check_number(value, schema, path))
+    elif isinstance(value, list):
+        problems.extend(_check_array(value, schema, path))
+    elif isinstance(value, dict):
+        problems.extend(_check_object(value, schema, path))
+    return problems
+
+
+def _alternatives(value: Any, options: list, path: str, exactly_one: bool) -> list[Problem]:
+    """A ``oneOf``/``anyOf``: the fitting branch's own problems when none holds."""
+    results = [check(value, option, path) for option in options]
+    passing = [r for r in results if not _errors(r)]
+    if passing:
+        if exactly_one and len(passing) > 1:
+            return [Problem(path, f"{_describe(value)} matches {len(passing)} of the allowed forms; "
+                                  "it must match exactly one")]
+        return passing[0]
+    fitting = [r for option, r in zip(options, results) if _fits(value, option)]
+    if not fitting:
+        expected = sorted({t for option in options for t in _types_of(option)}) or ["a valid value"]
+        return [Problem(path, f"expected {' or '.join(expected)}, got {_describe(value)}")]
+    # the branch with the fewest problems, then the deepest ones
+    return min(fitting, key=lambda r: (len(_errors(r)), -max(_depth(p.path) for p in _errors(r))))
+
+
+def _fits(value: Any, schema: dict) -> bool:
+    """Whether ``value`` has a type ``schema`` allows (what is inside is not looked at)."""
+    if not isinstance(schema, dict):
+        return True
+    types = _as_list(schema.get("type"))
+    if types:
+        return any(_type_ok(value, t) for t in types)
+    for combinator in ("oneOf", "anyOf"):
+        if isinstance(schema.get(combinator), list):
+            return any(_fits(value, option) for option in schema[combinator])
+    for literal in ([schema["const"]] if "const" in schema else schema.get("enum", [])):
+        if _type_name(literal) == _type_name(value):
+            return True
+    return "enum" not in schema and "const" not in schema
+
+
+def _types_of(schema: dict) -> list[str]:
+    if not isinstance(schema, dict):
+        return []
+    types = _as_list(schema.get("type"))
+    if types:
+        return types
+    nested = [t for c in ("oneOf", "anyOf") for o in schema.get(c, []) for t in _types_of(o)]
+    if nested:
+        return nested
+    return [_type_name(v) for v in ([schema["const"]] if "const" in schema else schema.get("enum", []))]
+
+
+def _depth(path: str) -> int:
+    return path.count(".") + path.count("[") + (1 if path else 0)
+
+
+def _same(value: Any, literal: Any) -> bool:
+    """JSON equality: ``True`` is not ``1``."""
+    return value == literal and isinstance(value, bool) == isinstance(literal, bool)
+
+
+def _check_string(value: str | bytes, schema: dict, path: str) -> list[Problem]:
+    problems = []
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        problems.append(Problem(path, "must not be empty" if schema["minLength"] == 1
+                                else f"needs at least {schema['minLength']} character(s)"))
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        problems.append(Problem(path, f"is longer than {schema['maxLength']} character(s)"))
     if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
-        problems.append(Problem(path, f"{value!r} does not match the expected form {schema['pattern']}"))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            problems.append(Problem(path, f"{value} is less than the minimum {schema['minimum']}"))
-        if "maximum" in schema and value > schema["maximum"]:
-            problems.append(Problem(path, f"{value} is more than the maximum {schema['maximum']}"))
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            problems.append(Problem(path, f"needs at least {schema['minItems']} item(s)"))
-        if isinstance(schema.get("items"), dict):
-            for index, item in enumerate(value):
-                problems.extend(check(item, schema["items"], _join(path, index)))
-    if isinstance(value, dict):
-        properties = schema.get("properties", {})
-        for key in schema.get("required", []):
-            if key not in value:
-                problems.append(Problem(path, f"missing required key {key!r}"))
-        for key, item in value.items():
-            if key in properties:
-                problems.extend(check(item, properties[key], _join(path, key)))
-            elif isinstance(schema.get("additionalProperties"), dict):
-                problems.extend(check(item, schema["additionalProperties"], _join(path, key)))
-            elif schema.get("additionalProperties") is False:
-                problems.append(Problem(_join(path, key), f"unknown key{_suggest(str(key), properties)}"))
+        problems.append(Problem(path, f"{_show(value)} does not match the expected form {schema['pattern']}"))
+    return problems
+
+
+def _check_number(value: float, schema: dict, path: str) -> list[Problem]:
+    problems = []
+    if "minimum" in schema and value < schema["minimum"]:
+        problems.append(Problem(path, f"{value} is less than the minimum {schema['minimum']}"))
+    if "maximum" in schema and value > schema["maximum"]:
+        problems.append(Problem(path, f"{value} is more than the maximum {schema['maximum']}"))
+    low, high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if isinstance(low, (int, float)) and not isinstance(low, bool) and value <= low:
+        problems.append(Problem(path, f"{value} must be more than {low}"))
+    if isinstance(high, (int, float)) and not isinstance(high, bool) and value >= high:
+        problems.append(Problem(path, f"{value} must be less than {high}"))
+    if schema.get("multipleOf") and value % schema["multipleOf"]:
+        problems.append(Problem(path, f"{value} is not a multiple of {schema['multipleOf']}"))
+    return problems
+
+
+def _check_array(value: list, schema: dict, path: str) -> list[Problem]:
+    problems = []
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        problems.append(Problem(path, "must not be empty" if schema["minItems"] == 1
+                                else f"needs at least {schema['minItems']} item(s)"))
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        problems.append(Problem(path, f"has {len(value)} items, at most {schema['maxItems']} allowed"))
+    if schema.get("uniqueItems"):
+        seen: list[Any] = []
+        for index, item in enumerate(value):
+            if any(_same(item, earlier) for earlier in seen):
+                problems.append(Problem(_join(path, index), f"{_show(item)} is repeated; items must be unique"))
+            seen.append(item)
+    items = schema.get("items")
+    if isinstance(items, dict):
+        for index, item in enumerate(value):
+            problems.extend(check(item, items, _join(path, index)))
+    elif isinstance(items, list):
+        extra = schema.get("additionalItems", True)
+        for index, item in enumerate(value):
+            if index < len(items):
+                problems.extend(check(item, items[index], _join(path, index)))
+            elif extra is False:
+                problems.append(Problem(_join(path, index), f"at most {len(items)} item(s) allowed here"))
+            elif isinstance(extra, dict):
+                problems.extend(check(item, extra, _join(path, index)))
+    return problems
+
+
+def _check_object(value: dict, schema: dict, path: str) -> list[Problem]:
+    problems = []
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    for key in schema.get("required", []):
+        if key not in value:
+            problems.append(Problem(path, f"missing required key {key!r}"))
+    if "minProperties" in schema and len(value) < schema["minProperties"]:
+        problems.append(Problem(path, "must not be empty" if schema["minProperties"] == 1
+                                else f"needs at least {schema['minProperties']} key(s)"))
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        problems.append(Problem(path, f"has {len(value)} keys, at most {schema['maxProperties']} allowed"))
+    for key, needs in (schema.get("dependencies") or {}).items():
+        if key in value and isinstance(needs, list):
+            for other in needs:
+                if other not in value:
+                    problems.append(Problem(path, f"{key!r} needs {other!r} too"))
+    names = schema.get("propertyNames")
+    additional = schema.get("additionalProperties")
+    for key, item in value.items():
+        sub = _join(path, key)
+        if isinstance(names, dict):
+            problems.extend(Problem(sub, f"not a valid key: {p.message}") for p in _errors(check(key, names, sub)))
+        matched = False
+        if key in properties:
+            problems.extend(check(item, properties[key], sub))
+            matched = True
+        for pattern, fragment in patterns.items():
+            if isinstance(key, str) and re.search(pattern, key):
+                problems.extend(check(item, fragment, sub))
+                matched = True
+        if matched:
+            continue
+        if isinstance(additional, dict):
+            problems.extend(check(item, additional, sub))
+        elif additional is False:
+            hint = suggest(str(key), list(properties)) if properties else ""
+            if not hint and patterns:
+                hint = f" (keys here look like {' or '.join(patterns)})"
+            problems.append(Problem(sub, f"unknown key{hint}"))
     return problems
 
 
@@ -201,23 +365,138 @@ def _as_list(value: Any) -> list[str]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+def _show(value: Any) -> str:
+    """A value as the user wrote it in YAML (``true``, ``null``, ``'text'``), shortened."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    text = repr(value) if not isinstance(value, bytes) else f"<{len(value)} bytes>"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _describe(value: Any) -> str:
-    text = repr(value)
-    return f"{_type_name(value)} {text if len(text) <= 40 else text[:37] + '...'}"
+    return f"{_type_name(value)} {_show(value)}"
 
 
-def _suggest(key: str, known: dict) -> str:
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+def _distance(a: str, b: str) -> int:
+    """Edits (insert, delete, replace, swap two neighbours) that turn ``a`` into ``b``."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                row[j] = min(row[j], previous2[j - 2] + 1)
+        previous2, previous = previous, row
+    return previous[-1]
+
+
+def close_matches(word: str, known: list[str]) -> list[str]:
+    """Known words within a typo or two of ``word`` (fewer for short words), closest first.
+
+    An edit is one letter inserted, deleted or replaced, or two neighbours swapped; ``-`` and ``_``
+    and the case do not count. A word of three letters or less is too short to guess from.
+    """
+    limit = 0 if len(word) <= 3 else 1 if len(word) <= 5 else 2 if len(word) <= 12 else 3
+    scored = []
+    for candidate in known:
+        if candidate == word or abs(len(candidate) - len(word)) > limit:
+            continue
+        folded = word.lower().replace("-", "_")
+        d = 0 if folded == candidate.lower().replace("-", "_") else _distance(word.lower(), candidate.lower())
+        if d <= limit:
+            scored.append((d, candidate))
+    return [c for _, c in sorted(scored)]
+
+
+def suggest(key: str, known: list[str]) -> str:
+    """`` (did you mean 'x'?)`` when a known key is close to ``key``, else ``""``."""
+    close = close_matches(key, known)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def validate_config(cfg: dict, text: str | None = None) -> list[Problem]:
-    """All problems of a cloud-config: errors, deprecations, and unknown top-level keys."""
+def _os_words(os_release: dict[str, str] | None) -> set[str] | None:
+    """The distro names this system answers to (os-release ID, ID_LIKE, cloudseed's family)."""
+    if not os_release:
+        return None
+    from cloudseed.agent.distros import family_of
+
+    words = {os_release.get("ID", "").lower(), family_of(os_release)}
+    words.update(w.lower() for w in os_release.get("ID_LIKE", "").split())
+    return words - {""}
+
+
+def _names(distros: Any) -> list[str]:
+    from cloudseed.agent.known_keys import DISTRO_NAMES
+
+    return list(dict.fromkeys(DISTRO_NAMES.get(d, d) for d in distros))
+
+
+def _not_here(key: str, module: str, facts: dict[str, Any], system: str | None) -> str:
+    names = _names(facts["distros"])
+    label = "/".join(names) + "-only" if len(names) <= 2 else "distro-specific"
+    why = f" ({facts['why']})" if facts.get("why") else ""
+    tail = f"not applicable to {system}" if system else f"only on {', '.join(names)}"
+    return f"`{key}` belongs to cloud-init's {label} module {module}{why}: {tail}"
+
+
+def classify_keys(cfg: dict, schema: dict | None = None,
+                  os_release: dict[str, str] | None = None) -> list[Problem]:
+    """Top-level keys cloudseed does not do here, each a warning saying which of two kinds it is.
+
+    A key a cloudseed module declares is implemented and gives nothing, unless that module does
+    not support this distro. A key cloud-init documents (``known_keys``) is "not done by cloudseed
+    here, because ..." with the reason (the module is for another distro or platform, or cloudseed
+    does not implement it yet). Any other key is unknown, with a did-you-mean only when one is close.
+    ``os_release`` (the target's ``/etc/os-release`` as a dict) makes the reasons name this system.
+    """
+    from cloudseed.agent.known_keys import CORE_KEYS, MODULES
+
+    schema = schema if schema is not None else module_schema()
+    properties = schema.get("properties", {})
+    declared = schema.get(DECLARED_BY, {})
+    ours = {owner[0] for owner in declared.values()}
+    words = _os_words(os_release)
+    system = (os_release or {}).get("ID") or None
+    owners = {k: m for m, facts in MODULES.items() for k in facts["keys"]}
+    problems = []
+    for raw in cfg:
+        key = str(raw)
+        if key in properties:
+            module, distros = (declared.get(key) or [None, []])[:2]
+            if distros and words is not None and not words & set(distros):
+                problems.append(Problem(key, f"not done by cloudseed here, because cloudseed's module {module} "
+                                             f"runs only on {', '.join(_names(distros))}: not applicable to {system}",
+                                        "warning"))
+            continue
+        module = owners.get(key)
+        if module is not None:
+            facts = MODULES[module]
+            if facts.get("distros") and (words is None or not words & set(facts["distros"])):
+                reason = _not_here(key, module, facts, system)
+            elif module in ours:
+                reason = f"cloudseed's module {module} does not implement `{key}`"
+            else:
+                reason = f"cloudseed does not implement cloud-init's module {module} yet"
+            if facts.get("note"):
+                reason += f" ({facts['note']})"
+            problems.append(Problem(key, f"not done by cloudseed here, because {reason}", "warning"))
+        elif key in CORE_KEYS:
+            problems.append(Problem(key, f"not done by cloudseed here, because `{key}` is cloud-init's own setting "
+                                         f"for {CORE_KEYS[key]}, which cloudseed does not read", "warning"))
+        else:
+            known = sorted(set(properties) | set(owners) | set(CORE_KEYS))
+            problems.append(Problem(key, f"unknown key{suggest(key, known)}", "warning"))
+    return problems
+
+
+def validate_config(cfg: dict, text: str | None = None,
+                    os_release: dict[str, str] | None = None) -> list[Problem]:
+    """All problems of a cloud-config: errors, deprecations, and keys not done here (see classify_keys)."""
     schema = module_schema()
-    problems = check(cfg, schema)
-    for key in cfg:
-        if key not in schema["properties"]:
-            problems.append(Problem(str(key), f"unknown key{_suggest(str(key), schema['properties'])}", "warning"))
+    problems = check(cfg, schema) + classify_keys(cfg, schema, os_release)
     if text is not None:
         lines = key_lines(text)
         for problem in problems:

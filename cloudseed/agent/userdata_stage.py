@@ -70,7 +70,7 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     for one in vendor_cfgs:
         vendor_cfg = merge_vendor_under_user(vendor_cfg, one) if vendor_cfg else one
     user_cfg = merge_vendor_under_user(vendor_cfg, user.cloud_config) if vendor_cfg else (user.cloud_config or {})
-    _validate(user_cfg, warnings)
+    _validate(user_cfg, warnings, root)
     root.write(f"{idir}/cloud-config.json", json.dumps(user_cfg, indent=1, default=str), mode=0o600)
     return merge_config(state.system_cfg, user_cfg)
 
@@ -116,13 +116,16 @@ def _run_part_handlers(state: BootState, processed: Any, errors: list[str], warn
     errors.extend(run_part_handlers(processed, state.paths.instance_dir(state.datasource.instance_id)))
 
 
-def _validate(cfg: dict, warnings: list[str]) -> None:
-    """Schema problems in the user's cloud-config become warnings; they never stop the boot."""
+def _validate(cfg: dict, warnings: list[str], root: Any = None) -> None:
+    """Schema problems in the user's cloud-config become warnings; they never stop the boot.
+
+    Keys not done here say why, naming the target's distro (``schema.classify_keys``)."""
     if not cfg:
         return
     try:
+        from cloudseed.agent.distros import read_os_release
         from cloudseed.agent.schema import validate_config
     except ImportError:
         return
-    for problem in validate_config(cfg):
+    for problem in validate_config(cfg, os_release=read_os_release(root) if root is not None else None):
         warnings.append(f"cloud-config: {problem}")

@@ -1,7 +1,11 @@
-"""``cloudseed schema --config-file F [--annotate]`` / ``--system``: validate cloud-config.
+"""``cloudseed schema --config-file F [--annotate]`` / ``--system`` / ``--modules-table``.
 
-Exit 0 when valid (warnings are printed but do not fail), 1 when not. Each problem names
-the file, line and key path; unknown keys suggest the closest known one.
+Validates cloud-config: exit 0 when valid (warnings are printed but do not fail), 1 when not.
+Each problem names the file, line and deepest key path. A top-level key no cloudseed module
+declares is a warning of one of two kinds: a key cloud-init documents that cloudseed does not do
+here (with the reason), or an unknown key (a did-you-mean only when one is close). With
+``--system`` the reasons name the target's distro. ``--modules-table`` prints the status page of
+all of cloud-init's modules (``docs/modules-status.md`` is this output).
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--config-file", "-c", metavar="FILE", help="a cloud-config file (- for stdin)")
     source.add_argument("--system", action="store_true",
                         help="this system's config files and the current instance's user-data")
+    source.add_argument("--modules-table", action="store_true",
+                        help="print the Markdown table of cloud-init's modules and what cloudseed does with each")
     parser.add_argument("--annotate", action="store_true", help="print the file with problems beside the lines")
 
 
-def check_text(text: str, source: str, require_header: bool = True):
+def check_text(text: str, source: str, require_header: bool = True, os_release: dict[str, str] | None = None):
     """(problems as printable lines, error count) for one cloud-config document."""
     from cloudseed.agent.config import ConfigFileError, load_yaml_mapping
     from cloudseed.agent.schema import Problem, validate_config
@@ -43,7 +49,7 @@ def check_text(text: str, source: str, require_header: bool = True):
             except ValueError:
                 pass
         return [Problem("", message.split(": ", 1)[-1], line=line)], 1
-    problems = validate_config(cfg, body)
+    problems = validate_config(cfg, body, os_release=os_release)
     offset = text.count("\n", 0, len(text) - len(body)) if body is not text else 0
     for p in problems:
         if p.line is not None:
@@ -66,7 +72,11 @@ def _report(source: str, text: str, problems, annotate: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.modules_table:
+        sys.stdout.write(modules_table())
+        return 0
     documents: list[tuple[str, str, bool]] = []
+    os_release = None
     if args.config_file:
         try:
             if args.config_file == "-":
@@ -84,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
         from cloudseed.core.root import TargetRoot
 
         root = TargetRoot(args.root)
+        from cloudseed.agent.distros import read_os_release
+
+        os_release = read_os_release(root)
         for main_file, drop_dir in CONFIG_FILES:
             for path in [main_file] + [f"{drop_dir}/{n}" for n in root.listdir(drop_dir) if n.endswith(".cfg")]:
                 if root.isfile(path):
@@ -95,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 documents.append((user_data, text, True))
     errors = 0
     for source, text, require_header in documents:
-        problems, count = check_text(text, source, require_header)
+        problems, count = check_text(text, source, require_header, os_release)
         errors += count
         _report(source, text, problems, args.annotate)
     if errors:
@@ -103,3 +116,63 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print("valid" + (f" ({len(documents)} document(s))" if len(documents) != 1 else ""))
     return 0
+
+
+# os-release IDs of the distros cloudseed's families cover (a module for none of them does not apply)
+_OURS = ("debian", "ubuntu", "raspbian", "rhel", "fedora", "centos", "almalinux", "rocky", "cloudlinux",
+         "eurolinux", "virtuozzo", "miraclelinux", "ol")
+
+
+def modules_table() -> str:
+    """``docs/modules-status.md``: every cloud-init module, and what cloudseed does with it."""
+    from cloudseed.agent.known_keys import MODULES
+    from cloudseed.agent.modules import all_module_names, load_module
+    from cloudseed.agent.schema import _names
+
+    specs = {}
+    for name in all_module_names():
+        try:
+            specs[name] = load_module(name)[0]
+        except ImportError:
+            continue
+    declared = {key for spec in specs.values() for key in (spec.schema or {}).get("properties", {})}
+    rows = []
+    for name in sorted(set(MODULES) | set(specs)):
+        facts = MODULES.get(name, {})
+        upstream = ", ".join(_names(facts.get("distros", ()))) or "all"
+        keys = [f"`{k}`" for k in facts.get("keys", ())]
+        spec = specs.get(name)
+        if spec is not None:
+            missing = [k for k in facts.get("keys", ()) if k not in declared]
+            status = "implemented" + (f" (not: {', '.join(f'`{k}`' for k in missing)})" if missing else "")
+            here = ", ".join(spec.distros) if spec.distros else "all"
+        else:
+            here = "-"
+            distros = facts.get("distros", ())
+            why = facts.get("why", "")
+            if distros and not set(distros) & set(_OURS):
+                status = f"not applicable: {why}, only on {upstream}" if why else f"not applicable: only on {upstream}"
+            else:
+                status = "not implemented" + (f": {why}" if why else "")
+        if facts.get("note"):
+            status += f"; {facts['note']}"
+        if not facts:
+            status += "; cloudseed's own"
+        stage = spec.stage if spec is not None else facts.get("stage", "")
+        rows.append(f"| {name} | {stage} | {status} | {upstream} | {here} | {', '.join(keys) or '-'} |")
+    done = sum(1 for name in MODULES if name in specs)
+    return "\n".join([
+        "# cloud-init's modules in cloudseed",
+        "",
+        "Generated by `cloudseed schema --modules-table` from the module files (`cloudseed/agent/modules/`)",
+        "and cloud-init's documented keys (`cloudseed/agent/known_keys.py`); do not edit by hand.",
+        "",
+        f"{done} of cloud-init's {len(MODULES)} modules are implemented. A configured key of a module that is",
+        "not implemented or does not apply here is reported by `cloudseed schema` and at boot (the status is",
+        "then degraded) as not done by cloudseed, with the reason; it is never silently ignored.",
+        "",
+        "| module | stage | cloudseed | cloud-init runs it on | cloudseed runs it on | keys |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ])

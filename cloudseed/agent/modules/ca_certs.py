@@ -20,8 +20,8 @@ from cloudseed.core.values import as_bool, get_list
 
 _PEM = re.compile(r"-----BEGIN CERTIFICATE-----\s*\n([A-Za-z0-9+/=\s]+)\n-----END CERTIFICATE-----")
 
-_SETTINGS = {"type": "object", "properties": {
-    "trusted": {"type": "array", "items": {"type": "string"}},
+_SETTINGS = {"type": "object", "minProperties": 1, "properties": {
+    "trusted": {"type": "array", "items": {"type": "string"}, "minItems": 1},
     "remove_defaults": {"type": "boolean"},
     "remove-defaults": {"type": "boolean", "deprecated": True, "deprecated_description": "Use remove_defaults."},
 }, "additionalProperties": False}

@@ -19,7 +19,8 @@ MODULE = ModuleSpec(
     name="keys_to_console", stage=STAGE_FINAL,
     title="Show the SSH host keys on the console",
     schema={"properties": {
-        "ssh": {"type": "object", "properties": {"emit_keys_to_console": {"type": "boolean"}}},
+        "ssh": {"type": "object", "properties": {"emit_keys_to_console": {"type": "boolean"}},
+                "required": ["emit_keys_to_console"], "additionalProperties": False},
         "ssh_fp_console_blacklist": {"type": "array", "items": {"type": "string"}},
         "ssh_key_console_blacklist": {"type": "array", "items": {"type": "string"}},
     }},

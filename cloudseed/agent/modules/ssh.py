@@ -34,9 +34,10 @@ MODULE = ModuleSpec(
         "ssh_keys": {"type": "object", "patternProperties": {
             "^(rsa|dsa|ecdsa|ed25519)_(private|public|certificate)$": {"type": "string"}},
             "additionalProperties": False},
-        "ssh_genkeytypes": {"type": "array", "items": {"type": "string", "enum": list(hostkeys.KNOWN_TYPES)}},
+        "ssh_genkeytypes": {"type": "array", "minItems": 1,
+                            "items": {"type": "string", "enum": list(hostkeys.KNOWN_TYPES)}},
         "ssh_deletekeys": {"type": "boolean"},
-        "ssh_authorized_keys": {"type": "array", "items": {"type": "string"}},
+        "ssh_authorized_keys": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "disable_root": {"type": "boolean"},
         "disable_root_opts": {"type": "string"},
         "allow_public_ssh_keys": {"type": "boolean"},

@@ -28,6 +28,7 @@ MODULE = ModuleSpec(
     title="Write arbitrary files",
     schema={"properties": {"write_files": {
         "type": "array",
+        "minItems": 1,
         "items": {
             "type": "object",
             "required": ["path"],
@@ -35,7 +36,7 @@ MODULE = ModuleSpec(
                 "path": {"type": "string"},
                 "content": {"type": "string"},
                 "owner": {"type": "string"},
-                "permissions": {"type": ["string", "integer"]},
+                "permissions": {"type": "string"},
                 "encoding": {"type": "string", "enum": list(ENCODINGS)},
                 "append": {"type": "boolean"},
                 "defer": {"type": "boolean"},

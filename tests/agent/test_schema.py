@@ -1,0 +1,273 @@
+"""The cloud-config validator: keywords, the deepest path of each error, did-you-mean, three kinds of key."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from cloudseed.agent.schema import Problem, check, classify_keys, close_matches, validate_config
+
+DEBIAN = {"ID": "debian", "VERSION_ID": "12"}
+UBUNTU = {"ID": "ubuntu", "ID_LIKE": "debian"}
+ROCKY = {"ID": "rocky", "ID_LIKE": "rhel centos fedora"}
+
+
+def errors(text: str, os_release=None) -> list[str]:
+    cfg = yaml.safe_load(text)
+    return [str(p) for p in validate_config(cfg, text, os_release) if p.level == "error"]
+
+
+def warnings(text: str, os_release=None) -> dict[str, str]:
+    cfg = yaml.safe_load(text)
+    return {p.path: p.message for p in validate_config(cfg, None, os_release) if p.level == "warning"}
+
+
+# --- documents cloud-init's documentation accepts (false errors before) ---
+
+def test_ssh_host_keys_by_pattern_are_accepted_and_others_named():
+    ok = "ssh_keys:\n  rsa_private: |\n    -----BEGIN RSA PRIVATE KEY-----\n  ed25519_public: ssh-ed25519 AAAA x\n" \
+         "  ecdsa_certificate: ecdsa-sha2-nistp256-cert-v01@openssh.com AAAA\n"
+    assert errors(ok) == []
+    assert errors("ssh_keys:\n  rsa_secret: x\n") == [
+        "ssh_keys.rsa_secret (line 2): unknown key (keys here look like "
+        "^(rsa|dsa|ecdsa|ed25519)_(private|public|certificate)$)"]
+    assert errors("ssh_keys:\n  rsa_public: [a]\n") == [
+        "ssh_keys.rsa_public (line 2): expected string, got array ['a']"]
+
+
+def test_write_files_content_as_yaml_binary_is_a_string():
+    text = "write_files:\n  - path: /bin/x\n    content: !!binary |\n      f0VMRgIBAQ==\n"
+    assert isinstance(yaml.safe_load(text)["write_files"][0]["content"], bytes)
+    assert errors(text) == []
+    assert errors("write_files:\n  - path: !!binary aGVsbG8=\n") == []  # as cloud-init: bytes are strings
+    assert check(b"x", {"type": "integer"}) == [Problem("", "expected integer, got binary <1 bytes>")]
+
+
+# --- what must be rejected (was accepted) ---
+
+def test_a_users_entry_needs_a_name_and_no_unknown_key():
+    assert errors("users:\n  - gecos: Nobody\n") == ["users[0] (line 2): missing required key 'name'"]
+    assert errors("users:\n  - name: bob\n    shel: /bin/bash\n") == [
+        "users[0].shel (line 3): unknown key (did you mean 'shell'?)"]
+    assert errors("users:\n  - default\n  - snapuser: joe@example.com\n") == []
+
+
+def test_a_bad_field_inside_a_user_is_named_at_its_own_path():
+    assert errors("users:\n  - default\n  - name: carl\n    shell: 5\n") == [
+        "users[1].shell (line 4): expected string, got integer 5"]
+    assert errors("users:\n  - name: d\n    groups: {sudo: x}\n") == [
+        "users[0].groups.sudo (line 3): expected null, got string 'x'"]
+    # the legacy `user` mapping is checked the same way
+    assert errors("user:\n  name: e\n  lock_passwd: 'no'\n") == [
+        "user.lock_passwd (line 3): expected boolean, got string 'no'"]
+
+
+def test_no_fitting_branch_names_every_allowed_type():
+    assert errors("users: 3\n") == ["users (line 1): expected array or object or string, got integer 3"]
+    assert errors("users:\n  - 5\n") == ["users[0] (line 2): expected array or object or string, got integer 5"]
+
+
+def test_the_branch_whose_type_matches_is_reported_down_to_its_deepest_problem():
+    schema = {"oneOf": [
+        {"type": "string"},
+        {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "integer"}}}}},
+        {"type": "array", "items": {"type": "integer"}},
+    ]}
+    assert check({"a": {"b": "x"}}, schema) == [Problem("a.b", "expected integer, got string 'x'")]
+    assert check([1, "y"], schema) == [Problem("[1]", "expected integer, got string 'y'")]
+    # two object branches: the one with fewer problems
+    two = {"anyOf": [{"type": "object", "required": ["p", "q"]}, {"type": "object", "required": ["r"]}]}
+    assert [p.message for p in check({"x": 1}, two)] == ["missing required key 'r'"]
+
+
+def test_one_of_must_match_exactly_one_and_any_of_at_least_one():
+    overlapping = {"oneOf": [{"type": "integer"}, {"type": "number"}]}
+    assert "exactly one" in check(3, overlapping)[0].message
+    assert check(3.5, overlapping) == []
+    assert check(3, {"anyOf": [{"type": "integer"}, {"type": "number"}]}) == []
+
+
+def test_deprecations_come_from_the_branch_that_matched():
+    schema = {"oneOf": [{"type": "array"},
+                        {"type": "string", "deprecated": True, "deprecated_description": "Use a list."}]}
+    assert check([], schema) == []
+    assert check("x", schema) == [Problem("", "deprecated: Use a list.", "deprecated")]
+
+
+def test_keywords_the_fragments_need():
+    assert [p.message for p in check("", {"type": "string", "minLength": 1})] == ["must not be empty"]
+    assert [p.path for p in check([1, 2, 1], {"type": "array", "uniqueItems": True})] == ["[2]"]
+    assert check([True, 1], {"uniqueItems": True}) == []  # true is not 1
+    names = {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}}
+    assert [p.path for p in check({"ok": 1, "Bad": 2}, names)] == ["Bad"]
+    assert check({}, {"type": "object", "minProperties": 1})[0].message == "must not be empty"
+    assert check({"a": 1}, {"type": "object", "maxProperties": 0})[0].message.startswith("has 1 keys")
+    assert check([1, 2, 3], {"maxItems": 2})[0].message.startswith("has 3 items")
+    assert check(["x", 1], {"items": [{"type": "string"}, {"type": "string"}]})[0].path == "[1]"
+    assert check(["x", 1], {"items": [{"type": "string"}], "additionalItems": False})[0].path == "[1]"
+    assert check(5, {"const": 5}) == [] and check(True, {"const": 1}) != []
+    assert check(True, {"enum": [1]}) != [] and check(1, {"enum": [1]}) == []
+    assert check(0, {"type": "integer", "exclusiveMinimum": 0}) != []
+    assert check(3, {"allOf": [{"type": "integer"}, {"minimum": 4}]})[0].message == "3 is less than the minimum 4"
+    assert check("a", {"not": {"type": "string"}}) != []
+    assert check({"a": 1}, {"dependencies": {"a": ["b"]}})[0].message == "'a' needs 'b' too"
+    pattern = {"type": "object", "patternProperties": {"^x_": {"type": "integer"}}, "additionalProperties": False}
+    assert check({"x_1": 1}, pattern) == []
+    assert [p.path for p in check({"x_1": "s", "y": 1}, pattern)] == ["x_1", "y"]
+
+
+# --- did-you-mean only when close ---
+
+def test_suggestions_only_when_close():
+    known = ["datasource", "runcmd", "packages", "write_files", "ssh_pwauth", "apt"]
+    assert close_matches("runcmdd", known) == ["runcmd"]
+    assert close_matches("pakages", known) == ["packages"]
+    assert close_matches("write-files", known) == ["write_files"]
+    assert close_matches("ssh_pwuath", known) == ["ssh_pwauth"]  # two letters swapped is one edit
+    assert close_matches("apt_sources", known) == []
+    assert close_matches("zzz", known) == []
+    assert close_matches("ap", known) == []
+
+
+# --- three kinds of key ---
+
+def test_a_key_cloudseed_implements_gives_nothing():
+    assert classify_keys({"runcmd": [], "users": [], "hostname": "x"}, os_release=DEBIAN) == []
+
+
+def test_a_documented_key_of_a_distro_specific_module_says_why_not_here():
+    found = warnings("apk_repos: {}\nlandscape: {}\nzypper: {}\n", DEBIAN)
+    assert found["apk_repos"] == ("not done by cloudseed here, because `apk_repos` belongs to cloud-init's Alpine-only "
+                                  "module apk_configure (configures Alpine's apk): not applicable to debian")
+    assert found["landscape"].startswith("not done by cloudseed here, because `landscape` belongs to cloud-init's "
+                                         "Ubuntu-only module landscape")
+    assert found["landscape"].endswith(": not applicable to debian")
+    assert found["zypper"].endswith("not applicable to debian")
+    # without a system to name (`cloudseed schema -c`): where it runs
+    assert warnings("landscape: {}\n")["landscape"].endswith(": only on Ubuntu")
+
+
+def test_on_ubuntu_an_ubuntu_module_is_not_implemented_yet_rather_than_not_applicable():
+    found = warnings("landscape: {}\n", UBUNTU)
+    assert found["landscape"] == ("not done by cloudseed here, because cloudseed does not implement cloud-init's "
+                                  "module landscape yet")
+
+
+def test_a_documented_key_of_a_module_cloudseed_lacks_says_so(monkeypatch):
+    from cloudseed.agent import schema
+
+    base = schema.build_module_schema()
+    # whichever modules have landed: pretend `puppet` is not one of them
+    base["properties"].pop("puppet", None)
+    base[schema.DECLARED_BY].pop("puppet", None)
+    problems = classify_keys({"puppet": {"install": True}}, base, DEBIAN)
+    assert [p.message for p in problems] == [
+        "not done by cloudseed here, because cloudseed does not implement cloud-init's module puppet yet"]
+    assert problems[0].level == "warning"
+    # a key a cloudseed module does not declare although it implements the module
+    base[schema.DECLARED_BY]["resize_rootfs"] = ["resizefs", []]
+    base["properties"].pop("resize_rootfs_tmp", None)
+    assert [p.message for p in classify_keys({"resize_rootfs_tmp": "/run"}, base, DEBIAN)] == [
+        "not done by cloudseed here, because cloudseed's module resizefs does not implement `resize_rootfs_tmp`"]
+
+
+def test_a_key_declared_by_a_cloudseed_module_for_other_distros():
+    base = {"properties": {"yum_repos": {"type": "object"}}, "x-declared-by": {"yum_repos": ["yum_add_repo", ["rhel"]]}}
+    assert classify_keys({"yum_repos": {}}, base, ROCKY) == []
+    (problem,) = classify_keys({"yum_repos": {}}, base, DEBIAN)
+    assert problem.message == ("not done by cloudseed here, because cloudseed's module yum_add_repo runs only "
+                               "on RHEL: not applicable to debian")
+
+
+def test_cloud_init_core_settings_and_unknown_keys():
+    found = warnings("log_cfgs: []\nrepoting: {}\nfoo_bar_baz: 1\n", DEBIAN)
+    assert found["log_cfgs"].startswith("not done by cloudseed here, because `log_cfgs` is cloud-init's own setting")
+    assert found["repoting"] == "unknown key (did you mean 'reporting'?)"
+    assert found["foo_bar_baz"] == "unknown key"
+
+
+def test_every_key_of_cloud_inits_schema_is_known():
+    """Facts check: every top-level key of the reference's schema is implemented or in the table."""
+    from cloudseed.agent.known_keys import CORE_KEYS, MODULES
+    from cloudseed.agent.schema import module_schema
+
+    path = os.path.join(os.path.expanduser(os.environ.get("CLOUDSEED_CACHE", "~/.cache/cloudseed")), "reference",
+                        "usr/lib/python3/dist-packages/cloudinit/config/schemas/schema-cloud-config-v1.json")
+    if not os.path.exists(path):
+        pytest.skip("the reference is not unpacked (tests/reference.py fetches it)")
+    with open(path) as f:
+        defs = json.load(f)["$defs"]
+    documented = {k for name, d in defs.items() if name.startswith(("cc_", "base_config", "reporting_config"))
+                  for k in d.get("properties", {})}
+    assert len(documented) > 80
+    table = {k for facts in MODULES.values() for k in facts["keys"]} | set(CORE_KEYS)
+    implemented = set(module_schema()["properties"])
+    missing = sorted(documented - table - implemented)
+    assert missing == []
+    cc_modules = {name[3:] for name in defs if name.startswith("cc_")}
+    assert cc_modules - {"ubuntu_advantage"} <= set(MODULES)
+
+
+# --- at boot ---
+
+def test_boot_status_is_degraded_naming_a_key_not_done_here(shell_target):
+    from test_stages import boot, seed, status
+
+    root = shell_target
+    seed(root, "instance-id: iid-keys\n",
+         user="#cloud-config\nruncmd: [echo hi]\napk_repos:\n  alpine_repo: {version: v3.18}\nrumcmd: []\n")
+    assert boot(root) == 0  # no error: the boot is done, degraded by the warnings
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "--root", root.top, "status"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    text = json.dumps(status(root))
+    assert "apk_repos: not done by cloudseed here, because `apk_repos` belongs to cloud-init's Alpine-only module " \
+           "apk_configure (configures Alpine's apk): not applicable to debian" in text
+    assert "rumcmd: unknown key (did you mean 'runcmd'?)" in text
+
+
+def test_schema_command_exit_codes_and_messages(tmp_path):
+    f = tmp_path / "u.yaml"
+    f.write_text("#cloud-config\nlandscape: {client: {}}\nssh_keys:\n  rsa_public: ssh-rsa AAAA\n")
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "schema", "-c", str(f)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+    assert f"{f}:2: warning: landscape: not done by cloudseed here, because `landscape` belongs to " in proc.stdout
+    f.write_text("#cloud-config\nusers:\n  - name: x\n    shell: [bash]\n")
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "schema", "-c", str(f)], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert f"{f}:4: error: users[0].shell: expected string, got array ['bash']" in proc.stdout
+
+
+def test_system_mode_names_the_targets_distro(target):
+    target.write("/etc/cloudseed/cloud.cfg.d/50-x.cfg", "zypper: {repos: []}\n")
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "--root", target.top, "schema", "--system"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "zypper: not done by cloudseed here" in proc.stdout and "not applicable to debian" in proc.stdout
+
+
+def test_modules_status_page_is_up_to_date():
+    """docs/modules-status.md is ``cloudseed schema --modules-table``; regenerate it when a module lands."""
+    from cloudseed.commands.schema import modules_table
+
+    page = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "modules-status.md")
+    with open(page) as f:
+        assert f.read() == modules_table(), \
+            "regenerate: .venv/bin/cloudseed schema --modules-table > docs/modules-status.md"
+
+
+def test_modules_status_page_covers_every_cloud_init_module():
+    from cloudseed.agent.known_keys import MODULES
+    from cloudseed.commands.schema import modules_table
+
+    page = modules_table()
+    assert len(MODULES) >= 60
+    for name in MODULES:
+        assert f"\n| {name} |" in page
+    assert "| apk_configure | config | not applicable: configures Alpine's apk, only on Alpine |" in page
+    assert "| write_files | init | implemented |" in page
