@@ -174,7 +174,9 @@ def test_renderer_from_what_the_root_has(target, tools, distro, expected):
         else:
             tool(target, t)
     add_dev(Path(target.top), "eth0", "52:54:00:12:34:56")
-    report = run(target, distro=distro)
+    from cloudseed.agent.distros import family_named  # the distro file declares its renderer order
+
+    report = run(target, distro=family_named(distro))
     assert report["renderer"] == expected and report["applied"], report
 
 

@@ -1,28 +1,79 @@
 """Distro families: how this system does a thing (users, passwords, hostname, services...).
 
-One file per family (``debian.py``, ``rhel.py``) sets ``DISTRO`` to a ``Distro`` subclass.
-The family is chosen from the target root's ``/etc/os-release`` (``ID`` then ``ID_LIKE``);
-``system_info: {distro: NAME}`` in the config overrides it. Every command runs through the
-target root (chrooted when it is not ``/``); secrets go to commands on stdin, never in argv or logs.
+A distro is one file here named after its family (``debian.py``, ``rhel.py``) that sets
+``DISTRO`` to a ``Distro`` subclass declaring its ``family``, the os-release IDs it serves
+(``os_ids``), the order in which it looks for a network renderer (``renderers``) and how things
+are done. The registry finds them: the family is chosen from the target root's
+``/etc/os-release`` (``ID`` then ``ID_LIKE``); ``system_info: {distro: NAME}`` in the config
+overrides it. Every command runs through the target root (chrooted when it is not ``/``); secrets
+go to commands on stdin, never in argv or logs. The contract is in ``_contract.py``.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
 import time
-from typing import Any, Sequence
 
 from cloudseed.core.root import CommandError, TargetRoot
 
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any, Sequence
+
 LOG = logging.getLogger("cloudseed.distro")
 
-# os-release ID (or ID_LIKE word) -> family file
-FAMILIES = {
-    "debian": "debian", "ubuntu": "debian", "raspbian": "debian", "linuxmint": "debian",
-    "rhel": "rhel", "centos": "rhel", "fedora": "rhel", "rocky": "rhel", "almalinux": "rhel",
-    "ol": "rhel", "cloudlinux": "rhel", "eurolinux": "rhel", "virtuozzo": "rhel", "miraclelinux": "rhel",
-}
+DEFAULT_FAMILY = "debian"  # when os-release names nothing a distro file serves
+
+
+class Family(str):
+    """A family's name (what ``family_of`` returns), carrying the renderer order its file declares.
+
+    The network layer may not import the agent: the agent hands it this (``apply_network(distro=)``)
+    and the renderer registry reads ``renderers`` from it.
+    """
+
+    renderers: tuple[str, ...] = ()
+
+
+def distro_names() -> list[str]:
+    """Every distro file of this package (the family names), without importing any."""
+    here = os.path.dirname(__file__)
+    return sorted(n[:-3] for n in os.listdir(here) if n.endswith(".py") and not n.startswith("_"))
+
+
+def distro_class(family: str) -> type[Distro]:
+    """The class the distro file ``family`` declares (ImportError or AttributeError when none)."""
+    return importlib.import_module(f"{__name__}.{family}").DISTRO
+
+
+_FAMILIES: dict[str, str] = {}
+
+
+def families() -> dict[str, str]:
+    """os-release ID -> family, from the ``os_ids`` every distro file declares (imports them all)."""
+    if not _FAMILIES:
+        for family in distro_names():
+            try:
+                cls = distro_class(family)
+            except (ImportError, AttributeError) as e:
+                LOG.warning("distro file %s.py declares no DISTRO: %s", family, e)
+                continue
+            for os_id in (cls.family, *cls.os_ids):
+                _FAMILIES.setdefault(str(os_id).lower(), cls.family)
+    return _FAMILIES
+
+
+def _family_for(word: str) -> str | None:
+    word = word.lower()
+    if not word:
+        return None
+    # a file named after the word serves it (the contract test checks that no two files claim an ID);
+    # only a word that names no file needs every distro file imported
+    if word in distro_names():
+        return word
+    return families().get(word)
 
 
 def read_os_release(root: TargetRoot) -> dict[str, str]:
@@ -36,12 +87,24 @@ def read_os_release(root: TargetRoot) -> dict[str, str]:
     return info
 
 
-def family_of(os_release: dict[str, str]) -> str:
+def family_of(os_release: dict[str, str]) -> Family:
+    """The family serving this os-release (``ID`` first, then each ``ID_LIKE`` word), with its renderer order."""
     words = [os_release.get("ID", "")] + os_release.get("ID_LIKE", "").split()
     for word in words:
-        if word.lower() in FAMILIES:
-            return FAMILIES[word.lower()]
-    return "debian"
+        found = _family_for(word)
+        if found:
+            return family_named(found)
+    return family_named(DEFAULT_FAMILY)
+
+
+def family_named(family: str) -> Family:
+    """``family`` as a ``Family`` carrying the renderer order its distro file declares."""
+    named = Family(family)
+    try:
+        named.renderers = tuple(distro_class(family).renderers)
+    except (ImportError, AttributeError):
+        pass
+    return named
 
 
 class DistroError(Exception):
@@ -60,6 +123,10 @@ class Distro:
     """Base of the distro families; subclasses fill in how things are done."""
 
     family = "generic"
+    # os-release IDs (ID, or a word of ID_LIKE) this family serves, besides its own name
+    os_ids: tuple[str, ...] = ()
+    # network renderers to look for on the system, in this order (names of network/renderers files)
+    renderers: tuple[str, ...] = ()
     hostname_file = "/etc/hostname"
     hosts_template = "hosts.debian"
     localhost_ip = "127.0.1.1"
@@ -278,10 +345,9 @@ class Distro:
 def get_distro(root: TargetRoot, cfg: dict) -> Distro:
     os_release = read_os_release(root)
     wanted = str((cfg.get("system_info") or {}).get("distro") or "")
-    family = FAMILIES.get(wanted.lower(), "") or family_of(os_release)
+    family = _family_for(wanted) or family_of(os_release)
     try:
-        module = importlib.import_module(f"{__name__}.{family}")
-        cls = module.DISTRO
+        cls = distro_class(family)
     except (ImportError, AttributeError):
-        cls = type(f"{family.title()}Distro", (Distro,), {"family": family})
+        cls = type(f"{family.title()}Distro", (Distro,), {"family": str(family)})
     return cls(root, cfg, os_release)

@@ -6,9 +6,11 @@ in ``/etc/locale.gen`` first and then generated (``--keep-existing``: only what 
 
 from __future__ import annotations
 
-from typing import Any
-
 from cloudseed.agent.distros import Distro, DistroError
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 _ADMIN_GROUPS = ["adm", "audio", "cdrom", "dialout", "dip", "floppy", "netdev", "plugdev", "sudo", "video"]
 _NO_GENERATION = ("c", "c.utf-8", "c.utf8", "posix")
@@ -16,6 +18,8 @@ _NO_GENERATION = ("c", "c.utf-8", "c.utf8", "posix")
 
 class DebianDistro(Distro):
     family = "debian"
+    os_ids = ("ubuntu", "raspbian", "linuxmint")  # os-release IDs served besides "debian"
+    renderers = ("netplan", "eni", "network-manager", "networkd", "sysconfig")  # network renderer order
     hostname_file = "/etc/hostname"
     hosts_template = "hosts.debian"
     localhost_ip = "127.0.1.1"

@@ -8,10 +8,12 @@ systemd-hostnamed, which neither a chroot nor early boot has), ``/etc/locale.con
 
 from __future__ import annotations
 
-from typing import Any
-
 from cloudseed.agent.distros import Distro
 from cloudseed.agent.distros.debian import update_shell_assignments
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 _CLOUD_USER = {"lock_passwd": True, "groups": ["adm", "systemd-journal"],
                "sudo": ["ALL=(ALL) NOPASSWD:ALL"], "shell": "/bin/bash"}
@@ -19,6 +21,9 @@ _CLOUD_USER = {"lock_passwd": True, "groups": ["adm", "systemd-journal"],
 
 class RhelDistro(Distro):
     family = "rhel"
+    os_ids = ("centos", "fedora", "rocky", "almalinux", "ol", "cloudlinux", "eurolinux", "virtuozzo",
+              "miraclelinux")  # os-release IDs served besides "rhel"
+    renderers = ("sysconfig", "network-manager", "networkd", "netplan", "eni")  # network renderer order
     hostname_file = "/etc/hostname"
     hosts_template = "hosts.redhat"
     localhost_ip = "127.0.0.1"

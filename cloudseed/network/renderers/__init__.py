@@ -6,7 +6,9 @@ written before, for cleaning up stale ones), ``available(root) -> bool`` (does t
 use this format) and ``render(model, distro) -> list[RenderedFile]``, which reads only the model
 and raises ``NetworkConfigError`` for anything the format cannot express.
 
-Adding a renderer is adding a file here; nothing else needs to change.
+Adding a renderer is adding a file here; nothing else needs to change. Which renderer a system
+gets is the distro's declaration (the agent's distro files declare ``renderers``, an order); the
+agent passes it in, since this layer may not import the agent. The contract is in ``_contract.py``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,6 @@ import os
 from types import ModuleType
 
 from cloudseed.network import NetworkConfigError
-
-# The order in which each distro family looks for a renderer the system has.
-DISTRO_PRIORITY = {
-    "debian": ["netplan", "eni", "network-manager", "networkd", "sysconfig"],
-    "rhel": ["sysconfig", "network-manager", "networkd", "netplan", "eni"],
-}
 
 
 class NoRendererError(NetworkConfigError):
@@ -44,15 +40,15 @@ def get_renderer(name: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{name.replace('-', '_')}")
 
 
-def priority_for(distro: str) -> list[str]:
-    family = "rhel" if distro in ("rhel", "centos", "fedora", "rocky", "almalinux", "redhat") else "debian"
-    order = list(DISTRO_PRIORITY[family])
-    order += [n for n in names() if n not in order]
-    return order
+def priority_for(distro: object) -> list[str]:
+    """The distro's declared order (``distro.renderers``, when the caller's distro carries one),
+    then every other renderer by name."""
+    order = [str(n) for n in getattr(distro, "renderers", None) or ()]
+    return order + [n for n in names() if n not in order]
 
 
-def select(root, distro: str = "debian", priority: list | None = None) -> str:
-    """The first renderer of ``priority`` (default: the distro's order) the root has."""
+def select(root, distro: object = "debian", priority: list | None = None) -> str:
+    """The first renderer of ``priority`` (default: the distro's declared order) the root has."""
     order = list(priority) if priority else priority_for(distro)
     for name in order:
         if get_renderer(name).available(root):
