@@ -24,6 +24,8 @@ APT_PACKAGES=(
   dpkg-dev apt-utils gpg
   # disk_setup/fs_setup/mounts/ntp/rsyslog tests: real partitioners, mkfs and config checkers
   gdisk xfsprogs btrfs-progs chrony rsyslog
+  # wireguard tests: wg-quick parses the written configuration
+  wireguard-tools
 )
 
 missing=()
@@ -34,7 +36,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # daemons among these (chrony, rsyslog, postgresql...) are only tools for the tests: none is
+  # started by the install (chronyd would try to reach public NTP servers)
+  guard=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && guard=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get install -y -qq "${missing[@]}" >/dev/null
+  if [ -n "$guard" ]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
 fi
 
 PY=${PYTHON:-python3}
