@@ -46,7 +46,8 @@ class PostgresRegistry(SQLRegistry):
         try:
             self._conn = psycopg.connect(url, autocommit=True)
         except psycopg.Error as error:
-            raise RegistryError(f"cannot connect to {_redacted(url)}: {error}".strip())
+            detail = "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
+            raise RegistryError(f"cannot connect to {_redacted(url)}: {detail}", "db") from None
         self._listener: Optional[Any] = None
         self._open_schema()
 

@@ -95,7 +95,10 @@ class SQLRegistry(abc.ABC):
             if self._table_exists(cur, "schema_version"):
                 cur.execute("SELECT MAX(version) FROM schema_version")
                 row = cur.fetchone()
-                version = int(row[0]) if row and row[0] is not None else 1
+                if not row or row[0] is None:
+                    raise RegistryError(f"registry {self._where()}: its schema_version table is empty, so "
+                                        "its schema version is unknown; refusing to guess", "db")
+                version = int(row[0])
             elif self._table_exists(cur, "instances"):
                 version = 1  # the first release kept no version
             else:

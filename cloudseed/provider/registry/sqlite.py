@@ -12,7 +12,7 @@ import sqlite3
 import time
 from typing import Any, Iterator
 
-from cloudseed.provider.registry.sql import SQLRegistry
+from cloudseed.provider.registry.sql import RegistryError, SQLRegistry
 
 POLL_INTERVAL = 0.2  # seconds between change polls
 
@@ -27,12 +27,16 @@ class SQLiteRegistry(SQLRegistry):
         if path != ":memory:":
             _create_private(path)
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute("PRAGMA busy_timeout=30000")
-        if path != ":memory:":
-            _make_private(path + "-wal", path + "-shm")  # left 0644 by an older version
-        self._open_schema()
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            if path != ":memory:":
+                _make_private(path + "-wal", path + "-shm")  # left 0644 by an older version
+            self._open_schema()
+        except sqlite3.DatabaseError as error:  # not a database, corrupt, locked for too long
+            self._conn.close()
+            raise RegistryError(f"registry {path}: {error}", "db") from None
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[Any]:

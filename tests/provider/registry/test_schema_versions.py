@@ -94,3 +94,23 @@ def test_a_newer_schema_is_refused_naming_the_database(db_url):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "schema version 99" in proc.stderr
+
+
+def test_a_file_that_is_not_a_registry_is_one_clear_line(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("not a database, just text\n" * 100)
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", str(path), "list"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == f"cloudseed instances: registry {path}: file is not a database"
+
+
+def test_an_empty_version_table_is_refused_not_guessed(tmp_path):
+    path = str(tmp_path / "r.db")
+    open_registry(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM schema_version")
+    conn.commit()
+    conn.close()
+    with pytest.raises(RegistryError, match="schema_version table is empty"):
+        open_registry(path)
