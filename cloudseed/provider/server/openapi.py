@@ -41,8 +41,12 @@ def openapi_document() -> dict[str, Any]:
     instance = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Instance"}}}}
     id_param = {"name": "instance_id", "in": "path", "required": True, "schema": {"type": "string"}}
     filters = [{"name": name, "in": "query", "schema": {"type": "string"}} for name in LIST_FILTERS]
-    filters += [{"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 1000}},
-                {"name": "offset", "in": "query", "schema": {"type": "integer"}}]
+    for entry in filters:
+        if entry["name"] == "tag":
+            entry["description"] = "a tag key, or KEY=VALUE"
+    filters += [{"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 1000}},
+                {"name": "offset", "in": "query",
+                 "schema": {"type": "integer", "minimum": 0, "maximum": 10 ** 15 - 1}}]
     return {
         "openapi": "3.0.3",
         "info": {"title": "cloudseed metadata server admin API", "version": "1"},
