@@ -20,6 +20,7 @@ class DebianDistro(Distro):
     family = "debian"
     os_ids = ("ubuntu", "raspbian", "linuxmint")  # os-release IDs served besides "debian"
     renderers = ("netplan", "eni", "network-manager", "networkd", "sysconfig")  # network renderer order
+    package_manager = "apt"  # cloudseed/agent/package_managers/apt.py
     hostname_file = "/etc/hostname"
     hosts_template = "hosts.debian"
     localhost_ip = "127.0.1.1"

@@ -24,6 +24,7 @@ class RhelDistro(Distro):
     os_ids = ("centos", "fedora", "rocky", "almalinux", "ol", "cloudlinux", "eurolinux", "virtuozzo",
               "miraclelinux")  # os-release IDs served besides "rhel"
     renderers = ("sysconfig", "network-manager", "networkd", "netplan", "eni")  # network renderer order
+    package_manager = "dnf"  # dnf, or yum where the image has no dnf (package_managers/dnf.py)
     hostname_file = "/etc/hostname"
     hosts_template = "hosts.redhat"
     localhost_ip = "127.0.0.1"

@@ -6,7 +6,7 @@ Release.gpg signed with a throw-away gpg key made for this repository) and expor
 armoured (``key_armoured``) and binary (``key_binary``). ``serve()`` runs a threaded HTTP server on
 127.0.0.1 (random port, bounded lifetime) counting requests; apt in a chroot reaches it because a
 chroot shares the host's network namespace. ``silent_server()`` accepts connections and never
-answers (a repository that does not answer). ``chroot_mounts(root)`` mounts /proc and /dev into a
+answers (a repository that does not answer). ``chroot_mounts(root)`` mounts /proc, /dev and /dev/pts into a
 chroot for apt and dpkg and always unmounts them.
 
 Layout: ``<url> <suite> <component>`` with ``suite="stable"``, ``component="main"``; packages
@@ -217,14 +217,18 @@ class _Server(http.server.ThreadingHTTPServer):
                 super().__init__(*args, directory=directory, **kwargs)
 
             def do_GET(self):  # noqa: N802 (the http.server spelling)
-                with parent.lock:
-                    parent.requests.append(self.path)
+                self._count()
                 super().do_GET()
 
             def do_HEAD(self):  # noqa: N802
+                self._count()
+                super().do_HEAD()
+
+            def _count(self) -> None:
                 with parent.lock:
                     parent.requests.append(self.path)
-                super().do_HEAD()
+                # always the whole file: a republish within the same second must not look unmodified
+                del self.headers["If-Modified-Since"]
 
             def log_message(self, *args):  # quiet
                 pass
@@ -309,11 +313,12 @@ def silent_server(lifetime: float = 120.0) -> Iterator[str]:
 # ---------------------------------------------------------------------- chroot mounts
 @contextlib.contextmanager
 def chroot_mounts(top: str) -> Iterator[None]:
-    """/proc and /dev mounted into the chroot at ``top`` for apt/dpkg; unmounted whatever happens."""
+    """/proc, /dev and /dev/pts mounted into the chroot at ``top`` for apt/dpkg; unmounted whatever happens."""
     mounted: list[str] = []
     try:
         for fstype, source, inner, options in (("proc", "proc", "proc", []),
-                                               (None, "/dev", "dev", ["--bind"])):
+                                               (None, "/dev", "dev", ["--bind"]),
+                                               (None, "/dev/pts", "dev/pts", ["--bind"])):
             target = os.path.join(top, inner)
             os.makedirs(target, exist_ok=True)
             argv = ["mount", *options, source, target] if fstype is None else ["mount", "-t", fstype, source, target]

@@ -1,0 +1,316 @@
+"""package_update_upgrade_install with the real apt-get in a debootstrapped bookworm root.
+
+Every apt test builds its own small .deb packages, indexes and signs a repository and serves it on
+loopback (tests/agent/packages/repo.py); apt-get runs chrooted into a private copy of the root.
+RHEL: Debian's archive has dnf and createrepo-c, but building rpms and a working ``dnf
+--installroot`` against them is not set up here; the RHEL tests check the exact command lines
+the module runs, with a real executable script standing in for dnf inside a chroot that records
+its argv (said again in each test).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "packages"))  # repo.py
+
+import repo  # noqa: E402
+from module_support import run  # noqa: E402
+
+from cloudseed.agent.modules import ModuleContext, run_stage_modules  # noqa: E402
+from cloudseed.agent.package_managers import base  # noqa: E402
+from cloudseed.agent.schema import validate_config  # noqa: E402
+from cloudseed.agent.state import Paths  # noqa: E402
+
+MODULE = "package_update_upgrade_install"
+
+
+def _needs_tools() -> None:
+    import shutil
+
+    missing = [t for t in ("dpkg-deb", "apt-ftparchive", "gpg") if not shutil.which(t)]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (scripts/setup.sh installs them)")
+
+
+@pytest.fixture
+def apt_repo(tmp_path):
+    _needs_tools()
+    repository = repo.Repository(str(tmp_path / "repo"))
+    try:
+        yield repository
+    finally:
+        repository.close()
+
+
+@pytest.fixture(scope="module")
+def shared_repo(tmp_path_factory):
+    """One repository (built and served once for this file): hello-cs 1.0/2.0, tool-cs 1.0/1.1, kernel-cs."""
+    _needs_tools()
+    repository = repo.Repository(str(tmp_path_factory.mktemp("shared") / "repo"))
+    try:
+        repository.add("hello-cs", "1.0")
+        repository.add("hello-cs", "2.0")
+        repository.add("tool-cs", "1.0")
+        repository.add("tool-cs", "1.1")
+        repository.add("kernel-cs", "1.0", reboot_required=True)
+        repository.publish()
+        with repo.serve_repository(repository) as server:
+            yield repository, server
+    finally:
+        repository.close()
+
+
+@pytest.fixture
+def served(shared_repo, debian_root):
+    """The shared repository's server, the root pointed at it, /proc and /dev mounted."""
+    repository, server = shared_repo
+    base.forget_refreshes()
+    with repo.chroot_mounts(debian_root.top):
+        repository.configure_root(debian_root, server.url)
+        yield server
+
+
+def _installed(root, name: str) -> str | None:
+    """The version dpkg has installed in ``root`` (None when not installed)."""
+    proc = root.run(["dpkg-query", "-W", "-f=${Status}|${Version}", name], check=False)
+    status, _, version = proc.stdout.partition("|")
+    return version if proc.returncode == 0 and status == "install ok installed" else None
+
+
+def _run(root, cfg):
+    return run(root, MODULE, cfg, stage="final")
+
+
+def test_update_and_install_by_name(debian_root, served):
+    before = len(served.requests)
+    result, _ = _run(debian_root, {"package_update": True, "packages": ["tool-cs"]})
+    assert result.status == "ok", result.reason
+    assert _installed(debian_root, "tool-cs") == "1.1"  # the newest by default
+    assert debian_root.read_text("/usr/share/tool-cs/version") == "1.1\n"
+    # update asked for and implied by the install: the index is fetched once
+    assert sum(p.endswith("/InRelease") for p in served.requests[before:]) == 1
+    log = debian_root.read_text("/var/log/cloudseed-output.log")
+    assert "apt-get" in log and "install tool-cs" in log and "Setting up tool-cs (1.1)" in log
+
+
+def test_install_pinned_versions_both_forms(debian_root, served):
+    result, _ = _run(debian_root, {"packages": [["hello-cs", "1.0"], "tool-cs=1.0"]})
+    assert result.status == "ok", result.reason
+    assert _installed(debian_root, "hello-cs") == "1.0"
+    assert _installed(debian_root, "tool-cs") == "1.0"
+    # the dict form: apt packages install; snap is not in this root, so those are named as not installed
+    result, _ = _run(debian_root, {"packages": [{"apt": ["kernel-cs", ["hello-cs", "2.0"]], "snap": ["lxd"]}]})
+    assert result.status == "failed"
+    assert result.reason == "packages: snap is not installed on the target; not installed: lxd"
+    assert _installed(debian_root, "hello-cs") == "2.0"
+    assert _installed(debian_root, "kernel-cs") == "1.0"
+
+
+def test_upgrade_to_a_newer_published_version(apt_repo, debian_root, tmp_path):
+    _needs_tools()
+    apt_repo.add("app-cs", "1.0")
+    apt_repo.publish()
+    base.forget_refreshes()
+    with repo.serve_repository(apt_repo) as server, repo.chroot_mounts(debian_root.top):
+        apt_repo.configure_root(debian_root, server.url)
+        result, _ = _run(debian_root, {"packages": ["app-cs"]})
+        assert result.status == "ok", result.reason
+        assert _installed(debian_root, "app-cs") == "1.0"
+        apt_repo.add("app-cs", "2.0")
+        apt_repo.publish()
+        base.forget_refreshes()  # a new agent run (a new instance)
+        result, _ = _run(debian_root, {"package_update": True, "package_upgrade": True})
+        assert result.status == "ok", result.reason
+    assert _installed(debian_root, "app-cs") == "2.0"
+    assert "dist-upgrade" in debian_root.read_text("/var/log/cloudseed-output.log")
+
+
+def test_reboot_if_required_marks_done_first_and_records_the_reboot(debian_root, served, caplog):
+    caplog.set_level("INFO")
+    # nothing asks for a reboot yet: none
+    result, _ = _run(debian_root, {"packages": ["tool-cs"], "package_reboot_if_required": True})
+    assert result.status == "ok"
+    assert not debian_root.exists("/var/run/reboot-required")
+    assert any(r.getMessage() == "no reboot required" for r in caplog.records)
+    assert not any("would run" in r.getMessage() for r in caplog.records)
+    cfg = {"packages": ["kernel-cs"], "package_reboot_if_required": True}
+    paths = Paths(debian_root)
+    ctx = ModuleContext(root=debian_root, paths=paths, cfg=cfg, instance_id="i-reboot", stage="final")
+    results = run_stage_modules(ctx, [MODULE])
+    assert results[0].status == "ok", results[0].reason
+    assert debian_root.exists("/var/run/reboot-required")
+    assert debian_root.exists(f"{paths.instance_dir('i-reboot')}/sem/{MODULE}")
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("would run" in m and "reboot" in m for m in messages), messages
+    # the next boot of the same instance goes on past this module
+    again = run_stage_modules(ModuleContext(root=debian_root, paths=paths, cfg=cfg, instance_id="i-reboot",
+                                            stage="final"), [MODULE])
+    assert again[0].status == "skipped" and "already ran" in again[0].reason
+
+
+def test_missing_package_is_named_and_the_stage_goes_on(debian_root, served):
+    cfg = {"packages": ["nosuchpkg"],
+           "write_files": [{"path": "/etc/after-packages", "content": "ran\n", "defer": True}]}
+    ctx = ModuleContext(root=debian_root, paths=Paths(debian_root), cfg=cfg, instance_id="i-1", stage="final")
+    results = {r.name: r for r in run_stage_modules(ctx, [MODULE, "write_files_deferred"])}
+    assert results[MODULE].status == "failed"
+    assert results[MODULE].reason == "packages: apt-get install failed: E: Unable to locate package nosuchpkg"
+    assert results["write_files_deferred"].status == "ok"
+    assert debian_root.read_text("/etc/after-packages") == "ran\n"
+
+
+def test_repositories_that_do_not_answer(debian_root, apt_repo):
+    """Nothing listening (refused at once), then a server that accepts and never answers (bounded)."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fast = {"package_retries": 0}
+    base.forget_refreshes()
+    with repo.chroot_mounts(debian_root.top):
+        apt_repo.configure_root(debian_root, f"http://127.0.0.1:{port}")
+        result, _ = _run(debian_root, {"packages": ["hello-cs"], "system_info": fast})
+        assert result.status == "failed"
+        update, install = result.reason.split("; ")
+        assert update.startswith(f"package_update: apt-get update failed: Failed to fetch http://127.0.0.1:{port}/")
+        assert install == "packages: apt-get install failed: E: Unable to locate package hello-cs"
+        base.forget_refreshes()
+        with repo.silent_server() as url:
+            apt_repo.configure_root(debian_root, url)
+            started = time.monotonic()
+            result, _ = _run(debian_root, {"package_update": True,
+                                           "system_info": {"package_command_timeout": 3, "package_retries": 1,
+                                                           "package_retry_delay": 0.1}})
+            elapsed = time.monotonic() - started
+    assert result.status == "failed"
+    assert result.reason == "package_update: apt-get update failed: timed out after 3.0s"
+    assert 6 <= elapsed < 20  # two attempts of 3 s each, then it gives up
+
+
+def test_held_dpkg_lock(debian_root, served):
+    """Held past the bound: a clear error, nothing installed. Released within the bound: waited for."""
+    with repo.hold_dpkg_lock(debian_root.top):
+        started = time.monotonic()
+        result, _ = _run(debian_root, {"packages": ["hello-cs"], "system_info": {"package_lock_timeout": 2}})
+        elapsed = time.monotonic() - started
+    assert result.status == "failed"
+    held = ("the dpkg lock (/var/lib/dpkg/lock-frontend) is still held by another process after 2s "
+            "(package_lock_timeout)")
+    assert result.reason == f"package_update: apt-get update failed: {held}; packages: apt-get install failed: {held}"
+    assert 4 <= elapsed < 20  # the update and the install each waited 2 s
+    assert _installed(debian_root, "hello-cs") is None
+
+    holder = repo.hold_dpkg_lock(debian_root.top)
+    holder.__enter__()
+    released = threading.Timer(2.0, holder.__exit__, args=(None, None, None))
+    released.start()
+    try:
+        started = time.monotonic()
+        result, _ = _run(debian_root, {"packages": ["hello-cs"], "system_info": {"package_lock_timeout": 60}})
+    finally:
+        released.join()
+    assert result.status == "ok", result.reason
+    assert time.monotonic() - started >= 2
+    assert _installed(debian_root, "hello-cs") == "2.0"
+
+
+WRAPPER = "#!/bin/sh\necho \"$*\" >> /var/log/wrapper-argv\nexec \"$@\"\n"
+
+
+def test_apt_get_wrapper_and_upgrade_subcommand(debian_root, served):
+    debian_root.write("/usr/local/bin/recwrap", WRAPPER, mode=0o755)
+    cfg = {"packages": ["tool-cs"], "package_upgrade": True,
+           "apt_get_wrapper": {"command": "recwrap", "enabled": "auto"},
+           "system_info": {"apt_get_upgrade_subcommand": "upgrade"}}
+    result, _ = _run(debian_root, cfg)
+    assert result.status == "ok", result.reason
+    lines = debian_root.read_text("/var/log/wrapper-argv").splitlines()
+    assert [line.split()[0] for line in lines] == ["apt-get"] * 3
+    assert [line.split()[-1] for line in lines] == ["update", "upgrade", "tool-cs"]
+    assert "--option=Dpkg::Options::=--force-confold" in lines[2].split()
+    assert _installed(debian_root, "tool-cs") == "1.1"
+
+
+def test_apt_get_wrapper_missing_and_apt_get_command(debian_root, served):
+    # auto: not on the target, not used
+    result, _ = _run(debian_root, {"packages": ["tool-cs"], "apt_get_wrapper": {"command": "nowrap"}})
+    assert result.status == "ok", result.reason
+    # true: asked for and missing -> a clear error
+    result, _ = _run(debian_root, {"packages": ["hello-cs"],
+                                   "apt_get_wrapper": {"command": "nowrap", "enabled": True}})
+    assert result.status == "failed"
+    assert result.reason == "packages: apt-get install failed: nowrap: command not found on the target"
+    # apt_get_command replaces apt-get and its options
+    debian_root.write("/usr/local/bin/recwrap", WRAPPER, mode=0o755)
+    result, _ = _run(debian_root, {"packages": ["hello-cs"], "apt_get_wrapper": {"enabled": False},
+                                   "apt_get_command": ["recwrap", "apt-get", "-y", "-q"]})
+    assert result.status == "ok", result.reason
+    assert debian_root.read_text("/var/log/wrapper-argv").splitlines()[-1] == "apt-get -y -q install hello-cs"
+
+
+# ---------------------------------------------------------------------- RHEL family
+FAKE_DNF = ("#!/bin/sh\n# stands in for dnf: records its argv\necho \"dnf $*\" >> /var/log/pm-argv\n"
+            "case \"$*\" in *nosuch*) echo 'Error: Unable to find a match: nosuch' >&2; exit 1;; esac\nexit 0\n")
+
+
+@pytest.fixture
+def rhel_shell(shell_target):
+    from module_support import RHEL_OS_RELEASE
+
+    shell_target.write("/etc/os-release", RHEL_OS_RELEASE)
+    shell_target.makedirs("/var/log")
+    return shell_target
+
+
+def test_rhel_dnf_command_lines(rhel_shell):
+    """Not real dnf (no rpm repository here): a script standing in for dnf in a chroot records its argv."""
+    rhel_shell.write("/usr/bin/dnf", FAKE_DNF, mode=0o755)
+    rhel_shell.write("/usr/bin/needs-restarting", "#!/bin/sh\necho \"needs-restarting $*\" >> /var/log/pm-argv\n"
+                     "exit 1\n", mode=0o755)
+    base.forget_refreshes()
+    result, _ = _run(rhel_shell, {"package_update": True, "package_upgrade": True,
+                                  "packages": ["vim", ["httpd", "2.4.57"], "jq=1.6"],
+                                  "package_reboot_if_required": True})
+    assert result.status == "ok", result.reason
+    assert rhel_shell.read_text("/var/log/pm-argv").splitlines() == [
+        "dnf -y makecache", "dnf -y upgrade", "dnf -y install vim httpd-2.4.57 jq-1.6", "needs-restarting -r"]
+
+
+def test_rhel_yum_without_dnf_and_a_failure(rhel_shell):
+    """Not real yum: a recording script; the failure line of its output is what status shows."""
+    rhel_shell.write("/usr/bin/yum", FAKE_DNF.replace("dnf $*", "yum $*"), mode=0o755)
+    base.forget_refreshes()
+    result, _ = _run(rhel_shell, {"packages": ["nosuch"]})
+    assert result.status == "failed"
+    assert result.reason == "packages: yum install failed: Error: Unable to find a match: nosuch"
+    assert rhel_shell.read_text("/var/log/pm-argv").splitlines() == ["yum -t -y makecache", "yum -t -y install nosuch"]
+
+
+def test_rhel_without_a_package_manager(rhel_target):
+    result, _ = _run(rhel_target, {"packages": ["vim"]})
+    assert result.status == "failed" and result.reason == "packages: dnf is not installed on the target"
+
+
+# ---------------------------------------------------------------------- schema and input
+def test_schema_deprecated_keys_and_forms():
+    text = "apt_update: true\napt_upgrade: true\napt_reboot_if_required: true\n"
+    problems = validate_config({"apt_update": True, "apt_upgrade": True, "apt_reboot_if_required": True}, text)
+    assert sorted(p.level for p in problems) == ["deprecated"] * 3
+    good = {"packages": ["a", ["b", "1"], "c=2", {"apt": ["d"], "snap": ["e"]}], "package_update": True,
+            "package_upgrade": False, "package_reboot_if_required": True}
+    assert validate_config(good, "") == []
+    assert validate_config({"packages": [["a", "1", "2"]]}, "")
+
+
+def test_bad_package_entries_are_named(target):
+    result, _ = _run(target, {"packages": ["ok", {"pip": ["x"]}]})
+    assert result.status == "failed" and result.reason == "packages[1].pip: not a package manager (apt, snap)"
+    result, _ = _run(target, {"packages": ["ok", "two words"]})
+    assert result.status == "failed" and result.reason == "packages[1]: 'two words' is not a package name"
