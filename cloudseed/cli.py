@@ -1,13 +1,15 @@
 """The ``cloudseed`` command line: global flags, then one verb, each verb one file in ``commands/``.
 
 Only the chosen verb's module is imported, so ``cloudseed status`` stays cheap at boot.
-A verb module defines ``HELP`` (one line), ``configure(parser)`` and ``run(args) -> int``.
+A verb is a file ``commands/<verb>.py`` defining ``HELP`` (one line), ``configure(parser)`` and
+``run(args) -> int``; the verbs are found from the files (the contract: ``commands/_contract.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
@@ -15,26 +17,13 @@ if TYPE_CHECKING:
     from typing import Sequence
 
 
-# verb -> module under cloudseed.commands (one file per verb)
-COMMANDS: dict[str, str] = {
-    "init": "init",
-    "modules": "modules",
-    "single": "single",
-    "boot": "boot",
-    "status": "status",
-    "query": "query",
-    "clean": "clean",
-    "schema": "schema",
-    "userdata": "userdata",
-    "analyze": "analyze",
-    "net": "net",
-    "serve": "serve",
-    "instances": "instances",
-    "seed": "seed",
-    "lab": "lab",
-    "generator": "generator",
-    "install": "install",
-}
+COMMANDS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "commands")
+
+
+def verb_names() -> list[str]:
+    """Every verb: one file each in ``cloudseed/commands`` (none of them imported)."""
+    names = {n.rsplit(".", 1)[0] for n in os.listdir(COMMANDS_DIR) if n.endswith((".py", ".pyc"))}
+    return sorted(n for n in names if n.isidentifier() and not n.startswith("_"))
 
 
 def _global_parser(add_help: bool) -> argparse.ArgumentParser:
@@ -59,16 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cloudseed {__version__}")
         return 0
     verb = next((a for a in rest if not a.startswith("-")), None)
-    if verb not in COMMANDS:
+    verbs = verb_names()
+    if verb not in verbs:
         parser = _global_parser(add_help=True)
         sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
-        for name in COMMANDS:
+        for name in verbs:
             sub.add_parser(name, help=_help_of(name))
         if verb is None:
             parser.print_help()
             return 0 if "-h" in rest or "--help" in rest else 2
         parser.error(f"unknown command {verb!r}")
-    module = importlib.import_module(f"cloudseed.commands.{COMMANDS[verb]}")
+    module = importlib.import_module(f"cloudseed.commands.{verb}")
     parser = _global_parser(add_help=True)
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
     verb_parser = sub.add_parser(verb, help=module.HELP, description=module.HELP)
@@ -84,6 +74,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _help_of(name: str) -> str:
     try:
-        return importlib.import_module(f"cloudseed.commands.{COMMANDS[name]}").HELP
+        return importlib.import_module(f"cloudseed.commands.{name}").HELP
     except ImportError:
         return "(not available)"

@@ -1,0 +1,41 @@
+"""The contract of a network renderer file (``cloudseed/network/renderers/<name>.py``), for tests and tools.
+
+Never imported at run time (it imports typing). ``RendererPlugin`` is what the file declares:
+the name users give (the file name with ``-`` for ``_``), a description, the files it may have
+written (glob patterns, for cleaning up stale ones), whether a target system uses its format,
+and ``render``, which reads only the network model.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import List, Protocol, Union
+
+from cloudseed.core.contracts import problems as protocol_problems
+from cloudseed.network.model import NetworkModel
+
+
+class RendererPlugin(Protocol):
+    """What a renderer file declares."""
+
+    NAME: str
+    DESCRIPTION: str
+    OWNED: Union[List[str], tuple[str, ...]]
+
+    def available(self, root: object) -> bool: ...
+
+    def render(self, model: NetworkModel, distro: str = "debian") -> list: ...
+
+
+def problems(plugin: ModuleType, stem: str) -> list[str]:
+    """Every way the renderer file ``stem``.py breaks its contract."""
+    found = protocol_problems(plugin, RendererPlugin)
+    if found:
+        return found
+    if stem.replace("_", "-") != plugin.NAME:
+        found.append(f"NAME is {plugin.NAME!r}, the file is {stem}.py (NAME {stem.replace('_', '-')!r})")
+    if not plugin.DESCRIPTION.strip():
+        found.append("DESCRIPTION is empty")
+    if not plugin.OWNED or any(not str(p).startswith("/") for p in plugin.OWNED):
+        found.append(f"OWNED {plugin.OWNED!r}: absolute glob patterns of the files it writes")
+    return found
