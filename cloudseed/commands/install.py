@@ -23,6 +23,8 @@ UNITS = ("cloudseed-local.service", "cloudseed-network.service", "cloudseed-conf
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    # as documented: `cloudseed install --root DIR --with-package` (the global --root works before the verb too)
+    parser.add_argument("--root", default=argparse.SUPPRESS, metavar="DIR", help="the root to install into")
     parser.add_argument("--with-package", action="store_true",
                         help="also copy the cloudseed package and a /usr/bin/cloudseed launcher")
     parser.add_argument("--no-compile", action="store_true", help="do not byte-compile the copied package")

@@ -205,7 +205,8 @@ class Distro:
             lines.append(line)
         if not replaced:
             lines.append(hostname)
-        self.root.write(self.hostname_file, "\n".join(lines) + "\n", mode=0o644, keep_mode=True)
+        # 0644 like cloud-init, whatever the image had (the lab image ships it 0755)
+        self.root.write(self.hostname_file, "\n".join(lines) + "\n", mode=0o644)
 
     def apply_hostname_live(self, hostname: str) -> None:
         """Set the running kernel's hostname (only when acting on the live system)."""

@@ -1,0 +1,114 @@
+"""The shell generator decides like the Python one (``cloudseed generator``), without starting Python.
+
+Each case is a temporary root with the facts of one kind of machine; both generators run on it
+and must agree on enabled/disabled (and link cloudseed.target or not). Configuration the shell
+does not read (any ``datasource`` setting) is handed to the Python generator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHELL = os.path.join(REPO, "cloudseed", "data", "systemd", "cloudseed-generator")
+CLI = os.path.join(REPO, ".venv", "bin", "cloudseed")
+LINK = "multi-user.target.wants/cloudseed.target"
+
+CASES = {
+    "bare machine": ({}, False),
+    "openstack dmi": ({"sys/class/dmi/id/product_name": "OpenStack Nova\n"}, True),
+    "openstack asset tag": ({"sys/class/dmi/id/chassis_asset_tag": "HUAWEICLOUD\n"}, True),
+    "ec2 vendor": ({"sys/class/dmi/id/sys_vendor": "Amazon EC2\n"}, True),
+    "ec2 uuid and serial": ({"sys/class/dmi/id/product_uuid": "EC2A1B2C-0000\n",
+                             "sys/class/dmi/id/product_serial": "ec2a1b2c-0000\n"}, True),
+    "ec2 uuid only": ({"sys/class/dmi/id/product_uuid": "ec2a1b2c-0000\n"}, False),
+    "nocloud seed dir": ({"var/lib/cloud/seed/nocloud/meta-data": "instance-id: x\n"}, True),
+    "nocloud-net seed dir, user-data only": ({"var/lib/cloudseed/seed/nocloud-net/user-data": "#x\n"}, True),
+    "empty seed dir": ({"var/lib/cloud/seed/nocloud/.keep": ""}, False),
+    "config drive seed dir": ({"var/lib/cloud/seed/config_drive/openstack/latest/meta_data.json": "{}"}, True),
+    "cmdline ds=nocloud": ({"etc/cloudseed/cmdline": "root=/dev/vda1 ds=nocloud;s=http://10.0.0.1/\n"}, True),
+    "cmdline ds=NoCloud-Net": ({"etc/cloudseed/cmdline": "ro ds=NoCloud-Net\n"}, True),
+    "smbios serial ds=nocloud": ({"sys/class/dmi/id/product_serial": "ds=nocloud;i=abc\n"}, True),
+    "cmdline other ds": ({"etc/cloudseed/cmdline": "ds=ovf\n"}, False),
+    "disabled marker": ({"etc/cloudseed/disabled": "", "sys/class/dmi/id/product_name": "OpenStack Nova\n"}, False),
+    "cloud-init disabled marker": ({"etc/cloud/cloud-init.disabled": "",
+                                    "var/lib/cloud/seed/nocloud/meta-data": "x\n"}, False),
+    "cmdline disabled": ({"etc/cloudseed/cmdline": "cloudseed=disabled ds=nocloud\n"}, False),
+    # configuration the shell does not interpret: decided by Python
+    "config names only None": ({"etc/cloudseed/cloud.cfg.d/10.cfg": "datasource_list: [None]\n"}, True),
+    "config metadata_urls": ({"etc/cloud/cloud.cfg.d/10.cfg":
+                              "datasource:\n  Ec2: {metadata_urls: ['http://10.1.1.1']}\n"}, True),
+    "config empty list": ({"etc/cloudseed/cloud.cfg": "datasource_list: [NoCloud]\n",
+                           "sys/class/dmi/id/product_name": "OpenStack Nova\n"}, False),
+    "cmdline ci.ds": ({"etc/cloudseed/cmdline": "ci.ds=OpenStack\n",
+                       "sys/class/dmi/id/product_name": "OpenStack Nova\n"}, True),
+}
+
+
+def make_root(base, files: dict[str, str]) -> str:
+    root = os.path.join(base, "root")
+    os.makedirs(os.path.join(root, "etc"), exist_ok=True)
+    for inner, text in files.items():
+        path = os.path.join(root, inner)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    return root
+
+
+def decide(root: str, out: str, shell: bool) -> tuple[bool, str]:
+    shutil.rmtree(os.path.join(root, "run"), ignore_errors=True)
+    os.makedirs(out, exist_ok=True)
+    if shell:
+        env = {"CLOUDSEED_ROOT": root, "CLOUDSEED_BIN": CLI, "PATH": os.environ["PATH"]}
+        proc = subprocess.run(["/bin/sh", SHELL, out], env=env, capture_output=True, text=True, timeout=60)
+    else:
+        proc = subprocess.run([CLI, "--root", root, "generator", out], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # the Python generator's paths are inside --root (also when the shell hands it the decision),
+    # the shell's generator directory is as given
+    linked = os.path.islink(root + os.path.join(out, LINK)) or (shell and os.path.islink(os.path.join(out, LINK)))
+    state = "enabled" if os.path.exists(os.path.join(root, "run/cloudseed/enabled")) else "disabled"
+    assert (state == "enabled") == linked
+    with open(os.path.join(root, "run/cloudseed", state)) as f:
+        return linked, f.read()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_shell_and_python_generators_agree(tmp_path, case):
+    files, expected = CASES[case]
+    root = make_root(str(tmp_path), files)
+    shell = decide(root, str(tmp_path / "shell-out"), shell=True)
+    python = decide(root, str(tmp_path / "python-out"), shell=False)
+    assert shell[0] == python[0] == expected, (shell, python)
+    if not expected:
+        assert shell[1].split(" (")[0] == python[1].split(" (")[0]  # same reason, as far as it goes
+    elif case.startswith(("config names", "config metadata", "cmdline ci.ds")):
+        assert "decided_by" not in json.loads(shell[1])  # handed to the Python generator
+    else:
+        assert json.loads(shell[1])["decided_by"] == "shell"
+
+
+def test_a_label_on_a_real_device_is_found(tmp_path):
+    """A cidata ISO on a loop device: the shell's one blkid probe finds it, as the Python probe does."""
+    if shutil.which("genisoimage") is None or os.geteuid() != 0:
+        pytest.skip("needs genisoimage and root for a loop device")
+    src = tmp_path / "iso"
+    src.mkdir()
+    (src / "meta-data").write_text("instance-id: iid-label\n")
+    image = tmp_path / "seed.iso"
+    subprocess.run(["genisoimage", "-quiet", "-o", str(image), "-V", "cidata", "-J", "-R", str(src)], check=True)
+    device = subprocess.run(["losetup", "-f", "--show", "-r", str(image)], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    try:
+        root = make_root(str(tmp_path), {})
+        linked, text = decide(root, str(tmp_path / "out"), shell=True)
+        assert linked and f"cidata on {device}" in json.loads(text)["reason"]
+        assert decide(root, str(tmp_path / "out2"), shell=False)[0]
+    finally:
+        subprocess.run(["losetup", "-d", device], check=False)
