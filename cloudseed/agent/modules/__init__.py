@@ -45,7 +45,7 @@ class ModuleSpec:
         self.stage = stage
         self.frequency = frequency
         self.activate_by = tuple(activate_by)  # run only when one of these keys is configured; () = always
-        self.distros = tuple(distros)  # distro families ("debian", "rhel"); () = all
+        self.distros = tuple(distros)  # distro families ("debian", "rhel") or os-release IDs ("ubuntu"); () = all
         self.schema = schema or {}  # {"properties": {...}} for the keys it owns
         self.title = title
         # cloud-config documents (YAML text) that show the module's keys; each is validated against
@@ -163,6 +163,11 @@ def is_active(spec: ModuleSpec, cfg: dict) -> bool:
     return not spec.activate_by or any(cfg.get(k) not in (None, "", [], {}) for k in spec.activate_by)
 
 
+def supports(spec: ModuleSpec, distro: Any) -> bool:
+    """Whether ``spec`` runs on ``distro``: ``distros`` names families ("debian") or os-release IDs ("ubuntu")."""
+    return not spec.distros or distro.family in spec.distros or distro.id in spec.distros
+
+
 def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
                force: bool = False) -> ModuleResult:
     """Run one module honouring activation, distro support and frequency; never raises."""
@@ -180,9 +185,13 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
     if not is_active(spec, ctx.cfg):
         result.reason = "no configuration for it"
         return result
-    family = ctx.distro.family if spec.distros else ""
-    if spec.distros and family not in spec.distros:
-        result.reason = f"not supported on {family}"
+    if spec.distros and not supports(spec, ctx.distro):
+        # configured, but for another system: said in the status (degraded), never silently skipped
+        result.reason = (f"not applicable to {ctx.distro.id} ({ctx.distro.family} family): "
+                         f"{spec.name} is for {', '.join(spec.distros)}")
+        configured = [k for k in spec.activate_by if ctx.cfg.get(k) not in (None, "", [], {})]
+        if configured:
+            ctx.warnings.append(f"{spec.name}: {', '.join(configured)} not applied: {result.reason}")
         return result
     sems = Semaphores(ctx.paths, ctx.instance_id)
     if not force and sems.has_run(spec.name, freq):
