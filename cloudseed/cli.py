@@ -70,6 +70,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as e:  # a library this verb needs is not installed: one line, no traceback
+        if args.debug:
+            raise
+        print(f"cloudseed {verb}: {missing_library(e)}", file=sys.stderr)
+        return 1
+
+
+# import name -> what to install for it (the main dependencies, and the one optional extra)
+INSTALL_FOR = {"yaml": "PyYAML", "jinja2": "Jinja2", "pycdlib": "pycdlib", "pyfatfs": "pyfatfs", "fs": "fs",
+               "psycopg": "'cloudseed[postgres]'"}
+
+
+def missing_library(error: ModuleNotFoundError) -> str:
+    """What to tell a user whose install lacks a module: which one, and what to install."""
+    name = (error.name or "").split(".")[0] or "?"
+    what = INSTALL_FOR.get(name, name)
+    return f"the Python module {name!r} is not installed; install it with: pip install {what}"
 
 
 def _help_of(name: str) -> str:
