@@ -19,6 +19,7 @@ its key) and the module fails naming it; the other sources are still written.
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from cloudseed.agent import apt_sources
@@ -525,7 +526,9 @@ def _source(parent: _Plan, name: str, entry: Any, params: dict[str, str], distro
                    else "\n".join(lines) + "\n")
     plan.uris = _uris(content, deb822)
     suffix = ".sources" if deb822 else ".list"
-    path = filename if filename.startswith("/") else f"{SOURCES_DIR}/{filename}"
+    path = posixpath.normpath(filename if filename.startswith("/") else f"{SOURCES_DIR}/{filename}")
+    if not path.startswith("/etc/apt/"):
+        raise apt_sources.SourceError(f"{where}: filename {filename!r} leads outside /etc/apt")
     if not path.endswith(suffix):
         path = (path[: -len(".list")] if path.endswith(".list") else path) + suffix
     if keyring:

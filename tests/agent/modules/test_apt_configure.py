@@ -528,3 +528,32 @@ def test_examples_validate_and_run(target):
     from test_apt_pipelining import _examples_validate_and_run
 
     _examples_validate_and_run(target, "apt_configure")
+
+
+def test_filename_outside_etc_apt_is_refused(target):
+    result, _ = run(target, "apt_configure", {"apt": {"preserve_sources_list": True, "sources": {
+        "x": {"source": "deb http://x/ stable main", "filename": "../../../root/evil"}}}})
+    assert result.status == "failed" and "apt.sources.x" in result.reason and "outside /etc/apt" in result.reason
+    assert not target.exists("/root/evil.list")
+
+
+def test_one_document_adds_a_source_then_installs_from_it(apt_repo, debian_root):
+    """apt_configure (config stage) before package_update_upgrade_install (final stage), as cloud-init orders them."""
+    import repo
+
+    from cloudseed.agent.config import BUILTIN
+
+    config, final = BUILTIN["cloud_config_modules"], BUILTIN["cloud_final_modules"]
+    names = [m if isinstance(m, str) else m[0] for m in config + final]
+    assert "apt_configure" in config and "package_update_upgrade_install" in final
+    assert names.index("apt_configure") < names.index("package_update_upgrade_install")
+    _loopback_only(debian_root)
+    with repo.serve_repository(apt_repo) as served, repo.chroot_mounts(debian_root.top):
+        cfg = {"apt": {"preserve_sources_list": True, "sources": {
+            "vendor": {"source": f"deb {served.url} stable main", "key": apt_repo.key_armoured}}},
+            "packages": ["hello-cs"]}
+        configured, _ = run(debian_root, "apt_configure", cfg)
+        installed, _ = run(debian_root, "package_update_upgrade_install", cfg, stage="final")
+    assert configured.status == "ok", configured.reason
+    assert installed.status == "ok", installed.reason
+    assert debian_root.read_text("/usr/share/hello-cs/version") == "1.0\n"
