@@ -91,3 +91,34 @@ def test_the_batch_gives_the_verdicts_of_the_reference_command():
         proc = reference_cli("schema", "-c", path, check=False)
         assert (proc.returncode == 0) == valid, proc.stdout + proc.stderr
         assert ours(path)[0] == valid
+
+
+_REFERENCE_EXAMPLES = r"""
+import importlib, json, pkgutil
+import cloudinit.config as config
+examples = {}
+for info in pkgutil.iter_modules(config.__path__):
+    if info.name.startswith("cc_"):
+        module = importlib.import_module("cloudinit.config." + info.name)
+        examples[info.name[3:]] = list(getattr(module, "meta", {}).get("examples", []))
+print(json.dumps(examples))
+"""
+
+
+@pytest.mark.reference
+def test_no_false_error_on_any_example_cloud_init_documents():
+    """Every example in cloud-init 22.4's module documentation is free of schema errors here."""
+    import yaml
+
+    from cloudseed.agent.schema import validate_config
+
+    examples = json.loads(reference_python(_REFERENCE_EXAMPLES).stdout)
+    assert len(examples) >= 55 and sum(len(v) for v in examples.values()) >= 100
+    false_errors = {}
+    for module, texts in examples.items():
+        for index, text in enumerate(texts):
+            cfg = yaml.safe_load(text)
+            problems = [str(p) for p in validate_config(cfg, text) if p.level == "error"]
+            if problems:
+                false_errors[f"{module}[{index}]"] = problems
+    assert false_errors == {}
