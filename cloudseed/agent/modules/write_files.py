@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
+import zlib
 from typing import Any
 
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
@@ -74,27 +74,49 @@ class EntryError(Exception):
     """One write_files entry is unusable."""
 
 
-def decode_content(content: Any, encoding: str | None, where: str) -> bytes:
-    """The bytes an entry asks for, decoding b64/gzip as its ``encoding`` says."""
+MAX_DECODED_BYTES = 64 * 1024 * 1024  # one entry's content after base64 and gzip
+
+
+def decode_content(content: Any, encoding: str | None, where: str, limit: int = MAX_DECODED_BYTES) -> bytes:
+    """The bytes an entry asks for, decoding b64/gzip as its ``encoding`` says (at most ``limit``)."""
     if content is None:
         return b""
     if isinstance(content, bytes):
         raw = content
     else:
         raw = str(content).encode("utf-8")
-    enc = (encoding or "text/plain").strip().lower()
+    enc = (encoding or "text/plain").strip().lower() if isinstance(encoding, (str, type(None))) else "?"
     if enc not in ENCODINGS:
-        raise EntryError(f"{where}.encoding: unknown encoding {encoding!r} (use {', '.join(ENCODINGS[:6])})")
+        raise EntryError(f"{where}.encoding: unknown encoding (use {', '.join(ENCODINGS[:6])})")
     try:
         if "b64" in enc or "base64" in enc:
             raw = base64.b64decode(raw, validate=False)
         if enc.startswith("gz"):
-            raw = gzip.decompress(raw)
+            raw = _gunzip(raw, limit, where)
     except (binascii.Error, ValueError) as e:
         raise EntryError(f"{where}.content: not valid base64 ({e})") from None
-    except (OSError, EOFError) as e:
-        raise EntryError(f"{where}.content: not valid gzip data ({e})") from None
+    except (OSError, EOFError, zlib.error):
+        raise EntryError(f"{where}.content: not valid gzip data") from None
+    if len(raw) > limit:
+        raise EntryError(f"{where}.content: more than {limit // (1024 * 1024)} MiB")
     return raw
+
+
+def _gunzip(data: bytes, limit: int, where: str) -> bytes:
+    """gzip data decompressed in steps, never holding more than ``limit`` bytes (a gzip bomb stops early)."""
+    out = bytearray()
+    while data:
+        stream = zlib.decompressobj(wbits=31)   # one gzip member
+        chunk = data
+        while chunk:
+            out += stream.decompress(chunk, limit + 1 - len(out))
+            if len(out) > limit:
+                raise EntryError(f"{where}.content: expands to more than {limit // (1024 * 1024)} MiB")
+            chunk = stream.unconsumed_tail
+        if not stream.eof:
+            raise EOFError("truncated gzip data")
+        data = stream.unused_data   # a following member (gzip allows several)
+    return bytes(out)
 
 
 def parse_permissions(value: Any, where: str) -> int:
@@ -105,13 +127,13 @@ def parse_permissions(value: Any, where: str) -> int:
     if isinstance(value, int):
         # YAML already read an unquoted 0644 as octal; a plain int is taken as is (as cloud-init does)
         if not 0 <= value <= 0o7777:
-            raise EntryError(f"{where}.permissions: {value} is not a file mode (quote it: '0644')")
+            raise EntryError(f"{where}.permissions: not a file mode (quote it: '0644')")
         return value
     text = str(value).strip()
     try:
         return int(text[2:] if text.lower().startswith("0o") else text, 8)
     except ValueError:
-        raise EntryError(f"{where}.permissions: {value!r} is not an octal mode such as '0644'") from None
+        raise EntryError(f"{where}.permissions: not an octal mode such as '0644'") from None
 
 
 def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
@@ -129,6 +151,9 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
         path = entry.get("path")
         if not path or not isinstance(path, str):
             failures.append(f"{where}.path: missing")
+            continue
+        if "\0" in path or any(ord(c) < 32 for c in path):
+            failures.append(f"{where}.path: contains a NUL byte or a control character")
             continue
         where = f"{where} ({path})"
         if not path.startswith("/"):
@@ -148,6 +173,8 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
             failures.append(f"{where}: {e}{hint}")
         except OSError as e:
             failures.append(f"{where}: {e.strerror or e}")
+        except Exception as e:  # noqa: BLE001 - one entry's surprise never costs the others
+            failures.append(f"{where}: cannot be written ({type(e).__name__})")
     ctx.log.info("wrote %d file(s)", written)
     if failures:
         raise ModuleError("; ".join(failures))
