@@ -459,6 +459,10 @@ def _main_sources(ctx: ModuleContext, apt: dict, distro_id: str, release: str, p
     text = apt_sources.disable_suites(rendered, suites) if suites else rendered
     if template is None and deb822_file:  # the image's own format
         entries_822 = [apt_sources.parse_line(line) for line in apt_sources.active_lines(text)]
+        keyring = _image_keyring(ctx.root.read_text(deb822_file), deb822_file)
+        for entry in entries_822:  # the archive keyring the image's stanzas named still signs the archive
+            if keyring and entry.option("signed-by") is None:
+                entry.set_option("signed-by", keyring)
         header = f"# {deb822_file}: the archive sources, written by cloudseed from cloud-config (apt: ...)\n"
         if suites:
             header += f"# disabled suites: {' '.join(suites)}\n"
@@ -471,6 +475,16 @@ def _main_sources(ctx: ModuleContext, apt: dict, distro_id: str, release: str, p
         plan.write(deb822_file, apt_sources.disable_all_deb822(
             current, f"disabled by cloudseed: apt.sources_list in {SOURCES_LIST} replaces these sources"))
     return plan
+
+
+def _image_keyring(text: str, where: str) -> str | None:
+    """The one Signed-By the image's deb822 archive stanzas share (None when none or several)."""
+    try:
+        stanzas = apt_sources.parse_deb822(text, where)
+    except apt_sources.SourceError:
+        return None
+    values = {v.strip() for s in stanzas for k, v in s.items() if k.lower() == "signed-by"}
+    return values.pop() if len(values) == 1 and "\n" not in next(iter(values)) else None
 
 
 def _point_sources_list(plan: _Plan, deb822_file: str) -> None:

@@ -242,7 +242,8 @@ def test_bad_sources_list_template_keeps_the_old_list(target):
 
 
 def test_deb822_image_keeps_its_format(target, key):
-    original = "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\n"
+    original = ("Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\n"
+                "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
     target.write("/etc/apt/sources.list.d/debian.sources", original)
     cfg = {"apt": {"primary": MIRROR, "disable_suites": ["backports"], "sources": {
         "extra": {"source": "deb http://extra.example/apt stable main contrib", "key": key.armoured},
@@ -252,6 +253,7 @@ def test_deb822_image_keeps_its_format(target, key):
     stanzas = apt_sources.parse_deb822(target.read_text("/etc/apt/sources.list.d/debian.sources"), "test")
     assert {s["URIs"] for s in stanzas} == {"http://mirror.example.com/debian"}
     assert not any("backports" in s["Suites"] for s in stanzas)
+    assert {s["Signed-By"] for s in stanzas} == {"/usr/share/keyrings/debian-archive-keyring.gpg"}
     assert not target.exists("/etc/apt/sources.list")
     assert target.read_text("/etc/apt/sources.list.d/extra.sources") == (
         "Types: deb\nURIs: http://extra.example/apt\nSuites: stable\nComponents: main contrib\n"
@@ -557,3 +559,20 @@ def test_one_document_adds_a_source_then_installs_from_it(apt_repo, debian_root)
     assert configured.status == "ok", configured.reason
     assert installed.status == "ok", installed.reason
     assert debian_root.read_text("/usr/share/hello-cs/version") == "1.0\n"
+
+
+def test_sources_are_not_repeated_on_a_second_run(target):
+    cfg = {"apt": {"preserve_sources_list": True, "sources": {"x": {"source": "deb http://x.example/ stable main"}}}}
+    for _ in range(2):
+        result, _ = run(target, "apt_configure", cfg)
+        assert result.status == "ok", result.reason
+    assert target.read_text("/etc/apt/sources.list.d/x.list") == "deb http://x.example/ stable main\n"
+
+
+def test_real_debconf_selections(debian_root):
+    cfg = {"apt": {"preserve_sources_list": True, "debconf_selections": {
+        "tz": "tzdata tzdata/Areas select Europe\ntzdata tzdata/Zones/Europe select Berlin"}}}
+    result, _ = run(debian_root, "apt_configure", cfg)
+    assert result.status == "ok", result.reason
+    config = debian_root.read_text("/var/cache/debconf/config.dat")
+    assert "Name: tzdata/Zones/Europe\nTemplate: tzdata/Zones/Europe\nValue: Berlin" in config
