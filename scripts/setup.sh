@@ -26,6 +26,8 @@ APT_PACKAGES=(
   gdisk xfsprogs btrfs-progs chrony rsyslog
   # wireguard tests: wg-quick parses the written configuration
   wireguard-tools
+  # yum_add_repo tests: dnf reads the written .repo files
+  dnf
 )
 
 missing=()
