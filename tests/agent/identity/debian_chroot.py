@@ -1,4 +1,4 @@
-"""A real Debian bookworm tree for the identity tests, built once and cached as a tarball.
+"""A real Debian bookworm tree for the module tests (tests/agent/modules), built once and cached as a tarball.
 
 ``debootstrap --variant=minbase bookworm`` from Debian's archive with the tools the identity
 modules drive (useradd, sudo/visudo, sshd, ssh-keygen, tzdata, locales, ca-certificates). The

@@ -80,3 +80,16 @@ def debian_root(_debian_base):
         if mounted:
             subprocess.run(["umount", "-l", merged], check=False)
         shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+def chroot(debian_root):
+    """``debian_root`` ready for sshd (``/run/sshd``): the name the chroot tests of the identity modules use."""
+    os.makedirs(debian_root.path("/run/sshd"), exist_ok=True)
+    return debian_root
+
+
+@pytest.fixture
+def chroot_tree(chroot) -> str:
+    """The path of ``chroot`` on this machine (for ``chroot TREE command`` checks)."""
+    return chroot.top

@@ -1,0 +1,167 @@
+"""users_groups: users, groups, sudo and keys applied in a real chroot, bad entries reported,
+RHEL's useradd command line, and sudoers compared with the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+
+import pytest
+from module_support import RHEL_OS_RELEASE, run
+from reference import reference_python
+
+
+def test_rhel_useradd_command_line(rhel_target):
+    from cloudseed.agent.distros import get_distro
+
+    distro = get_distro(rhel_target, {})
+    assert distro.family == "rhel" and distro.default_user()["name"] == "rocky"
+    assert distro.ssh_service_name == "sshd"
+    argv = distro.useradd_argv("alice", {"gecos": "A", "groups": ["wheel", "adm"], "shell": "/bin/zsh",
+                                         "uid": "2001", "system": False, "homedir": "/srv/a"})
+    assert argv == ["useradd", "--comment", "A", "--home-dir", "/srv/a", "--uid", "2001", "--shell", "/bin/zsh",
+                    "--groups", "wheel,adm", "-m", "alice"]
+    with open(rhel_target.path("/etc/os-release"), "w") as handle:
+        handle.write(RHEL_OS_RELEASE.replace('ID="rocky"', 'ID="fedora"'))
+    assert get_distro(rhel_target, {}).default_user()["name"] == "fedora"
+
+
+def sh(tree: str, *argv: str) -> str:
+    proc = subprocess.run(["chroot", tree, *argv], capture_output=True, text=True)
+    assert proc.returncode == 0, f"{argv}: {proc.stderr}"
+    return proc.stdout
+
+
+def keypair(tmp_path, name="k", keytype="ed25519"):
+    path = str(tmp_path / name)
+    subprocess.run(["ssh-keygen", "-q", "-t", keytype, "-N", "", "-C", f"{name}@test", "-f", path], check=True)
+    with open(path) as private, open(path + ".pub") as public:
+        return private.read(), public.read().strip()
+
+
+def passwd_status(tree: str, user: str) -> str:
+    return sh(tree, "passwd", "-S", user).split()[1]
+
+
+@pytest.mark.root
+def test_users_groups_sudo_keys(chroot, chroot_tree, tmp_path):
+    _, alice_key = keypair(tmp_path, "alice")
+    cfg = {
+        "users": ["default", {
+            "name": "alice", "gecos": "Alice A", "groups": ["adm", "developers"], "shell": "/bin/bash",
+            "sudo": ["ALL=(ALL) NOPASSWD:/usr/bin/apt", "ALL=(root) /bin/ls"], "ssh_authorized_keys": [alice_key],
+            "homedir": "/srv/alice", "uid": 2001,
+        }, {"name": "svc", "system": True, "shell": "/usr/sbin/nologin", "sudo": False}],
+        "groups": ["developers", {"ops": ["alice", "debian"]}],
+    }
+    result, _ = run(chroot, "users_groups", cfg)
+    assert result.status == "ok", result.reason
+    # the user exists with the right groups, shell and home
+    entry = chroot.user_entry("alice")
+    assert entry[2] == "2001" and entry[4] == "Alice A" and entry[5] == "/srv/alice" and entry[6] == "/bin/bash"
+    groups = sh(chroot_tree, "id", "-nG", "alice").split()
+    assert {"alice", "adm", "developers", "ops"} <= set(groups)
+    home = os.stat(chroot.path("/srv/alice"))
+    assert home.st_uid == 2001
+    assert {"adm", "sudo", "ops"} <= set(sh(chroot_tree, "id", "-nG", "debian").split())
+    assert chroot.user_entry("debian")[6] == "/bin/bash"
+    svc = chroot.user_entry("svc")
+    assert int(svc[2]) < 1000 and not os.path.exists(chroot.path("/home/svc"))
+    # the key is in authorized_keys, 0600, owned by the user
+    info = os.stat(chroot.path("/srv/alice/.ssh/authorized_keys"))
+    assert stat.S_IMODE(info.st_mode) == 0o600 and info.st_uid == 2001
+    assert alice_key in chroot.read_text("/srv/alice/.ssh/authorized_keys")
+    assert stat.S_IMODE(os.stat(chroot.path("/srv/alice/.ssh")).st_mode) == 0o700
+    # sudoers: the drop-in passes visudo, rules are in place, the default password state is locked
+    sh(chroot_tree, "visudo", "-c")
+    sudoers = chroot.read_text("/etc/sudoers.d/90-cloudseed-users")
+    assert "alice ALL=(ALL) NOPASSWD:/usr/bin/apt\nalice ALL=(root) /bin/ls\n" in sudoers
+    assert "debian ALL=(ALL) NOPASSWD:ALL" in sudoers and "svc" not in sudoers
+    assert stat.S_IMODE(os.stat(chroot.path("/etc/sudoers.d/90-cloudseed-users")).st_mode) == 0o440
+    assert "alice" in sh(chroot_tree, "sudo", "-l", "-U", "alice")
+    assert passwd_status(chroot_tree, "alice") == "L"
+    assert passwd_status(chroot_tree, "debian") == "L"
+    # a second run (same instance re-provisioned) changes nothing in sudoers
+    run(chroot, "users_groups", cfg)
+    assert chroot.read_text("/etc/sudoers.d/90-cloudseed-users") == sudoers
+
+
+@pytest.mark.root
+def test_bad_inputs_reported_others_applied(chroot, chroot_tree, tmp_path):
+    _, good = keypair(tmp_path, "good")
+    cfg = {"users": [
+        {"name": "carol", "groups": ["no-such-group"], "create_groups": False},
+        {"name": "dave", "sudo": "this is not a rule", "lock_passwd": False,
+         "ssh_authorized_keys": ["ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC", good]},
+        {"name": "erin", "sudo": "ALL=(ALL) ALL"},
+    ]}
+    before = sorted(os.listdir(chroot.path("/etc/sudoers.d")))
+    result, _ = run(chroot, "users_groups", cfg)
+    assert result.status == "failed"
+    assert "users[0].groups: group 'no-such-group' does not exist" in result.reason
+    assert "users[1].sudo: rejected by visudo" in result.reason
+    assert "users[1].ssh_authorized_keys[0]: not a valid SSH public key" in result.reason
+    # every user still exists; the good parts were applied
+    for name in ("carol", "dave", "erin"):
+        assert chroot.user_entry(name) is not None
+    assert "no-such-group" not in chroot.read_text("/etc/group")
+    assert chroot.read_text("/home/dave/.ssh/authorized_keys") == good + "\n"
+    sudoers = chroot.read_text("/etc/sudoers.d/90-cloudseed-users")
+    assert "erin ALL=(ALL) ALL" in sudoers and "this is not a rule" not in sudoers
+    assert sorted(os.listdir(chroot.path("/etc/sudoers.d"))) == sorted(set(before) | {"90-cloudseed-users"})
+    sh(chroot_tree, "visudo", "-c")
+
+
+_STAMP = re.compile(r"^# (Created|Added) by (cloud-init|cloudseed) v\. \S+ on .*$", re.MULTILINE)
+
+
+def ref(code: str, *args: str) -> str:
+    return reference_python(code, *args).stdout
+
+
+def normalise_stamps(text: str) -> str:
+    return _STAMP.sub(r"# \1 by PRODUCT", text)
+
+
+SUDO_USERS = [("debian", ["ALL=(ALL) NOPASSWD:ALL"]), ("alice", ["ALL=(ALL) /usr/bin/apt", "ALL=(root) /bin/ls"]),
+              ("bob", "ALL=(ALL:ALL) ALL")]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("sudoers_base", ["Defaults env_reset\nroot ALL=(ALL:ALL) ALL\n@includedir /etc/sudoers.d\n",
+                                          "Defaults env_reset\nroot ALL=(ALL:ALL) ALL\n"])
+def test_sudoers_matches(target, tmp_path, sudoers_base):
+    base = tmp_path / "sudoers"
+    drop_dir = tmp_path / "sudoers.d"
+    base.write_text(sudoers_base.replace("/etc/sudoers.d", str(drop_dir)))
+    code = ("import sys, json; from cloudinit import distros; from cloudinit.distros import debian\n"
+            "d = debian.Distro('debian', {}, None)\n"
+            "d.ensure_sudo_dir = lambda path, sudo_base=sys.argv[1]: \\\n"
+            "    distros.Distro.ensure_sudo_dir(d, path, sys.argv[1])\n"
+            "for user, rules in json.loads(sys.argv[3]):\n"
+            "    d.write_sudo_rules(user, rules, sudo_file=sys.argv[2])\n")
+    ref(code, str(base), str(drop_dir / "90-cloud-init-users"), json.dumps(SUDO_USERS))
+    target.write("/etc/sudoers", sudoers_base, mode=0o440)
+    users = [{"name": name, "sudo": rules, "lock_passwd": False} for name, rules in SUDO_USERS]
+    from cloudseed.agent.distros import file_header
+    from cloudseed.agent.sudoers import write_user_rules
+    from cloudseed.agent.users import normalize_users
+
+    # the users themselves need useradd (the chroot tests cover that); here only the sudoers writer runs,
+    # fed by the same normalisation and rule parsing users_groups uses
+    requests, _ = normalize_users({"users": users}, None)
+    from cloudseed.agent.sudoers import rules_from_config
+
+    for request in requests:
+        write_user_rules(target, "/etc/sudoers.d/90-cloudseed-users", request.name,
+                         rules_from_config(request.spec["sudo"], f"{request.where}.sudo"), file_header(), request.where)
+    ours = normalise_stamps(target.read_text("/etc/sudoers.d/90-cloudseed-users"))
+    theirs = normalise_stamps((drop_dir / "90-cloud-init-users").read_text())
+    assert ours == theirs
+    ours_base = normalise_stamps(target.read_text("/etc/sudoers"))
+    theirs_base = normalise_stamps(base.read_text()).replace(str(drop_dir), "/etc/sudoers.d")
+    assert ours_base == theirs_base
