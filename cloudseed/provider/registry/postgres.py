@@ -8,10 +8,13 @@ only delays invalidation until the next poll).
 The change log is read as "everything after the last sequence number seen", which is only
 right if entries become visible in sequence order. Sequence numbers are handed out when a
 row is inserted, not when its transaction commits, so two concurrent writers could commit
-11 before 10, and a server that had read 11 would skip 10 forever. Writers therefore take a
-transaction-scoped advisory lock before their first change-log insert: the next writer's
-sequence number is drawn only after the previous one has committed (and is visible: a
-transaction's locks are released after it becomes visible), so sequence order is commit order.
+11 before 10, and a server that had read 11 would skip 10 forever. Every write that logs a
+change therefore takes a transaction-scoped advisory lock first (before any row lock, so it
+cannot deadlock with another writer): the next writer's sequence number is drawn only after
+the previous one has committed (and is visible: a transaction's locks are released after it
+becomes visible), so sequence order is commit order. Registry writes are operator actions
+(admin API, ``cloudseed instances``, a guest's password), so serialising them costs nothing
+that matters; reads never take the lock.
 psycopg is the one optional dependency (``pip install 'cloudseed[postgres]'``).
 """
 

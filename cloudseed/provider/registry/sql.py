@@ -79,7 +79,10 @@ class SQLRegistry(abc.ABC):
         """Serialise schema creation and upgrades across servers (SQLite: BEGIN IMMEDIATE does)."""
 
     def _serialise_changes(self, cur: Any) -> None:  # noqa: B027 - optional hook
-        """Make change-log entries commit in sequence order (SQLite: writers are serialised)."""
+        """Make change-log entries commit in sequence order (SQLite: writers are serialised).
+
+        Called first in every write that logs a change, before it takes any row lock, so two
+        writers never wait for each other's row and lock at once."""
 
     def _where(self) -> str:
         """The database, for messages (no password)."""
@@ -253,6 +256,7 @@ class SQLRegistry(abc.ABC):
         """Store several new instances in one transaction (all or none)."""
         count = 0
         with self._lock, self._transaction() as cur:
+            self._serialise_changes(cur)  # first: before any row lock (no deadlock)
             for record in records:
                 record.validate()
                 cur.execute(self._sql("SELECT 1 FROM instances WHERE instance_id = ?"), (record.instance_id,))
@@ -275,6 +279,7 @@ class SQLRegistry(abc.ABC):
     def update(self, instance_id: str, /, **changes: Any) -> InstanceRecord:
         """Change fields of an existing instance (validated like ``from_dict``); the new record."""
         with self._lock, self._transaction() as cur:
+            self._serialise_changes(cur)  # first: before any row lock (no deadlock)
             cur.execute(self._sql(f"SELECT {self._select_list()} FROM instances WHERE instance_id = ?"),
                         (instance_id,))
             row = cur.fetchone()
@@ -297,6 +302,7 @@ class SQLRegistry(abc.ABC):
     def delete(self, instance_id: str) -> bool:
         """Remove an instance and everything stored with it; False if it did not exist."""
         with self._lock, self._transaction() as cur:
+            self._serialise_changes(cur)  # first: before any row lock (no deadlock)
             cur.execute(self._sql("DELETE FROM instances WHERE instance_id = ?"), (instance_id,))
             existed = cur.rowcount > 0
             for table in ("addresses", "tags", "phone_home"):
@@ -309,6 +315,7 @@ class SQLRegistry(abc.ABC):
     def set_password_once(self, instance_id: str, password: str) -> bool:
         """Store the guest's password if none is set; False when one already is."""
         with self._lock, self._transaction() as cur:
+            self._serialise_changes(cur)  # first: before any row lock (no deadlock)
             cur.execute(self._sql("UPDATE instances SET password = ?, updated_at = ? "
                                   "WHERE instance_id = ? AND password IS NULL"),
                         (password, utc_now(), instance_id))
@@ -321,6 +328,7 @@ class SQLRegistry(abc.ABC):
     def clear_password(self, instance_id: str) -> bool:
         """Forget the password (operator action), so the guest may set a new one."""
         with self._lock, self._transaction() as cur:
+            self._serialise_changes(cur)  # first: before any row lock (no deadlock)
             cur.execute(self._sql("UPDATE instances SET password = NULL, updated_at = ? "
                                   "WHERE instance_id = ?"), (utc_now(), instance_id))
             changed = cur.rowcount > 0
