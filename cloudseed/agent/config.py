@@ -80,8 +80,10 @@ def load_yaml_mapping(text: str, source: str) -> dict:
         return simple
     import yaml
 
+    from cloudseed.core.yaml_loading import load_yaml  # safe, with aliases bounded
+
     try:
-        loaded = yaml.safe_load(text)
+        loaded = load_yaml(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{source}, line {mark.line + 1}" if mark is not None else source

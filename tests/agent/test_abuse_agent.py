@@ -74,3 +74,85 @@ def test_multi_member_gzip_is_read_whole(target):
         {"path": "/etc/two", "encoding": "gz+b64", "content": base64.b64encode(data).decode()}]}, stage="init")
     assert result.status == "ok", result.reason
     assert target.read_text("/etc/two") == "first\nsecond\n"
+
+
+# ---------------------------------------------------------------- user-data expansion limits (16.10)
+BILLION_LAUGHS = "#cloud-config\na: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n" for i in range(8))
+
+
+def test_yaml_alias_bomb_is_refused_before_it_is_built():
+    from cloudseed.agent.userdata import process_userdata
+
+    processed = process_userdata(BILLION_LAUGHS.encode())
+    assert any("alias bomb" in e for e in processed.errors), processed.errors
+    assert processed.cloud_config in ({}, None) or "i" not in processed.cloud_config
+
+
+def test_yaml_alias_bomb_in_nocloud_meta_data_is_a_clear_error():
+    import pytest
+
+    from cloudseed.agent.config import ConfigFileError, load_yaml_mapping
+
+    meta = "instance-id: i-1\n" + BILLION_LAUGHS.split("\n", 1)[1]
+    with pytest.raises(ConfigFileError, match=r"meta-data: invalid YAML: aliases expand .* \(an alias bomb\?\)"):
+        load_yaml_mapping(meta, "meta-data")
+
+
+def test_reusing_anchors_normally_is_fine():
+    from cloudseed.core.yaml_loading import load_yaml
+
+    doc = "base: &base {shell: /bin/bash, groups: [adm]}\nusers:\n" + "".join(
+        f"  - {{<<: *base, name: u{i}}}\n" for i in range(200))
+    assert len(load_yaml(doc)["users"]) == 200
+
+
+def test_total_size_of_all_parts_is_bounded():
+    """Ten gzip parts of 10 MiB each (tiny on the wire): the parts past 64 MiB are skipped, named."""
+    from email.mime.application import MIMEApplication
+    from email.mime.multipart import MIMEMultipart
+
+    from cloudseed.agent.userdata import process_userdata
+
+    message = MIMEMultipart()
+    for _ in range(10):
+        message.attach(MIMEApplication(gzip.compress(b"#!/bin/sh\n" + b"#" * (10 * 1024 * 1024)), "x-gzip"))
+    processed = process_userdata(message.as_bytes())
+    assert len(processed.scripts) == 6
+    assert sum(len(p.content) for p in processed.scripts) <= 64 * 1024 * 1024
+    assert any("hold more than 64 MiB together; part 7 and every later part skipped" in e
+               for e in processed.errors), processed.errors
+
+
+def test_include_fan_out_is_bounded():
+    """Each included document includes four more: at most 64 fetches happen, the rest are named."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from cloudseed.agent.userdata import process_userdata
+
+    hits = []
+
+    class FanOut(BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            port = self.server.server_address[1]
+            body = "#include\n" + "".join(f"http://127.0.0.1:{port}{self.path}/{i}\n" for i in range(4))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FanOut)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        processed = process_userdata(f"#include\nhttp://127.0.0.1:{server.server_address[1]}/r\n".encode(),
+                                     fetch_timeout=5, fetch_retries=0)
+    finally:
+        server.shutdown()
+    assert len(hits) == 64
+    assert any("more than 64 includes in one user-data" in e for e in processed.errors)

@@ -17,7 +17,7 @@ from cloudseed.agent.userdata.merging import (
     parse_merge_string,
     pop_merge_spec,
 )
-from cloudseed.agent.userdata.yaml_loading import describe_yaml_error, load_yaml
+from cloudseed.core.yaml_loading import describe_yaml_error, load_yaml
 
 _JSONP_PREFIX = "#cloud-config-jsonp"
 _MERGE_HEADERS = ("Merge-Type", "X-Merge-Type")

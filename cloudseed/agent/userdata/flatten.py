@@ -28,12 +28,14 @@ from cloudseed.agent.userdata.parts import (
     TYPES_DETECTED_FROM_CONTENT,
     content_type_from_start,
 )
-from cloudseed.agent.userdata.yaml_loading import describe_yaml_error, load_yaml
+from cloudseed.core.yaml_loading import describe_yaml_error, load_yaml
 
 Payload = Union[str, bytes]
 
 MAX_EXPANDED_BYTES = 64 * 1024 * 1024   # gzip expansion and fetched includes, each
+MAX_TOTAL_BYTES = 64 * 1024 * 1024      # all parts of one user-data (or vendor-data) together
 MAX_INCLUDE_DEPTH = 8
+MAX_FETCHES = 64                        # #include URLs fetched for one user-data, at all levels
 _MIME_MARKER = b"mime-version:"
 _ARCHIVE_RESERVED_KEYS = ("content", "filename", "type", "launch-index", "content-disposition",
                           "number-attachments", "content-type")
@@ -95,6 +97,9 @@ class Flattener:
                  fetch_retries: int = 2, include_cache_dir: str | None = None):
         self.parts: list[RawPart] = []
         self.errors = errors
+        self.total_bytes = 0      # what the parts hold so far (bounded by MAX_TOTAL_BYTES)
+        self.fetches = 0          # #include URLs fetched so far (bounded by MAX_FETCHES)
+        self.over_budget = False
         self.allow_includes = allow_includes
         self.fetch_timeout = fetch_timeout
         self.fetch_retries = fetch_retries
@@ -173,6 +178,14 @@ class Flattener:
 
     def _attach(self, ctype: str, payload: Payload, filename: str | None, headers: dict[str, str],
                 origin: str) -> None:
+        if self.over_budget:
+            return
+        self.total_bytes += len(payload)
+        if self.total_bytes > MAX_TOTAL_BYTES:
+            self.over_budget = True
+            self.errors.append(f"{origin}: the user-data's parts hold more than {MAX_TOTAL_BYTES // (1024 * 1024)} "
+                               f"MiB together; part {len(self.parts) + 1} and every later part skipped")
+            return
         self.parts.append(RawPart(len(self.parts) + 1, ctype, payload, filename or None, headers, origin))
 
     # ------------------------------------------------------------------ includes
@@ -196,10 +209,17 @@ class Flattener:
             if not self.allow_includes:
                 self.errors.append(f"{where}: not fetching {url}: includes are disabled")
                 continue
+            if self.over_budget:
+                return
+            if self.fetches >= MAX_FETCHES:
+                self.errors.append(f"{where}: not fetching {url}: more than {MAX_FETCHES} includes in one "
+                                   "user-data")
+                continue
             if depth >= MAX_INCLUDE_DEPTH:
                 self.errors.append(f"{where}: not fetching {url}: includes nested deeper than "
                                    f"{MAX_INCLUDE_DEPTH} levels (an include loop?)")
                 continue
+            self.fetches += 1
             try:
                 if once:
                     data = includes.fetch_once(url, self.include_cache_dir, timeout=self.fetch_timeout,
