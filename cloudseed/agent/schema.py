@@ -215,11 +215,22 @@ def _alternatives(value: Any, options: list, path: str, exactly_one: bool) -> li
                                   "it must match exactly one")]
         return passing[0]
     fitting = [r for option, r in zip(options, results) if _fits(value, option)]
+    missing = [_missing_key(r, path) for r in fitting]
+    if len(missing) > 1 and all(missing):  # branches that differ only by the key they require
+        return [Problem(path, f"missing required key {missing[0]!r} (or {', '.join(repr(k) for k in missing[1:])})")]
     if not fitting:
         expected = sorted({t for option in options for t in _types_of(option)}) or ["a valid value"]
         return [Problem(path, f"expected {' or '.join(expected)}, got {_describe(value)}")]
     # the branch with the fewest problems, then the deepest ones
     return min(fitting, key=lambda r: (len(_errors(r)), -max(_depth(p.path) for p in _errors(r))))
+
+
+def _missing_key(problems: list[Problem], path: str) -> str | None:
+    """The key a branch's only problem says is missing, if that is its only problem."""
+    found = _errors(problems)
+    if len(found) == 1 and found[0].path == path and found[0].message.startswith("missing required key "):
+        return found[0].message[len("missing required key "):].strip("'")
+    return None
 
 
 def _fits(value: Any, schema: dict) -> bool:

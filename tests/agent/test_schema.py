@@ -51,7 +51,7 @@ def test_write_files_content_as_yaml_binary_is_a_string():
 # --- what must be rejected (was accepted) ---
 
 def test_a_users_entry_needs_a_name_and_no_unknown_key():
-    assert errors("users:\n  - gecos: Nobody\n") == ["users[0] (line 2): missing required key 'name'"]
+    assert errors("users:\n  - gecos: Nobody\n") == ["users[0] (line 2): missing required key 'name' (or 'snapuser')"]
     assert errors("users:\n  - name: bob\n    shel: /bin/bash\n") == [
         "users[0].shel (line 3): unknown key (did you mean 'shell'?)"]
     assert errors("users:\n  - default\n  - snapuser: joe@example.com\n") == []

@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-_HOSTS = {"type": "array", "items": {"type": "string"}}
+_HOSTS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
 
 MODULE = ModuleSpec(
     name="ntp", stage=STAGE_CONFIG,

@@ -30,6 +30,7 @@ MODULE = ModuleSpec(
                            "man dnf.conf). One of baseurl, metalink or mirrorlist is required.",
             "additionalProperties": {
                 "type": "object",
+                "anyOf": [{"required": [key]} for key in LOCATION_KEYS],
                 "properties": {
                     "baseurl": {**_VALUE, "description": "URL(s) of the directory holding repodata/."},
                     "metalink": {"type": "string", "description": "URL of a metalink file listing mirrors."},
