@@ -514,18 +514,16 @@ def _source(parent: _Plan, name: str, entry: Any, params: dict[str, str], distro
     stem = _stem(filename)
     if not stem or stem in (".", ".."):
         raise apt_sources.SourceError(f"{where}: {filename!r} is not a usable file name")
-    key = _key_of(entry, where)
     source = entry.get("source")
-    if source is None:
-        if key:  # a key on its own, as cloud-init adds it: trusted for every source
+    if source is None or matcher(str(source)):
+        command = _add_apt_repository(ctx, where, str(source), distro_id) if source is not None else None
+        key = _key_of(entry, where)
+        if key:  # a key on its own (or for add-apt-repository), as cloud-init adds it: trusted for every source
             plan.write(f"{TRUSTED_DIR}/{stem}.gpg", key)
-        return plan, None
+        return plan, command
     source = str(source)
-    if matcher(source):
-        if key:
-            plan.write(f"{TRUSTED_DIR}/{stem}.gpg", key)
-        return plan, _add_apt_repository(ctx, where, source, distro_id)
-    keyring = f"{KEYRING_DIR}/{stem}.gpg" if key else None
+    has_key = bool(entry.get("key") or entry.get("keyid"))
+    keyring = f"{KEYRING_DIR}/{stem}.gpg" if has_key else None
     if "KEY_FILE" in source and not keyring:
         raise apt_sources.SourceError(f"{where}: the source uses $KEY_FILE but the entry has no key or keyid")
     text = apt_sources.substitute(source, dict(params, KEY_FILE=keyring or ""), f"{where}.source")
@@ -545,8 +543,8 @@ def _source(parent: _Plan, name: str, entry: Any, params: dict[str, str], distro
         raise apt_sources.SourceError(f"{where}: filename {filename!r} leads outside /etc/apt")
     if not path.endswith(suffix):
         path = (path[: -len(".list")] if path.endswith(".list") else path) + suffix
-    if keyring:
-        plan.write(keyring, key)
+    if keyring:  # fetched or read only once the source itself is known to be good
+        plan.write(keyring, _key_of(entry, where) or b"")
     if as_bool(entry.get("append"), True):
         current = plan.current(path)
         if deb822:
