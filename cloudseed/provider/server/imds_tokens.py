@@ -65,7 +65,10 @@ class TokenIssuer:
             payload = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
         except ValueError:
             raise TokenError(401, "invalid IMDSv2 token")
-        if not encoded or not hmac.compare_digest(self._mac(payload), mac):
+        # one spelling per token: no non-ASCII MAC (compare_digest would raise), no second base64
+        # spelling of the same payload (unused low bits of the last character)
+        if not encoded or not mac.isascii() or not hmac.compare_digest(self._mac(payload), mac) \
+                or base64.urlsafe_b64encode(payload).decode().rstrip("=") != encoded:
             raise TokenError(401, "invalid IMDSv2 token")
         parts = payload.decode("utf-8", "replace").rsplit(".", 2)
         if len(parts) != 3:

@@ -91,6 +91,23 @@ def test_every_token_sent_is_checked_on_every_api(direct):
         _refused_everywhere(direct, address, {"X-aws-ec2-metadata-token": bad}, "i-opt")
 
 
+def test_a_token_with_non_ascii_bytes_is_a_401_not_a_crash(direct):
+    import socket
+
+    address = new_address()
+    direct.add(instance_id="i-bytes", hostname="bytes", addresses=[address], user_data=SECRET)
+    token = _token(direct, address)
+    for path in ("/latest/user-data", "/openstack/latest/user_data", "/nocloud/user-data"):
+        with socket.create_connection(("127.0.0.1", direct.port), timeout=10, source_address=(address, 0)) as conn:
+            conn.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                         f"X-aws-ec2-metadata-token: {token[:-1]}".encode() + b"\xe9\r\n\r\n")
+            reply = b""
+            while chunk := conn.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 401"), (path, reply[:200])
+        assert SECRET.encode() not in reply
+
+
 def test_server_wide_required_tokens_hold_on_every_api(tmp_path):
     proc = ServerProcess(str(tmp_path / "server.db"), str(tmp_path / "run"), ["127.0.0.1:0"],
                          config={"rate_limit": 0, "imds_tokens": "required"})
@@ -225,3 +242,31 @@ def test_no_token_needed_where_none_is_required(direct):
     address = new_address()
     direct.add(instance_id="i-plain", hostname="plain", addresses=[address])
     assert http(direct.port, "/openstack/latest/meta_data.json", source=address).json()["uuid"] == "i-plain"
+
+
+def test_mutated_and_random_tokens_are_refused_never_crash():
+    """Every token sent is checked: 20,000 mutations of a valid token and random strings are each
+    a TokenError(401) for the owner (only the untouched token passes), never another exception."""
+    import random
+
+    from cloudseed.provider.server.imds_tokens import TokenError, TokenIssuer
+
+    issuer = TokenIssuer(b"k" * 32)
+    good = issuer.issue("i-owner", 60)
+    issuer.check(good, "i-owner")
+    rng = random.Random(16)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.=+/ \u00e9\u00b2"
+    for n in range(20_000):
+        if n % 2:
+            chars = list(good)
+            for _ in range(rng.randint(1, 3)):
+                chars[rng.randrange(len(chars))] = rng.choice(alphabet)
+            token = "".join(chars)
+        else:
+            token = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
+        if token == good:
+            continue
+        with pytest.raises(TokenError) as refused:
+            issuer.check(token, "i-owner")
+        assert refused.value.status == 401
+
