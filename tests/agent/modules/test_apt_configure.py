@@ -576,3 +576,22 @@ def test_real_debconf_selections(debian_root):
     assert result.status == "ok", result.reason
     config = debian_root.read_text("/var/cache/debconf/config.dat")
     assert "Name: tzdata/Zones/Europe\nTemplate: tzdata/Zones/Europe\nValue: Berlin" in config
+
+
+def test_real_apt_source_that_does_not_answer_is_named_and_taken_back(apt_repo, debian_root):
+    """A silent server: apt gives up within its configured timeout; the source is named and removed."""
+    import repo
+
+    _loopback_only(debian_root)
+    with repo.silent_server() as url, repo.chroot_mounts(debian_root.top):
+        cfg = {"apt": {"preserve_sources_list": True, "conf": 'Acquire::http::Timeout "2";\nAcquire::Retries "0";\n',
+                       "sources": {"silent": {"source": f"deb {url} stable main", "key": apt_repo.key_armoured}}}}
+        started = time.monotonic()
+        result, _ = run(debian_root, "apt_configure", cfg)
+        elapsed = time.monotonic() - started
+    assert result.status == "failed"
+    assert "apt.sources.silent" in result.reason and url in result.reason
+    assert elapsed < 60
+    assert not debian_root.exists("/etc/apt/sources.list.d/silent.list")
+    assert not debian_root.exists("/etc/apt/keyrings/silent.gpg")
+    assert debian_root.exists("/etc/apt/apt.conf.d/94cloud-init-config")  # the rest stays
