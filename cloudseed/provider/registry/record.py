@@ -279,7 +279,7 @@ def parse_address_spec(spec: str, where: str = "address") -> dict:
     entry: dict[str, Any] = {"address": address, "network": network or DEFAULT_NETWORK}
     if "/" in address:
         address, _, prefix = address.partition("/")
-        if not prefix.isdigit():
+        if not (prefix.isascii() and prefix.isdigit()) or len(prefix) > 3:
             raise RecordError(f"{where}.prefix", f"{prefix!r} is not a prefix length")
         entry.update(address=address, prefix=int(prefix))
     return entry

@@ -39,7 +39,7 @@ class TokenIssuer:
         if raw is None:
             raise TokenError(400, "missing X-aws-ec2-metadata-token-ttl-seconds header")
         raw = raw.strip()
-        if not raw.isdigit() or not 1 <= int(raw) <= MAX_TTL:
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 5 or not 1 <= int(raw) <= MAX_TTL:
             raise TokenError(400, f"X-aws-ec2-metadata-token-ttl-seconds must be an integer from 1 to {MAX_TTL}"
                                   f", got {raw[:20]!r}")
         return int(raw)

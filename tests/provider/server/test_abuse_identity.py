@@ -108,6 +108,23 @@ def test_a_token_with_non_ascii_bytes_is_a_401_not_a_crash(direct):
         assert SECRET.encode() not in reply
 
 
+def test_token_ttl_that_is_not_plain_digits_is_a_400(direct):
+    address = new_address()
+    direct.add(instance_id="i-ttl", hostname="ttl", addresses=[address])
+    for ttl in ("\u00b2".encode().decode("latin-1"), "9" * 5000, "0x10", "1e3", " 60 0"):
+        reply = direct.get("/latest/api/token", address, method="PUT",
+                           headers={"X-aws-ec2-metadata-token-ttl-seconds": ttl})
+        assert reply.status == 400 and "1 to 21600" in reply.text, (ttl[:10], reply.status)
+
+
+def test_address_prefix_that_is_not_plain_digits_is_a_record_error():
+    from cloudseed.provider.registry import RecordError, parse_address_spec
+
+    for spec in ("10.0.0.5/\u00b2", "10.0.0.5/\u0663", "10.0.0.5/" + "9" * 5000):
+        with pytest.raises(RecordError):
+            parse_address_spec(spec)
+
+
 def test_server_wide_required_tokens_hold_on_every_api(tmp_path):
     proc = ServerProcess(str(tmp_path / "server.db"), str(tmp_path / "run"), ["127.0.0.1:0"],
                          config={"rate_limit": 0, "imds_tokens": "required"})
