@@ -99,12 +99,15 @@ _APT = {"type": "object", "additionalProperties": False, "minProperties": 1, "pr
     "https_proxy": {"type": "string", "description": "HTTPS proxy for apt (Acquire::https::Proxy)."},
     "ftp_proxy": {"type": "string", "description": "FTP proxy for apt (Acquire::ftp::Proxy)."},
     "sources": {"type": "object", "additionalProperties": _SOURCE,
-                "description": "Extra sources, by name (the file name in /etc/apt/sources.list.d)."},
+                "description": "Extra sources, by name (the file name in /etc/apt/sources.list.d). Each entry: "
+                               "source (a sources.list line or deb822 stanza), key or keyid (+ keyserver), "
+                               "filename, append (default true)."},
 }}
 
 
-def _legacy(schema: dict, replacement: str) -> dict:
-    return dict(schema, deprecated=True, deprecated_description=f"Use {replacement}.")
+def _legacy(schema: dict, replacement: str, description: str = "") -> dict:
+    return dict(schema, deprecated=True, deprecated_description=f"Use {replacement}.",
+                **({"description": description} if description else {}))
 
 
 MODULE = ModuleSpec(
@@ -113,17 +116,21 @@ MODULE = ModuleSpec(
     title="Configure apt sources, mirrors, keys, proxies and debconf",
     schema={"properties": {
         "apt": dict(_APT, description="apt configuration: mirrors, sources, keys, proxies, apt.conf, debconf."),
-        "apt_mirror": _legacy({"type": "string"}, "apt.primary[].uri"),
-        "apt_mirror_search": _legacy({"type": "array", "items": {"type": "string"}}, "apt.primary[].search"),
-        "apt_mirror_search_dns": _legacy({"type": "boolean"}, "apt.primary[].search_dns"),
-        "apt_sources": _legacy({"type": ["array", "object"]}, "apt.sources"),
-        "apt_proxy": _legacy({"type": "string"}, "apt.proxy"),
-        "apt_http_proxy": _legacy({"type": "string"}, "apt.http_proxy"),
-        "apt_https_proxy": _legacy({"type": "string"}, "apt.https_proxy"),
-        "apt_ftp_proxy": _legacy({"type": "string"}, "apt.ftp_proxy"),
-        "apt_preserve_sources_list": _legacy({"type": "boolean"}, "apt.preserve_sources_list"),
-        "apt_custom_sources_list": _legacy({"type": "string"}, "apt.sources_list"),
-        "add_apt_repo_match": _legacy({"type": "string"}, "apt.add_apt_repo_match"),
+        "apt_mirror": _legacy({"type": "string"}, "apt.primary[].uri", "The archive mirror's URL."),
+        "apt_mirror_search": _legacy({"type": "array", "items": {"type": "string"}}, "apt.primary[].search",
+                                     "Candidate mirror URLs."),
+        "apt_mirror_search_dns": _legacy({"type": "boolean"}, "apt.primary[].search_dns", "Look for a mirror in DNS."),
+        "apt_sources": _legacy({"type": ["array", "object"]}, "apt.sources",
+                               "Extra sources (a list: entries without filename share cloud_config_sources.list)."),
+        "apt_proxy": _legacy({"type": "string"}, "apt.proxy", "HTTP proxy for apt."),
+        "apt_http_proxy": _legacy({"type": "string"}, "apt.http_proxy", "HTTP proxy for apt."),
+        "apt_https_proxy": _legacy({"type": "string"}, "apt.https_proxy", "HTTPS proxy for apt."),
+        "apt_ftp_proxy": _legacy({"type": "string"}, "apt.ftp_proxy", "FTP proxy for apt."),
+        "apt_preserve_sources_list": _legacy({"type": "boolean"}, "apt.preserve_sources_list",
+                                             "Keep the image's sources."),
+        "apt_custom_sources_list": _legacy({"type": "string"}, "apt.sources_list", "Template of the sources list."),
+        "add_apt_repo_match": _legacy({"type": "string"}, "apt.add_apt_repo_match",
+                                      "Regex of sources given to add-apt-repository."),
         "debconf_selections": _legacy(_DEBCONF, "apt.debconf_selections"),
     }},
     examples=(
