@@ -187,6 +187,7 @@ def test_files_are_private_whichever_command_creates_them(tmp_path):
         _cli("instances", "--db", str(added / "r.db"), "add", "--id", "i-m", "--hostname", "m",
              "--address", "10.0.0.5")
         _assert_private(str(added))
+        assert _mode(str(added)) == 0o700  # the directory it made for the registry
         seeded = tmp_path / "seeded"
         built = _cli("seed", "build", "--db", str(seeded / "r.db"), "--instance", "i-m", "-o",
                      str(tmp_path / "seed.iso"), check=False)
