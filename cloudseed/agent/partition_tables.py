@@ -192,8 +192,8 @@ def write_table(root: TargetRoot, device: str, table_type: str, parts: list[tupl
         root.run(["sfdisk", "--wipe", "always", "--wipe-partitions", "always", device],
                  input=mbr_script(parts, sectors))
     else:
-        root.run(["sgdisk", "--zap-all", device])
-        root.run(["sgdisk", *sgdisk_args(parts, sectors), device])
+        # one run (sgdisk waits about a second for the kernel each time): a new empty GPT, then the partitions
+        root.run(["sgdisk", "--clear", *sgdisk_args(parts, sectors), device])
     settle(root, device, len(parts))
 
 
