@@ -40,7 +40,7 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
                        ("vendor-data2", ds.vendordata2_raw)):
         root.write(f"{idir}/{name}.txt", blob or b"", mode=0o600)
 
-    user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache)
+    user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache, root=root)
     errors.extend(f"user-data: {e}" if not e.startswith("user-data") else e for e in user.errors)
     root.write(f"{idir}/user-data.processed.json", json.dumps(user.to_json(), indent=1), mode=0o600)
 
@@ -52,7 +52,7 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
         for name, blob in (("vendor-data", ds.vendordata_raw), ("vendor-data2", ds.vendordata2_raw)):
             if not blob:
                 continue
-            vendor = process_userdata(blob, instance_data=data, include_cache_dir=cache,
+            vendor = process_userdata(blob, instance_data=data, include_cache_dir=cache, root=root,
                                       excluded_types=policy.disabled_handlers)
             errors.extend(f"{name}: {e}" for e in vendor.errors)
             root.write(f"{idir}/{name}.processed.json", json.dumps(vendor.to_json(), indent=1), mode=0o600)

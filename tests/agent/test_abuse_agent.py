@@ -156,3 +156,21 @@ def test_include_fan_out_is_bounded():
         server.shutdown()
     assert len(hits) == 64
     assert any("more than 64 includes in one user-data" in e for e in processed.errors)
+
+
+# ---------------------------------------------------------------- secrets and the target root (16.8)
+def test_file_include_stays_inside_the_target_root(target, tmp_path):
+    """``#include /etc/shadow`` with --root reads the root's file, never the host's (CVE-2022-2084 class)."""
+    from cloudseed.agent.userdata import process_userdata
+
+    target.write("/etc/shadow", "#cloud-config\nhostname: from-the-root\n", mode=0o600)
+    processed = process_userdata(b"#include\n/etc/shadow\nfile:///etc/passwd\n", root=target)
+    assert processed.cloud_config == {"hostname": "from-the-root"}
+    with open("/etc/shadow") as host_shadow:
+        host_first_line = host_shadow.readline().split(":")[0]
+    assert not any(host_first_line in e for e in processed.errors)
+    # a symlink pointing out of the root is resolved inside it
+    os.symlink("/etc/hostname", target.path("/etc/escape"))
+    processed = process_userdata(b"#include\nfile:///etc/escape\n", root=target)
+    assert processed.errors and "cannot read file:///etc/escape" in processed.errors[0]
+    assert "inside" in processed.errors[0]

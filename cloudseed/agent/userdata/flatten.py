@@ -94,7 +94,7 @@ class Flattener:
     """Expands blobs into ``parts``; problems are appended to ``errors``, never raised."""
 
     def __init__(self, errors: list[str], *, allow_includes: bool = True, fetch_timeout: float = 10.0,
-                 fetch_retries: int = 2, include_cache_dir: str | None = None):
+                 fetch_retries: int = 2, include_cache_dir: str | None = None, root=None):
         self.parts: list[RawPart] = []
         self.errors = errors
         self.total_bytes = 0      # what the parts hold so far (bounded by MAX_TOTAL_BYTES)
@@ -104,6 +104,7 @@ class Flattener:
         self.fetch_timeout = fetch_timeout
         self.fetch_retries = fetch_retries
         self.include_cache_dir = include_cache_dir
+        self.root = root          # the target root file:// includes are read in (None: this host)
 
     # ------------------------------------------------------------------ blobs and MIME
     def add_blob(self, data: bytes, origin: str = "user-data", depth: int = 0) -> None:
@@ -223,9 +224,10 @@ class Flattener:
             try:
                 if once:
                     data = includes.fetch_once(url, self.include_cache_dir, timeout=self.fetch_timeout,
-                                               retries=self.fetch_retries, problems=self.errors)
+                                               retries=self.fetch_retries, problems=self.errors, root=self.root)
                 else:
-                    data = includes.fetch(url, timeout=self.fetch_timeout, retries=self.fetch_retries)
+                    data = includes.fetch(url, timeout=self.fetch_timeout, retries=self.fetch_retries,
+                                          root=self.root)
             except includes.IncludeError as e:
                 self.errors.append(f"{where}: {e}")
                 continue

@@ -62,17 +62,21 @@ def cache_file_name(url: str) -> str:
 
 
 def fetch(url: str, *, timeout: float, retries: int = 2, retry_delay: float = 0.5,
-          max_bytes: int = MAX_INCLUDE_BYTES) -> bytes:
+          max_bytes: int = MAX_INCLUDE_BYTES, root: TargetRoot | None = None) -> bytes:
     """The content at ``url``; raises ``IncludeError``.
 
     Each attempt ends within ``timeout`` seconds (a server trickling bytes cannot stretch it),
-    all attempts and pauses within ``(timeout + retry_delay) * (retries + 1)``.
+    all attempts and pauses within ``(timeout + retry_delay) * (retries + 1)``. With ``root``, a
+    ``file://`` URL (or a path) names a file inside that target root and never one outside it
+    (the agent reading ``--root DIR`` user-data must not hand the host's /etc/shadow to it).
     """
     if url.startswith("/"):
         url = "file://" + url
     lowered = url.lower()
     if not lowered.startswith(("http://", "https://", "file://")):
-        raise IncludeError(f"cannot include {url!r}: only http, https and file URLs are supported")
+        raise IncludeError("cannot include a URL that is not http, https or file (the scheme is not supported)")
+    if root is not None and lowered.startswith("file://"):
+        return _read_in_root(root, url, max_bytes)
     from cloudseed.core.http import FetchError
     from cloudseed.core.http import fetch as http_fetch
 
@@ -89,19 +93,35 @@ def fetch(url: str, *, timeout: float, retries: int = 2, retry_delay: float = 0.
         raise IncludeError(f"fetching {url} failed: {reason}") from None
 
 
+def _read_in_root(root: TargetRoot, url: str, max_bytes: int) -> bytes:
+    """A ``file://`` include read through the target root (symlinks resolved inside it)."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise IncludeError(f"cannot read {url}: a file URL must name a local path")
+    path = unquote(parts.path)
+    try:
+        if root.stat(path).st_size > max_bytes:
+            raise IncludeError(f"cannot read {url}: larger than {max_bytes // (1024 * 1024)} MiB")
+        return root.read_bytes(path)
+    except OSError as e:
+        raise IncludeError(f"cannot read {url}: {e.strerror or e} (inside {root.top})") from None
+
+
 def fetch_once(url: str, cache_dir: IncludeCache | str | None, *, timeout: float, retries: int = 2,
-               problems: list[str] | None = None) -> bytes:
+               problems: list[str] | None = None, root: TargetRoot | None = None) -> bytes:
     """Content for ``#include-once``: from the cache if present, else fetched and cached (mode 0600).
 
     A cache that cannot be written is reported in ``problems``; the fetched content is still used.
     """
     cache = IncludeCache.of(cache_dir)
     if cache is None:
-        return fetch(url, timeout=timeout, retries=retries)
+        return fetch(url, timeout=timeout, retries=retries, root=root)
     cached = cache.read(url)
     if cached is not None:
         return cached
-    data = fetch(url, timeout=timeout, retries=retries)
+    data = fetch(url, timeout=timeout, retries=retries, root=root)
     from cloudseed.core.root import RootError
 
     try:

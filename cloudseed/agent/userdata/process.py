@@ -11,6 +11,7 @@ naming the part.
 from __future__ import annotations
 
 import os
+import re
 from typing import Iterable, Union
 
 from cloudseed.agent.userdata.cloud_config_parts import CloudConfigMerge
@@ -32,6 +33,7 @@ from cloudseed.agent.userdata.parts import (
 Blob = Union[bytes, str, None]
 _FILENAME_ALLOWED = frozenset("_-.()0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _BOOTHOOK_PREFIX = "#cloud-boothook"
+_MARKER_LIKE = re.compile(r"^#[A-Za-z][A-Za-z0-9_-]{0,30}$")
 
 
 def process_userdata(
@@ -44,18 +46,20 @@ def process_userdata(
     fetch_retries: int = 2,
     excluded_types: Iterable[str] = (),
     launch_index: int | None = None,
+    root=None,
 ) -> ProcessedUserData:
     """Process user-data (or vendor-data: the same formats) without running any of it.
 
     ``instance_data`` is what ``## template: jinja`` parts are rendered with,
     ``include_cache_dir`` where ``#include-once`` content is kept, ``excluded_types`` content
     types to ignore (vendor-data's ``disabled_handlers``), ``launch_index`` drops parts
-    addressed to another launch index. A list of blobs is processed as one.
+    addressed to another launch index, ``root`` is the target root ``file://`` includes are read
+    in (None: this host, for ``cloudseed userdata show``). A list of blobs is processed as one.
     """
     result = ProcessedUserData()
     try:
         flattener = Flattener(result.errors, allow_includes=allow_includes, fetch_timeout=fetch_timeout,
-                              fetch_retries=fetch_retries, include_cache_dir=include_cache_dir)
+                              fetch_retries=fetch_retries, include_cache_dir=include_cache_dir, root=root)
         for one in blob if isinstance(blob, list) else [blob]:
             flattener.add_blob(_as_bytes(one))
         _Dispatcher(result, instance_data, set(excluded_types), launch_index).run(flattener.parts)
@@ -179,11 +183,13 @@ class _Dispatcher:
     @staticmethod
     def _unknown_message(part: RawPart) -> str:
         text = part.text()
-        start = text[:40].split("\n", 1)[0]
+        start = text[:40].split("\n", 1)[0].rstrip("\r")
         if any(0xDC80 <= ord(c) <= 0xDCFF or (ord(c) < 32 and c not in "\t\r") for c in start):
             start_repr = "binary data"
-        else:
+        elif _MARKER_LIKE.match(start):   # a mistyped format marker, safe to show
             start_repr = f"it starts with {start!r}"
+        else:   # user data may hold secrets: its text never goes to the status
+            start_repr = "its first line is no format marker"
         if part.content_type == NOT_MULTIPART:
             return (f"{part.label}: not a known user-data format ({start_repr}); expected #cloud-config, "
                     "#!, #include, #cloud-boothook, MIME multipart, ... ; part ignored")

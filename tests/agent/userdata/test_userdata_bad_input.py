@@ -60,9 +60,16 @@ def test_empty_cloud_config_is_an_empty_config_not_an_error():
     assert r.cloud_config == {} and r.errors == []
 
 
-def test_unknown_text_format():
-    r = process_userdata("just some words\n")
-    assert "not a known user-data format" in r.errors[0] and "just some words" in r.errors[0]
+def test_unknown_text_format_never_quotes_the_users_text():
+    # the message reaches the world-readable status: user data may be a secret (issue 16.8)
+    r = process_userdata("password: hunter2\n")
+    assert "not a known user-data format (its first line is no format marker)" in r.errors[0]
+    assert "hunter2" not in r.errors[0]
+
+
+def test_a_mistyped_format_marker_is_shown():
+    r = process_userdata("#cloud-confg\npassword: hunter2\n")
+    assert "it starts with '#cloud-confg'" in r.errors[0] and "hunter2" not in r.errors[0]
 
 
 def test_broken_gzip_is_reported():
