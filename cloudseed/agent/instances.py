@@ -28,6 +28,26 @@ LOG = logging.getLogger("cloudseed.instances")
 CACHE_FORMATS = (1,)
 
 
+def same_instance_as_last_boot(state: BootState) -> Datasource | None:
+    """The last boot's datasource when local facts say this is still that instance, else None.
+
+    Like cloud-init's ``check_instance_id``: the platform's SMBIOS system UUID (Nova sets it to the
+    instance's uuid) equals the cached instance id. Then the boot searches no further; per-boot
+    work runs from the cache. Anything else (no cache, another UUID, no DMI) means a search.
+    """
+    uuid = state.root.read_text("/sys/class/dmi/id/product_uuid", default="").strip().lower()
+    if not uuid or not state.root.exists(state.paths.current_instance_file):
+        return None
+    previous = state.root.read_text(state.paths.current_instance_file, default="").strip().lower()
+    if previous != uuid:
+        return None
+    ds = load_datasource(state)  # the boot's own cache is gone at this point: the instance's
+    if ds is None or ds.instance_id.lower() != uuid:
+        return None
+    LOG.info("instance %s unchanged (DMI product_uuid): using the cached %s datasource", ds.instance_id, ds.name)
+    return ds
+
+
 def find(state: BootState, stage: str, errors: list[str]) -> Datasource | None:
     """The first datasource of the configured list that provides an instance in ``stage``."""
     from cloudseed.agent.datasources import find_datasource

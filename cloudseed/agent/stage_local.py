@@ -9,7 +9,7 @@ import logging
 
 from cloudseed.agent import instance_data
 from cloudseed.agent.datasources import LOCAL
-from cloudseed.agent.instances import adopt, find
+from cloudseed.agent.instances import adopt, find, same_instance_as_last_boot
 from cloudseed.agent.log import console
 from cloudseed.agent.state import ensure_dirs
 from cloudseed.core.values import as_bool, get_list
@@ -47,7 +47,7 @@ def _run_local(state: BootState, errors: list[str], warnings: list[str]) -> int:
         state.datasource = None
         root.remove(paths.boot_datasource_file)
         first_boot = not root.exists(paths.current_instance_file)
-        ds = find(state, LOCAL, errors)
+        ds = same_instance_as_last_boot(state) or find(state, LOCAL, errors)
         new_instance = adopt(state, ds) if ds else False
         warnings.extend(getattr(ds, "warnings", []) if ds else [])
         apply_network(state, ds, new_instance, errors, warnings)

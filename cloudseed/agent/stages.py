@@ -12,6 +12,7 @@ Instance data is built once per stage, from the datasource in use.
 from __future__ import annotations
 
 import logging
+import os
 
 from cloudseed.agent import instance_data
 from cloudseed.agent.boot_state import BootState
@@ -32,7 +33,8 @@ LOG = logging.getLogger("cloudseed.stages")
 
 MODULE_STAGES = {"config": "config", "final": "final"}
 
-__all__ = ["Agent", "BootState", "run_all", "run_local", "run_modules", "run_network", "run_single"]
+__all__ = ["Agent", "BootState", "run_all", "run_handed_off", "run_local", "run_modules", "run_network",
+           "run_single"]
 
 
 # ---------------------------------------------------------------------- network
@@ -184,6 +186,39 @@ def run_all(state: BootState) -> int:
     codes.append(run_modules(state, "config"))
     codes.append(run_modules(state, "final"))
     return max(codes)
+
+
+def run_handed_off(state: BootState) -> int:
+    """All four stages in this process, each later one when its unit asks (see ``handoff.py``)."""
+    from cloudseed.agent.handoff import LATER_STAGES, Gate, notify_ready
+
+    gate = Gate(state.root)
+    gate.open()
+    codes = [run_local(state)]
+    disabled = state.disabled_reason()
+    notify_ready("local stage done" if not disabled else f"disabled: {disabled}")
+    if disabled:
+        for stage in LATER_STAGES:
+            gate.done(stage, 0)
+        return 0
+    for stage in LATER_STAGES:
+        gate.wait_for(stage)
+        if stage == "config":
+            _ordinary_priority()
+        code = run_network(state) if stage == "network" else run_modules(state, stage)
+        gate.done(stage, code)
+        codes.append(code)
+    return max(codes)
+
+
+def _ordinary_priority() -> None:
+    """The early stages run at a raised priority (the unit's Nice=); config and final do not."""
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, 0)
+        if current < 0:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except OSError as e:
+        LOG.debug("priority left as it is: %s", e)
 
 
 class Agent:

@@ -1,4 +1,10 @@
-"""``cloudseed boot``: all four stages in one process (the fast path for images that want it)."""
+"""``cloudseed boot [--hand-off]``: all four stages in one process.
+
+Plain: one after the other, at once (images without systemd, tests, an offline root).
+``--hand-off``: what ``cloudseed-local.service`` runs at boot: the local stage, then each later
+stage when its own unit asks for it, so the stages keep their places in the boot order while
+the interpreter starts only once (see ``cloudseed.agent.handoff``).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +14,16 @@ HELP = "run all four boot stages in one process"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    pass
+    parser.add_argument("--hand-off", action="store_true",
+                        help="run each stage after the local one when its systemd unit asks for it")
 
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.log import setup_logging
-    from cloudseed.agent.stages import BootState, run_all
+    from cloudseed.agent.stages import BootState, run_all, run_handed_off
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, "boot")
-    return run_all(BootState.load(root))
+    state = BootState.load(root)
+    return run_handed_off(state) if args.hand_off else run_all(state)

@@ -1,6 +1,7 @@
 """``cloudseed install [--with-package]``: install the systemd units and generator into a root.
 
-Units go to ``/usr/lib/systemd/system``, the generator to ``/usr/lib/systemd/system-generators``;
+Units go to ``/usr/lib/systemd/system``, the generator to ``/usr/lib/systemd/system-generators``,
+the later stages' helper to ``/usr/lib/cloudseed/cloudseed-stage``;
 the generator enables ``cloudseed.target`` at each boot unless the agent is disabled or no
 datasource can exist. ``--with-package`` also copies this cloudseed package into the root's
 ``/usr/lib/python3/dist-packages`` with a ``/usr/bin/cloudseed`` launcher (for images), byte-compiled,
@@ -18,6 +19,7 @@ UNIT_DIR = "/usr/lib/systemd/system"
 GENERATOR_DIR = "/usr/lib/systemd/system-generators"
 PACKAGE_DIR = "/usr/lib/python3/dist-packages/cloudseed"
 LAUNCHER = "/usr/bin/cloudseed"
+STAGE_HELPER = "/usr/lib/cloudseed/cloudseed-stage"  # ExecStart of the later stages' units
 UNITS = ("cloudseed-local.service", "cloudseed-network.service", "cloudseed-config.service",
          "cloudseed-final.service", "cloudseed.target")
 
@@ -38,6 +40,8 @@ def install_units(root) -> list[str]:
             written.append(root.write(f"{UNIT_DIR}/{unit}", f.read(), mode=0o644))
     with open(os.path.join(data, "cloudseed-generator"), "rb") as f:
         written.append(root.write(f"{GENERATOR_DIR}/cloudseed-generator", f.read(), mode=0o755))
+    with open(os.path.join(data, "cloudseed-stage"), "rb") as f:
+        written.append(root.write(STAGE_HELPER, f.read(), mode=0o755))
     return written
 
 

@@ -30,3 +30,48 @@ def test_hostname_file_is_written_0644_whatever_the_image_had(target):
     assert Agent(root).run_all() == 0
     assert root.read_text("/etc/hostname") == "named\n"
     assert stat.S_IMODE(root.stat("/etc/hostname").st_mode) == 0o644
+
+
+def _boot(root) -> int:
+    import shutil
+
+    shutil.rmtree(os.path.join(root.top, "run"), ignore_errors=True)  # /run is empty at every boot
+    return Agent(root).run_all()
+
+
+def _instance_id(root) -> str | None:
+    import json
+
+    return json.loads(root.read_text("/run/cloudseed/instance-data.json"))["v1"]["instance_id"]
+
+
+def test_a_reboot_of_the_same_instance_searches_no_datasource(target):
+    """SMBIOS UUID equal to the cached instance id: the reboot uses the cache; the service can be gone."""
+    from test_instance_data_stages import IID, SYSTEM_CFG, _serve
+
+    root = target
+    root.write("/sys/class/dmi/id/product_uuid", IID.upper() + "\n")
+    with _serve() as url:
+        root.write("/etc/cloudseed/cloud.cfg.d/50-test.cfg", SYSTEM_CFG % url)
+        assert _boot(root) == 0
+        assert _instance_id(root) == IID
+    # the service is gone now: a search would find nothing
+    root.write("/etc/cloudseed/cloud.cfg.d/50-test.cfg", (SYSTEM_CFG % url).replace("max_wait: 5", "max_wait: 0.5"))
+    assert _boot(root) == 0
+    assert _instance_id(root) == IID
+    status = __import__("json").loads(root.read_text("/run/cloudseed/status.json"))["v1"]
+    assert status["datasource"] == "OpenStack" and status["init"]["warnings"] == []
+
+
+def test_another_uuid_means_a_search(target):
+    from test_instance_data_stages import IID, SYSTEM_CFG, _serve
+
+    root = target
+    root.write("/sys/class/dmi/id/product_uuid", IID + "\n")
+    with _serve() as url:
+        root.write("/etc/cloudseed/cloud.cfg.d/50-test.cfg", SYSTEM_CFG % url)
+        assert _boot(root) == 0
+    root.write("/sys/class/dmi/id/product_uuid", "00000000-1111-2222-3333-444444444444\n")
+    root.write("/etc/cloudseed/cloud.cfg.d/50-test.cfg", (SYSTEM_CFG % url).replace("max_wait: 5", "max_wait: 0.5"))
+    _boot(root)
+    assert _instance_id(root) != IID  # searched, found no service: the None datasource

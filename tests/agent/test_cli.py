@@ -159,9 +159,13 @@ def test_install_puts_units_and_generator_into_a_root(target):
     result = cli("install", root=target)
     assert result.returncode == 0
     unit = target.read_text("/usr/lib/systemd/system/cloudseed-local.service")
-    assert "Before=network-pre.target" in unit and "ExecStart=/usr/bin/cloudseed init --local" in unit
+    assert "Before=network-pre.target" in unit and "ExecStart=/usr/bin/cloudseed boot --hand-off" in unit
     network = target.read_text("/usr/lib/systemd/system/cloudseed-network.service")
     assert "Before=network-online.target" in network
+    assert "ExecStart=/usr/lib/cloudseed/cloudseed-stage network" in network
+    assert os.access(target.path("/usr/lib/cloudseed/cloudseed-stage"), os.X_OK)
+    for text in (unit, network):  # neither stage holds back sysinit.target (issue 18)
+        assert not [line for line in text.splitlines() if line.startswith("Before=") and "sysinit.target" in line]
     assert "After=network-online.target" in target.read_text("/usr/lib/systemd/system/cloudseed-config.service")
     assert "multi-user.target" in target.read_text("/usr/lib/systemd/system/cloudseed-final.service")
     generator = target.path("/usr/lib/systemd/system-generators/cloudseed-generator")

@@ -7,6 +7,7 @@ Each stage runs in a fresh ``Agent`` (as the four units do, one process each).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -51,8 +52,9 @@ def _files() -> dict[str, bytes]:
     }
 
 
-@pytest.fixture
-def service():
+@contextlib.contextmanager
+def _serve():
+    """An OpenStack-format metadata service on loopback; yields its URL."""
     files = _files()
 
     class Handler(BaseHTTPRequestHandler):
@@ -70,9 +72,17 @@ def service():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def service():
+    with _serve() as url:
+        yield url
 
 
 def instance_data(root) -> dict:

@@ -8,6 +8,7 @@ config drive ISO, OpenStack metadata service. ``CLOUDSEED_E2E=all`` adds the res
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -65,6 +66,40 @@ def test_nocloud_iso_ssh_login_with_injected_key(nocloud, ssh_key):
     assert " ssh-rsa " in scan.stdout, f"sshd does not offer the new RSA key: {scan.stdout} {scan.stderr}"
 
 
+ORDER_UNITS = ("cloudseed-local.service", "networking.service", "cloudseed-network.service", "ssh.service",
+               "sysinit.target", "multi-user.target", "cloudseed-final.service")
+
+
+def test_stages_keep_their_places_in_the_boot_in_one_process(nocloud, ssh_key):
+    """Network config before networking, users and keys before sshd, final after multi-user.target,
+    sysinit.target not held by the network stage, `status --wait` done; one agent process."""
+    _booted(nocloud.first)
+    props = "-p Id -p InactiveExitTimestampMonotonic -p ActiveEnterTimestampMonotonic"
+    command = (f"systemctl show {props} {' '.join(ORDER_UNITS)}; echo ===; "
+               "cloudseed status --wait --format json; echo ===; ls /run/cloudseed/gate")
+    proc = ssh(nocloud.first, ssh_key[0], "tester", command)
+    assert proc.returncode == 0, proc.stderr
+    shown, status_text, gate = proc.stdout.split("===\n")
+    units: dict[str, dict[str, int]] = {}
+    for block in shown.strip().split("\n\n"):
+        fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        units[fields["Id"]] = {k: int(v) for k, v in fields.items() if k != "Id" and v.isdigit()}
+    started = {u: units[u]["InactiveExitTimestampMonotonic"] for u in units}
+    active = {u: units[u]["ActiveEnterTimestampMonotonic"] for u in units}
+    # the local stage's process is ready (local stage done) before networking starts
+    assert active["cloudseed-local.service"] <= started["networking.service"], units
+    # users, keys and hostname before sshd
+    assert active["cloudseed-network.service"] <= started["ssh.service"], units
+    # the final stage after multi-user.target
+    assert started["cloudseed-final.service"] >= active["multi-user.target"], units
+    # nothing waits for the network stage to reach sysinit.target
+    assert active["sysinit.target"] < active["cloudseed-network.service"], units
+    assert json.loads(status_text)["status"] == "done"
+    # the later stages were handed to the boot's one agent process
+    assert sorted(gate.split()) == ["config.done", "config.go", "final.done", "final.go", "network.done",
+                                    "network.go", "pid"]
+
+
 def test_nocloud_iso_provisions_the_instance(nocloud):
     _booted(nocloud.first)
     nocloud.stop()
@@ -73,6 +108,7 @@ def test_nocloud_iso_provisions_the_instance(nocloud):
     assert status.get("errors") == []
     with read_disk(nocloud.first) as disk:
         assert_provisioned(disk, nocloud.public_key)
+        assert disk.stat("/etc/hostname").mode & 0o777 == 0o644  # as cloud-init writes it (the image has 0755)
 
 
 def test_reboot_reruns_only_per_boot_work(nocloud, lab):

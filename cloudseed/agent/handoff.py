@@ -1,0 +1,66 @@
+"""One agent process for the whole boot, with the stage units as its ordering points.
+
+``cloudseed boot --hand-off`` is the main process of ``cloudseed-local.service`` (``Type=notify``):
+it runs the local stage, tells systemd it is ready (units ordered after the local stage may
+start), then waits. Each later stage's unit runs ``cloudseed-stage STAGE`` (POSIX shell, no
+Python): it drops ``/run/cloudseed/gate/STAGE.go`` when systemd's ordering lets the stage run,
+and exits with the code this process writes to ``STAGE.done``. So the interpreter starts once
+per boot while the stages keep their places (local before networking, network before
+``network-online.target`` and sshd, final after ``multi-user.target``). When this process is
+gone without a verdict, the unit runs the stage itself (``cloudseed init`` etc.).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from cloudseed.core.root import TargetRoot
+
+GATE_DIR = "/run/cloudseed/gate"
+LATER_STAGES = ("network", "config", "final")
+POLL_SECONDS = 0.02
+
+
+class Gate:
+    """The files through which the stage units and this process meet."""
+
+    def __init__(self, root: TargetRoot, directory: str = GATE_DIR):
+        self.root = root
+        self.directory = directory
+
+    def open(self) -> None:
+        """A fresh gate for this boot, owned by this process."""
+        self.root.remove_tree(self.directory)
+        self.root.makedirs(self.directory, mode=0o755)
+        self.root.write(f"{self.directory}/pid", f"{os.getpid()}\n")
+
+    def wait_for(self, stage: str) -> None:
+        """Return when ``stage``'s unit has asked for it (systemd's ordering allows it now)."""
+        go = self.root.path(f"{self.directory}/{stage}.go")
+        while not os.path.exists(go):
+            time.sleep(POLL_SECONDS)
+
+    def done(self, stage: str, code: int) -> None:
+        self.root.write(f"{self.directory}/{stage}.done", f"{code}\n")
+
+
+def notify_ready(status: str = "") -> bool:
+    """``READY=1`` to systemd when started by a ``Type=notify`` unit; False when there is none."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    import socket
+
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    message = "READY=1" + (f"\nSTATUS={status}" if status else "")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            sock.sendall(message.encode())
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,120 @@
+"""One agent process for the boot, the stage units as ordering points (issue 18).
+
+``cloudseed boot --hand-off`` runs the local stage, says READY=1 on a real notify socket (as
+systemd's ``Type=notify`` expects), and runs each later stage only when the unit's helper
+(``cloudseed-stage``, the shell script the units run) asks; the helper exits with the stage's
+code. When the process is gone, the helper runs the stage in a process of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HELPER = os.path.join(REPO, "cloudseed", "data", "systemd", "cloudseed-stage")
+CLI = os.path.join(REPO, ".venv", "bin", "cloudseed")
+MODULES = ("network: {config: disabled}\ncloud_init_modules: [write_files]\n"
+           "cloud_config_modules: [write_files_deferred]\ncloud_final_modules: [final_message]\n")
+USER_DATA = ("#cloud-config\nwrite_files:\n  - {path: /etc/early, content: e}\n"
+             "  - {path: /etc/late, content: l, defer: true}\n")
+
+
+@pytest.fixture
+def seeded(target):
+    target.write("/etc/cloudseed/cloud.cfg.d/00-modules.cfg", MODULES)
+    target.write("/var/lib/cloud/seed/nocloud/meta-data", "instance-id: iid-handoff\n")
+    target.write("/var/lib/cloud/seed/nocloud/user-data", USER_DATA)
+    return target
+
+
+@pytest.fixture
+def notify(tmp_path):
+    path = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(60)
+    yield path, sock
+    sock.close()
+
+
+def stages(root) -> dict:
+    v1 = json.loads(root.read_text("/run/cloudseed/status.json"))["v1"]
+    return {k: bool((v1.get(k) or {}).get("finished")) for k in ("init-local", "init", "modules-config",
+                                                                  "modules-final")}
+
+
+def helper(root, stage: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], "CLOUDSEED_ROOT": root.top, "CLOUDSEED_BIN": CLI}
+    return subprocess.run(["/bin/sh", HELPER, stage], env=env, capture_output=True, text=True, timeout=120)
+
+
+def start_boot(root, notify_path: str) -> subprocess.Popen:
+    env = {**os.environ, "NOTIFY_SOCKET": notify_path}
+    return subprocess.Popen([sys.executable, "-m", "cloudseed", "--root", root.top, "boot", "--hand-off"],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_each_later_stage_runs_when_its_unit_asks_in_the_one_process(seeded, notify):
+    root, (path, sock) = seeded, notify
+    proc = start_boot(root, path)
+    try:
+        message = sock.recv(4096).decode()
+        assert message.startswith("READY=1")
+        assert stages(root) == {"init-local": True, "init": False, "modules-config": False, "modules-final": False}
+        time.sleep(0.5)  # no unit has asked yet: the process waits
+        assert stages(root)["init"] is False and proc.poll() is None
+        pid = int(root.read_text("/run/cloudseed/gate/pid"))
+        assert pid == proc.pid
+
+        assert helper(root, "network").returncode == 0
+        assert stages(root)["init"] and not stages(root)["modules-config"]
+        assert root.read_text("/etc/early") == "e" and not root.exists("/etc/late")
+        assert helper(root, "config").returncode == 0
+        assert root.read_text("/etc/late") == "l"
+        assert helper(root, "final").returncode == 0
+        assert proc.wait(timeout=60) == 0
+        assert all(stages(root).values())
+        status = json.loads(root.read_text("/run/cloudseed/status.json"))["v1"]
+        assert {status[k].get("crashed") for k in ("init", "modules-config", "modules-final")} == {None}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_the_unit_runs_its_stage_itself_when_the_process_is_gone(seeded, notify):
+    root, (path, sock) = seeded, notify
+    proc = start_boot(root, path)
+    sock.recv(4096)
+    assert helper(root, "network").returncode == 0
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    result = helper(root, "config")
+    assert result.returncode == 0, result.stderr
+    assert "ended before the config stage; running it here" in result.stderr
+    assert root.read_text("/etc/late") == "l"
+    assert stages(root)["modules-config"]
+
+
+def test_a_stage_with_errors_fails_its_unit(seeded, notify):
+    root, (path, sock) = seeded, notify
+    root.write("/var/lib/cloud/seed/nocloud/user-data",
+               "#cloud-config\nwrite_files:\n  - {path: /etc/x, content: x, owner: 'nosuchuser:root'}\n")
+    proc = start_boot(root, path)
+    try:
+        sock.recv(4096)
+        assert helper(root, "network").returncode == 1  # write_files failed: as `cloudseed init` exits
+        assert helper(root, "config").returncode == 0 and helper(root, "final").returncode == 0
+        assert proc.wait(timeout=60) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
