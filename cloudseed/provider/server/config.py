@@ -42,6 +42,17 @@ class ServerConfig:
     max_admin_body: int = 1024 * 1024
     reuse_port: bool = False
     processes: int = 1  # server processes sharing the metadata ports (SO_REUSEPORT); admin in the first
+    worker_restart_interval: float = 5.0  # seconds between restarts of a worker process that exited
+    # bounds on what clients can make the server hold (connection.py, docs/metadata-server.md)
+    max_connections: int = 0  # in all; 0: the open-file limit minus 256
+    max_connections_per_source: int = 64  # per client address; trusted proxies exempt; 0: no cap
+    max_pipelined: int = 32  # requests of one connection answered per turn of the loop
+    max_unsent_bytes: int = 256 * 1024  # a connection is not read while more answer bytes are unsent
+    max_buffered_bytes: int = 64 * 1024  # bytes read ahead while a connection's request waits
+    head_timeout: float = 10.0  # seconds from a request's first byte until it must be whole
+    idle_timeout: float = 60.0  # seconds a connection may do nothing
+    access_log_max_bytes: int = 100 * 1024 * 1024  # the access log file is rotated past this size
+    access_log_backups: int = 1  # rotated files kept (FILE.1 ...)
 
 
 _KEYS = {f.name for f in dataclasses.fields(ServerConfig)} | {"admin_token_file", "proxy_shared_secret_file"}
@@ -101,6 +112,12 @@ def load_config(path: Optional[str], overrides: dict[str, Any]) -> ServerConfig:
         raise ConfigError(f"{where}: token_hop_limit must be 1-64")
     if not 1 <= config.processes <= 256:
         raise ConfigError(f"{where}: processes must be 1-256")
+    for key in ("max_pipelined", "max_unsent_bytes", "max_buffered_bytes", "head_timeout", "idle_timeout",
+                "access_log_max_bytes"):
+        if not getattr(config, key) > 0:
+            raise ConfigError(f"{where}: {key} must be greater than 0")
+    if config.access_log_backups > 100:
+        raise ConfigError(f"{where}: access_log_backups must be 0-100")
     return config
 
 

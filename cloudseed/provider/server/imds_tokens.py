@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import os
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 TOKEN_HEADER = "x-aws-ec2-metadata-token"
 TTL_HEADER = "x-aws-ec2-metadata-token-ttl-seconds"
@@ -31,8 +31,9 @@ MAX_REMEMBERED = 100_000
 
 
 class TokenIssuer:
-    def __init__(self, key: bytes):
+    def __init__(self, key: bytes, clock: Callable[[], float] = time.time):
         self.key = key
+        self.clock = clock  # wall-clock seconds (tests pass their own)
         self.checked: dict[str, tuple[str, int]] = {}  # token whose MAC was valid -> (owner, expiry)
 
     def parse_ttl(self, raw: Optional[str]) -> int:
@@ -45,7 +46,7 @@ class TokenIssuer:
         return int(raw)
 
     def issue(self, instance_id: str, ttl: int) -> str:
-        payload = f"{instance_id}.{int(time.time()) + ttl}.{os.urandom(6).hex()}".encode()
+        payload = f"{instance_id}.{int(self.clock()) + ttl}.{os.urandom(6).hex()}".encode()
         return (base64.urlsafe_b64encode(payload).decode().rstrip("=") + "." + self._mac(payload))
 
     def check(self, token: str, instance_id: str) -> None:
@@ -57,7 +58,7 @@ class TokenIssuer:
         if known is not None:
             if known[0] != instance_id:
                 raise TokenError(401, "IMDSv2 token was issued to another instance")
-            if known[1] < time.time():
+            if known[1] < self.clock():
                 raise TokenError(401, "IMDSv2 token has expired")
             return
         encoded, _, mac = token.strip().rpartition(".")
@@ -83,7 +84,7 @@ class TokenIssuer:
         self.checked[token] = (owner, int(expiry))
         if owner != instance_id:
             raise TokenError(401, "IMDSv2 token was issued to another instance")
-        if int(expiry) < time.time():
+        if int(expiry) < self.clock():
             raise TokenError(401, "IMDSv2 token has expired")
 
     def _mac(self, payload: bytes) -> str:

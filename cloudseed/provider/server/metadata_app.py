@@ -24,6 +24,7 @@ from cloudseed.provider.server.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
 from cloudseed.provider.server.instance_cache import AMBIGUOUS, MAX_ROUTES, MISSING, CachedInstance, InstanceCache
 from cloudseed.provider.server.rate_limit import RateLimiter
+from cloudseed.provider.server.routes import NOCLOUD, OPENSTACK, PHONE_HOME, TOKEN, api_of
 
 Answer = Union[Response, Awaitable[Response]]
 READ_METHODS = ("GET", "HEAD")
@@ -160,16 +161,17 @@ class MetadataApp:
     def _route(self, request: Request, instance: CachedInstance) -> Answer:
         """Every API serves only ``instance``'s data, and only once its IMDSv2 rules are met."""
         path = request.path
-        if path == "/latest/api/token":
+        api = api_of(path)  # the one place that decides it (the metrics count by it too)
+        if api == TOKEN:
             return self._token(request, instance)
         refused = self._check_token(request, instance)
         if refused is not None:
             return refused
-        if path.startswith("/openstack"):
+        if api == OPENSTACK:
             return self._openstack(request, instance, path[len("/openstack"):])
-        if path.startswith("/nocloud"):
+        if api == NOCLOUD:
             return self._nocloud(request, instance, path[len("/nocloud"):])
-        if path.startswith("/phone-home"):
+        if api == PHONE_HOME:
             return self._phone_home(request, instance, path[len("/phone-home"):])
         return self._ec2(request, instance, path)
 

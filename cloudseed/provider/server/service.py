@@ -1,7 +1,10 @@
 """Running ``cloudseed serve``: open the registry, bind the listeners, serve until SIGTERM/SIGINT.
 
-Graceful shutdown: stop accepting, let requests in flight finish (up to ``drain_seconds``),
-close idle keep-alive connections, flush the access log, close the registry.
+Start: raise the open-file limit to the hard limit, so the connection caps (settings
+``max_connections*``) decide who is served. Twice a second: flush the access log, restart
+workers that exited, close connections past their deadlines. Graceful shutdown: stop accepting,
+let requests in flight finish (up to ``drain_seconds``), close idle keep-alive connections,
+flush the access log, close the registry.
 """
 
 from __future__ import annotations
@@ -13,41 +16,43 @@ import logging
 import os
 import signal
 import time
-from bisect import bisect_left
 from typing import Callable, Optional
 
 from cloudseed.provider.registry import open_registry
 from cloudseed.provider.server.access_log import AccessLog
 from cloudseed.provider.server.admin_app import AdminApp
 from cloudseed.provider.server.config import ListenSpec, ServerConfig
-from cloudseed.provider.server.http import IDLE_TIMEOUT, Listener, Request, Response, start_listener
+from cloudseed.provider.server.connection import ConnectionTable, Limits
+from cloudseed.provider.server.http import Request, Response
 from cloudseed.provider.server.imds_tokens import TokenIssuer
 from cloudseed.provider.server.instance_cache import InstanceCache
 from cloudseed.provider.server.metadata_app import MetadataApp
-from cloudseed.provider.server.metrics import BUCKETS, Metrics
+from cloudseed.provider.server.metrics import Metrics
 from cloudseed.provider.server.rate_limit import RateLimiter
+from cloudseed.provider.server.routes import api_of
+from cloudseed.provider.server.transport import Listener, raise_open_file_limit, start_listener
 from cloudseed.provider.server.workers import Workers
 
 LOG = logging.getLogger("cloudseed.server")
 MAX_METADATA_BODY = 64 * 1024
+SPARE_FILES = 256  # descriptors kept for the registry, the log, workers' pipes...
 
 
-def _api_of(path: str) -> str:
-    initial = path[1:2]  # one comparison for most EC2 paths ("/latest/...", "/2021-03-23/...")
-    if initial == "o" and path.startswith("/openstack"):
-        return "openstack"
-    if initial == "n" and path.startswith("/nocloud"):
-        return "nocloud"
-    if initial == "p" and path.startswith("/phone-home"):
-        return "phone_home"
-    if initial == "l" and path == "/latest/api/token":
-        return "token"
-    return "ec2"
+def connection_table(config: ServerConfig, open_files: int) -> ConnectionTable:
+    """The connection caps of ``config``; ``max_connections: 0`` means what the open files allow."""
+    total = config.max_connections or max(64, open_files - SPARE_FILES)
+    return ConnectionTable(config.max_connections_per_source, total, tuple(config.proxies))
+
+
+def limits(config: ServerConfig, max_body: int) -> Limits:
+    return Limits(max_body, config.max_pipelined, config.max_unsent_bytes, config.max_buffered_bytes,
+                  config.head_timeout, config.idle_timeout)
 
 
 async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]], None]] = None,
                 stop: Optional[asyncio.Event] = None, drain_seconds: float = 5.0) -> int:
     loop = asyncio.get_running_loop()
+    open_files = raise_open_file_limit()
     registry = open_registry(config.db)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="registry")
     cache = InstanceCache(registry, executor)
@@ -59,23 +64,21 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     limiter = RateLimiter(config.rate_limit, config.rate_burst)
     app = MetadataApp(config, registry, cache, tokens, limiter, metrics)
     admin = AdminApp(registry, cache, metrics, config.admin_token)
-    log = AccessLog(config.access_log)
-    connections: set = set()
+    log = AccessLog(config.access_log, config.access_log_max_bytes, config.access_log_backups)
+    table = connection_table(config, open_files)
+    metrics.gauges["open_connections"] = lambda: len(table)
+    metrics.gauges["connections_refused_total"] = lambda: table.refused
+    metrics.gauges["connections_timed_out_total"] = lambda: table.expired
 
     log_write = log.write if log.enabled else None
     perf_counter = time.perf_counter
-    counts, histogram = metrics.requests, metrics.histogram
+    observe = metrics.observe
 
-    def on_response(request: Request, response: Response) -> None:  # Metrics.observe, inlined
+    def on_response(request: Request, response: Response) -> None:
         seconds = perf_counter() - request.started
-        path = request.path
-        key = ("admin" if request.listener.kind == "admin" else _api_of(path), response.status)
-        counts[key] = counts.get(key, 0) + 1
-        histogram[bisect_left(BUCKETS, seconds)] += 1
-        metrics.latency_sum += seconds
-        metrics.latency_count += 1
+        observe("admin" if request.listener.kind == "admin" else api_of(request.path), response.status, seconds)
         if log_write is not None:
-            log_write(request.client, request.instance_id, request.method, path, response.status,
+            log_write(request.client, request.instance_id, request.method, request.path, response.status,
                       len(response.body), seconds)
 
     listeners = [Listener(spec.host, spec.port, spec.network) for spec in config.listen]
@@ -88,7 +91,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
             listener.on_response = on_response
             handler = admin.handle if listener.kind == "admin" else app.handle
             body_limit = config.max_admin_body if listener.kind == "admin" else MAX_METADATA_BODY
-            await start_listener(listener, handler, connections, body_limit,  # type: ignore[arg-type]
+            await start_listener(listener, handler, table, limits(config, body_limit),  # type: ignore[arg-type]
                                  reuse_port=config.reuse_port or (several and listener.kind != "admin"))
     except OSError as error:
         for listener in listeners:
@@ -109,7 +112,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
         workers = Workers(dataclasses.replace(
             config, processes=1, reuse_port=True, admin_listen=None,
             listen=[ListenSpec(item.host, item.port, item.network) for item in listeners if item.kind != "admin"]),
-            config.processes - 1)
+            config.processes - 1, config.worker_restart_interval)
         workers.start()
         metrics.gauges["processes"] = lambda: config.processes
     if ready is not None:
@@ -121,10 +124,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
             log.flush()
             if workers is not None:
                 workers.check()
-            now = time.monotonic()
-            for connection in list(connections):
-                if connection.idle_for(now) > IDLE_TIMEOUT:
-                    connection.close()
+            table.sweep()
 
     chores = asyncio.ensure_future(housekeeping())
     try:
@@ -137,10 +137,9 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
         if workers is not None:
             await loop.run_in_executor(None, workers.stop, drain_seconds + 5)
         deadline = time.monotonic() + drain_seconds
-        while any(c.busy for c in connections) and time.monotonic() < deadline:
+        while table.busy() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        for connection in list(connections):
-            connection.close()
+        table.close_all()
         for listener in listeners:
             if listener.server is not None:
                 listener.server.release()

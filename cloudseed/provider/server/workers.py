@@ -6,8 +6,8 @@ those ports and no admin listener, and bind the same ports; the kernel spreads c
 over the processes. Each process has its own instance cache (all follow the registry's change
 log, so an admin change reaches every one within a second) and its own metrics: the admin
 listener, and so ``/metrics``, belongs to the first process and counts only its own requests.
-A worker that exits is started again (at most every 5 seconds); on shutdown every worker gets
-SIGTERM and is waited for.
+A worker that exits is started again (at most once per ``worker_restart_interval`` seconds,
+default 5); on shutdown every worker gets SIGTERM and is waited for.
 """
 
 from __future__ import annotations
@@ -19,18 +19,20 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from cloudseed.provider.server.config import ServerConfig
 
 LOG = logging.getLogger("cloudseed.server")
-RESTART_EVERY = 5.0
 _CHILD = "from cloudseed.provider.server.workers import worker_main; raise SystemExit(worker_main())"
 
 
 class Workers:
-    def __init__(self, config: ServerConfig, count: int):
+    def __init__(self, config: ServerConfig, count: int, restart_interval: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic):
         self.config = config
+        self.restart_interval = restart_interval
+        self.clock = clock
         self.procs: list[Optional[subprocess.Popen]] = [None] * count
         self.started = [0.0] * count
         self.stopping = False
@@ -45,7 +47,7 @@ class Workers:
         proc.stdin.write(pickle.dumps(self.config))
         proc.stdin.close()
         self.procs[index] = proc
-        self.started[index] = time.monotonic()
+        self.started[index] = self.clock()
 
     def check(self) -> None:
         """Restart workers that exited (called every half second)."""
@@ -53,7 +55,7 @@ class Workers:
             return
         for index, proc in enumerate(self.procs):
             if proc is not None and proc.poll() is not None:
-                if time.monotonic() - self.started[index] < RESTART_EVERY:
+                if self.clock() - self.started[index] < self.restart_interval:
                     continue
                 LOG.error("server process %d (pid %d) exited with status %s; starting it again",
                           index + 1, proc.pid, proc.returncode)

@@ -149,10 +149,7 @@ def test_imdsv2_tokens(server):
     _, other = register(server)
     assert server.get("/latest/meta-data/instance-id", other).status == 200  # IMDSv1 allowed there
     assert server.get("/latest/meta-data/instance-id", other, headers=good).status == 401
-    short = put({"X-aws-ec2-metadata-token-ttl-seconds": "1"}).text
-    time.sleep(2.1)
-    expired = server.get("/latest/meta-data/instance-id", address, headers={"X-aws-ec2-metadata-token": short})
-    assert expired.status == 401 and "expired" in expired.text
+    # expiry is tested with an injected clock, without sleeping: test_clocks.py
 
 
 def test_nocloud(server):

@@ -82,7 +82,7 @@ def test_tokens_and_admin_changes_reach_both_processes(two):
 
 def test_a_crashed_worker_is_started_again_and_all_stop_together(tmp_path):
     proc = ServerProcess(str(tmp_path / "server.db"), str(tmp_path / "run"), ["127.0.0.1:0"],
-                         config={"rate_limit": 0, "processes": 2})
+                         config={"rate_limit": 0, "processes": 2, "worker_restart_interval": 0.5})
     try:
         _wait_for(lambda: proc.log().count("serving on") == 2)
         first = _children(proc.proc.pid)

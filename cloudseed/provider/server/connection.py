@@ -1,0 +1,319 @@
+"""HTTP/1.1 connections: keep-alive, pipelining and backpressure, between a transport and a handler.
+
+A ``Connection`` feeds received bytes to its ``RequestParser`` (wire.py), hands each request to
+the application's handler and writes the answers in request order. It knows nothing of sockets:
+the transport (transport.py) calls ``data_received``, ``writable`` and ``connection_lost``, and
+is told ``write``, ``pause_reading``, ``resume_reading``, ``close`` and ``set_ttl``.
+
+Bounds (``Limits``, from the server settings), so that no client can make the server hold
+more than a fixed amount for it:
+
+* at most ``max_pipelined`` requests are answered per turn; more waiting in the buffer are
+  taken on the loop's next turn, so one pipelining client cannot starve the others;
+* while more than ``max_unsent`` bytes of answers are unsent (the client does not read), no
+  request is answered and the connection is not read: the client's bytes stay in the kernel;
+* while a request waits for an answer (a handler awaiting the registry, or backpressure), at
+  most ``max_buffered`` further bytes are read;
+* a request must arrive whole within ``head_timeout`` seconds of its first byte (slowloris),
+  and a connection with nothing to do is closed after ``idle_timeout``.
+
+``ConnectionTable`` holds every connection of the server: it counts them per source address
+(``max_per_source``, trusted proxies exempt, and ``max_connections`` in all), closes the ones
+past their deadlines (``sweep``), and drains them on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import time
+from typing import Any, Callable, Optional
+
+from cloudseed.provider.server.http import Handler, Request, Response, text_error
+from cloudseed.provider.server.wire import RequestParser, WireError
+
+LOG = logging.getLogger("cloudseed.server")
+Clock = Callable[[], float]
+
+
+class Limits:
+    """Per-connection bounds (see the module docstring); the settings' defaults."""
+
+    __slots__ = ("max_body", "max_pipelined", "max_unsent", "max_buffered", "head_timeout", "idle_timeout")
+
+    def __init__(self, max_body: int = 64 * 1024, max_pipelined: int = 32, max_unsent: int = 256 * 1024,
+                 max_buffered: int = 64 * 1024, head_timeout: float = 10.0, idle_timeout: float = 60.0):
+        self.max_body = max_body
+        self.max_pipelined = max_pipelined
+        self.max_unsent = max_unsent
+        self.max_buffered = max_buffered
+        self.head_timeout = head_timeout
+        self.idle_timeout = idle_timeout
+
+
+class Connection:
+    """One client connection (the transport's protocol)."""
+
+    __slots__ = ("handler", "listener", "on_response", "table", "limits", "clock", "parser", "transport",
+                 "peer", "busy", "closing", "scheduled", "reading", "last_active", "receiving_since",
+                 "out", "done")
+
+    def __init__(self, handler: Handler, listener: Any, table: ConnectionTable, limits: Limits):
+        self.handler = handler
+        self.listener = listener
+        self.on_response: Optional[Callable[[Request, Response], None]] = listener.on_response
+        self.table = table
+        self.limits = limits
+        self.clock = table.clock
+        self.parser = RequestParser(limits.max_body)
+        self.transport: Any = None
+        self.peer = ""
+        self.busy = False  # a handler's awaitable is running: later requests wait
+        self.closing = False
+        self.scheduled = False  # more requests are buffered; answered on the loop's next turn
+        self.reading = True
+        self.last_active = self.clock()
+        self.receiving_since: Optional[float] = None  # first byte of a request not yet whole
+        self.out: list[bytes] = []  # encoded answers not yet written
+        self.done: list[tuple[Request, Response]] = []  # their requests, for on_response after the write
+
+    # -- called by the transport ---------------------------------------------------------------
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        peer = transport.peer
+        self.peer = peer[7:] if peer.startswith("::ffff:") else peer
+        self.table.add(self)
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self.closing = True
+        self.table.remove(self)
+
+    def data_received(self, data: bytes) -> None:
+        now = self.last_active = self.clock()
+        if self.receiving_since is None:
+            self.receiving_since = now
+        self.parser.feed(data)
+        if self.busy or self.scheduled:
+            self._update_reading()
+        else:
+            self._process()
+
+    def writable(self) -> None:
+        """The transport sent everything it held: answer what waited for that."""
+        self.last_active = self.clock()
+        if not self.busy and not self.scheduled and not self.closing:
+            self._process()
+        else:
+            self._update_reading()
+
+    # -- called by the table ---------------------------------------------------------------------
+    def expired(self, now: float) -> Optional[str]:
+        """Why this connection should be closed now, if it should."""
+        if self.busy:
+            return None
+        since = self.receiving_since
+        if since is not None and self.parser.buffered and now - since > self.limits.head_timeout:
+            return "request not completed in time"
+        if now - self.last_active > self.limits.idle_timeout:
+            return "idle"
+        return None
+
+    def close(self) -> None:
+        self.closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- the state machine -------------------------------------------------------------------------
+    def _process(self) -> None:
+        self.scheduled = False
+        parser = self.parser
+        handler = self.handler
+        limits = self.limits
+        if self.transport.unsent > limits.max_unsent:  # the client does not read: wait for writable()
+            self._update_reading()
+            return
+        answered = 0
+        more = False
+        try:
+            while not self.closing:
+                if answered == limits.max_pipelined:
+                    more = True  # the rest on the loop's next turn: other connections go first
+                    break
+                try:
+                    item = parser.next()
+                except WireError as error:
+                    self._send(text_error(error.status, f"bad request: {error}"), None, False)
+                    break
+                if item is None:
+                    break
+                head, body = item
+                answered += 1
+                request = Request(head.method, head.target, head.version, head.headers, body, self.peer,
+                                  self.listener, head.path, head.query)
+                try:
+                    result = handler(request)
+                except Exception:  # a handler bug must not kill the connection
+                    LOG.exception("handler failed for %s", request.path)
+                    result = _INTERNAL_ERROR
+                if result.__class__ is Response:
+                    self._send(result, request, head.keep_alive)  # type: ignore[arg-type]
+                else:
+                    self.busy = True
+                    task = asyncio.ensure_future(result)  # type: ignore[arg-type]
+                    task.add_done_callback(lambda t, r=request, k=head.keep_alive: self._finished(t, r, k))
+                    break
+        finally:
+            if self.out:
+                self._flush()
+        if more and not self.closing and self.transport.unsent <= limits.max_unsent:
+            self.scheduled = True
+            asyncio.get_running_loop().call_soon(self._process)
+        if not parser.buffered:
+            self.receiving_since = None
+        elif answered:
+            self.receiving_since = self.clock()  # the next request's deadline starts now
+        self._update_reading()
+
+    def _finished(self, task: asyncio.Future, request: Request, keep_alive: bool) -> None:
+        self.busy = False
+        try:
+            response = task.result()
+        except Exception:
+            LOG.exception("handler failed for %s", request.path)
+            response = _INTERNAL_ERROR
+        if self.closing:
+            return
+        self._send(response, request, keep_alive)
+        if self.out:
+            self._flush()
+        if not self.scheduled:
+            self._process()
+
+    def _update_reading(self) -> None:
+        """Read while answers go out and little waits; stop while the client does not read."""
+        transport = self.transport
+        if self.closing or transport is None:
+            return
+        limits = self.limits
+        blocked = transport.unsent > limits.max_unsent
+        waiting = self.busy or self.scheduled or blocked
+        want = not blocked and not (waiting and self.parser.buffered > limits.max_buffered)
+        if want != self.reading:
+            self.reading = want
+            if want:
+                transport.resume_reading()
+            else:
+                transport.pause_reading()
+
+    def _flush(self) -> None:
+        out = self.out
+        transport = self.transport
+        if transport is not None:
+            transport.write(out[0] if len(out) == 1 else b"".join(out))
+        out.clear()
+        done = self.done
+        if done:
+            on_response = self.on_response
+            if on_response is not None:
+                for request, response in done:
+                    on_response(request, response)
+            done.clear()
+
+    def _send(self, response: Response, request: Optional[Request], keep_alive: bool) -> None:
+        if response.ip_ttl is not None:
+            if self.out:
+                self._flush()  # earlier answers leave with the old TTL
+            if self.transport is not None:
+                self.transport.set_ttl(response.ip_ttl)
+        if request is None:
+            self.out.append(response.encode(keep_alive))
+        else:
+            self.out.append(response.encode(keep_alive, request.method == "HEAD"))
+            self.done.append((request, response))
+        if not keep_alive:
+            self._flush()
+            self.close()
+
+
+_INTERNAL_ERROR = text_error(500, "internal error")
+_REFUSED = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n" \
+           b"Connection: close\r\nServer: cloudseed\r\n\r\n%s"
+
+
+class ConnectionTable:
+    """Every open connection: counts per source address, deadlines, shutdown."""
+
+    def __init__(self, max_per_source: int = 64, max_connections: int = 10000, exempt: tuple = (),
+                 clock: Clock = time.monotonic):
+        self.max_per_source = max_per_source  # 0: no per-source cap
+        self.max_connections = max_connections
+        self.exempt = exempt  # ip_network objects (trusted proxies): no per-source cap
+        self.clock = clock
+        self.connections: set[Connection] = set()
+        self.per_source: dict[str, int] = {}
+        self.refused = 0
+        self.expired = 0
+        self._exempt_known: dict[str, bool] = {}
+
+    def __len__(self) -> int:
+        return len(self.connections)
+
+    def refusal(self, peer: str) -> Optional[bytes]:
+        """None to accept a new connection from ``peer``, else the answer to send before closing."""
+        if len(self.connections) >= self.max_connections:
+            reason = f"too many connections ({self.max_connections})"
+        elif self.max_per_source and self.per_source.get(peer, 0) >= self.max_per_source \
+                and not self._is_exempt(peer):
+            reason = f"too many connections from {peer} (at most {self.max_per_source})"
+        else:
+            return None
+        self.refused += 1
+        body = f"{reason}; retry later\n".encode()
+        return _REFUSED % (len(body), body)
+
+    def add(self, connection: Connection) -> None:
+        self.connections.add(connection)
+        peer = connection.peer
+        self.per_source[peer] = self.per_source.get(peer, 0) + 1
+
+    def remove(self, connection: Connection) -> None:
+        if connection in self.connections:
+            self.connections.discard(connection)
+            peer = connection.peer
+            count = self.per_source.get(peer, 0) - 1
+            if count > 0:
+                self.per_source[peer] = count
+            else:
+                self.per_source.pop(peer, None)
+
+    def sweep(self) -> None:
+        """Close the connections past a deadline (called twice a second)."""
+        now = self.clock()
+        for connection in list(self.connections):
+            reason = connection.expired(now)
+            if reason is not None:
+                self.expired += 1
+                LOG.debug("closing connection from %s: %s", connection.peer, reason)
+                connection.close()
+
+    def busy(self) -> bool:
+        return any(connection.busy for connection in self.connections)
+
+    def close_all(self) -> None:
+        for connection in list(self.connections):
+            connection.close()
+
+    def _is_exempt(self, peer: str) -> bool:
+        if not self.exempt:
+            return False
+        known = self._exempt_known.get(peer)
+        if known is None:
+            try:
+                address = ipaddress.ip_address(peer)
+                known = any(address in network for network in self.exempt)
+            except ValueError:
+                known = False
+            if len(self._exempt_known) < 10000:
+                self._exempt_known[peer] = known
+        return known

@@ -1,0 +1,25 @@
+"""Which API a metadata path belongs to: the one place that decides it.
+
+``MetadataApp`` dispatches on it and the metrics count requests by it, so a request is always
+counted under the API that answered it.
+"""
+
+from __future__ import annotations
+
+OPENSTACK, NOCLOUD, PHONE_HOME, TOKEN, EC2 = "openstack", "nocloud", "phone_home", "token", "ec2"
+TOKEN_PATH = "/latest/api/token"
+
+
+def api_of(path: str) -> str:
+    """``openstack`` (/openstack...), ``nocloud``, ``phone_home``, ``token`` (the IMDSv2 token
+    path) or ``ec2`` (everything else: /, /latest/..., /2009-04-04/...)."""
+    initial = path[1:2]  # one comparison for most EC2 paths ("/latest/...", "/2021-03-23/...")
+    if initial == "o" and path.startswith("/openstack"):
+        return OPENSTACK
+    if initial == "n" and path.startswith("/nocloud"):
+        return NOCLOUD
+    if initial == "p" and path.startswith("/phone-home"):
+        return PHONE_HOME
+    if initial == "l" and path == TOKEN_PATH:
+        return TOKEN
+    return EC2
