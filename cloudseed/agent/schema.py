@@ -190,10 +190,10 @@ def check(value: Any, schema: dict, path: str = "") -> list[Problem]:
     if isinstance(schema.get("not"), dict) and not _errors(check(value, schema["not"], path)):
         problems.append(Problem(path, f"{_describe(value)} is not allowed here"))
     if "enum" in schema and not any(_same(value, v) for v in schema["enum"]):
-        allowed = ", ".join(_show(v) for v in schema["enum"])
+        allowed = ", ".join(_literal(v) for v in schema["enum"])
         problems.append(Problem(path, f"{_show(value)} is not one of {allowed}"))
     if "const" in schema and not _same(value, schema["const"]):
-        problems.append(Problem(path, f"{_show(value)} must be {_show(schema['const'])}"))
+        problems.append(Problem(path, f"{_show(value)} must be {_literal(schema['const'])}"))
     if isinstance(value, (str, bytes)):
         problems.extend(_check_string(value, schema, path))
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -285,16 +285,16 @@ def _check_string(value: str | bytes, schema: dict, path: str) -> list[Problem]:
 def _check_number(value: float, schema: dict, path: str) -> list[Problem]:
     problems = []
     if "minimum" in schema and value < schema["minimum"]:
-        problems.append(Problem(path, f"{value} is less than the minimum {schema['minimum']}"))
+        problems.append(Problem(path, f"{_show(value)} is less than the minimum {schema['minimum']}"))
     if "maximum" in schema and value > schema["maximum"]:
-        problems.append(Problem(path, f"{value} is more than the maximum {schema['maximum']}"))
+        problems.append(Problem(path, f"{_show(value)} is more than the maximum {schema['maximum']}"))
     low, high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
     if isinstance(low, (int, float)) and not isinstance(low, bool) and value <= low:
-        problems.append(Problem(path, f"{value} must be more than {low}"))
+        problems.append(Problem(path, f"{_show(value)} must be more than {low}"))
     if isinstance(high, (int, float)) and not isinstance(high, bool) and value >= high:
-        problems.append(Problem(path, f"{value} must be less than {high}"))
+        problems.append(Problem(path, f"{_show(value)} must be less than {high}"))
     if schema.get("multipleOf") and value % schema["multipleOf"]:
-        problems.append(Problem(path, f"{value} is not a multiple of {schema['multipleOf']}"))
+        problems.append(Problem(path, f"{_show(value)} is not a multiple of {schema['multipleOf']}"))
     return problems
 
 
@@ -376,8 +376,21 @@ def _as_list(value: Any) -> list[str]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
+# Whether messages may quote the user's values: yes for ``cloudseed schema`` on the user's own
+# terminal, no at boot, where messages reach the world-readable status (a password under a
+# mistyped key must not); see validate_config(show_values=...)
+_SHOW_VALUES = [True]
+
+
 def _show(value: Any) -> str:
-    """A value as the user wrote it in YAML (``true``, ``null``, ``'text'``), shortened."""
+    """A user's value for a message: as written (see _literal), or only its type at boot."""
+    if not _SHOW_VALUES[0]:
+        return f"a {_type_name(value)} value" if value is not None else "null"
+    return _literal(value)
+
+
+def _literal(value: Any) -> str:
+    """A value as written in YAML (``true``, ``null``, ``'text'``), shortened."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -504,10 +517,17 @@ def classify_keys(cfg: dict, schema: dict | None = None,
 
 
 def validate_config(cfg: dict, text: str | None = None,
-                    os_release: dict[str, str] | None = None) -> list[Problem]:
-    """All problems of a cloud-config: errors, deprecations, and keys not done here (see classify_keys)."""
+                    os_release: dict[str, str] | None = None, show_values: bool = True) -> list[Problem]:
+    """All problems of a cloud-config: errors, deprecations, and keys not done here (see classify_keys).
+
+    ``show_values=False`` keeps the user's values out of the messages (they name keys and types only).
+    """
     schema = module_schema()
-    problems = check(cfg, schema) + classify_keys(cfg, schema, os_release)
+    _SHOW_VALUES[0] = show_values
+    try:
+        problems = check(cfg, schema) + classify_keys(cfg, schema, os_release)
+    finally:
+        _SHOW_VALUES[0] = True
     if text is not None:
         lines = key_lines(text)
         for problem in problems:

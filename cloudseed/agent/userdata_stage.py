@@ -127,5 +127,7 @@ def _validate(cfg: dict, warnings: list[str], root: Any = None) -> None:
         from cloudseed.agent.schema import validate_config
     except ImportError:
         return
-    for problem in validate_config(cfg, os_release=read_os_release(root) if root is not None else None):
+    # the status is world-readable: messages name keys and types, never the user's values
+    for problem in validate_config(cfg, os_release=read_os_release(root) if root is not None else None,
+                                   show_values=False):
         warnings.append(f"cloud-config: {problem}")

@@ -174,3 +174,16 @@ def test_file_include_stays_inside_the_target_root(target, tmp_path):
     processed = process_userdata(b"#include\nfile:///etc/escape\n", root=target)
     assert processed.errors and "cannot read file:///etc/escape" in processed.errors[0]
     assert "inside" in processed.errors[0]
+
+
+def test_boot_schema_warnings_name_keys_and_types_never_values():
+    from cloudseed.agent.schema import validate_config
+
+    cfg = {"chpasswd": {"expire": "hunter2-secret"}, "users": [{"name": "u", "passwd": 123456}],
+           "ssh_pwauth": "hunter3", "timezone": 7}
+    shown = " | ".join(str(p) for p in validate_config(cfg))
+    hidden = " | ".join(str(p) for p in validate_config(cfg, show_values=False))
+    assert "hunter2-secret" in shown                      # the user's own terminal sees what is wrong
+    for secret in ("hunter2", "hunter3", "123456"):
+        assert secret not in hidden, hidden
+    assert "chpasswd.expire" in hidden and "a string value" in hidden
