@@ -41,6 +41,34 @@ class CommandError(RootError):
         super().__init__(f"command {self.argv[0]!r} exited {returncode}" + (f": {tail}" if tail else ""))
 
 
+def _remove_stale_temporaries(directory: str, prefix: str) -> None:
+    """Remove what a killed writer of the same file left (``.NAME.cloudseed-PID.tmp``).
+
+    A temporary file of this process (a PID reused after a reboot) or of a process that no
+    longer exists is stale; one of a live process is another writer's, and stays.
+    """
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):-4]
+        if not pid.isdigit():
+            continue
+        if int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 0)
+                continue            # a live writer
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue            # alive, someone else's
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            pass
+
+
 class TargetRoot:
     """File and command operations confined to one root directory."""
 
@@ -228,7 +256,9 @@ class TargetRoot:
         else:
             uid, gid = self.lookup_uid(owner), self.lookup_gid(group)
         directory = os.path.dirname(host)
-        tmp = os.path.join(directory, f".{os.path.basename(host)}.cloudseed-{os.getpid()}.tmp")
+        prefix = f".{os.path.basename(host)}.cloudseed-"
+        tmp = os.path.join(directory, f"{prefix}{os.getpid()}.tmp")
+        _remove_stale_temporaries(directory, prefix)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(fd, "wb") as f:

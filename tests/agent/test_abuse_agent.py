@@ -187,3 +187,29 @@ def test_boot_schema_warnings_name_keys_and_types_never_values():
     for secret in ("hunter2", "hunter3", "123456"):
         assert secret not in hidden, hidden
     assert "chpasswd.expire" in hidden and "a string value" in hidden
+
+
+# ---------------------------------------------------------------- after a kill (16.11)
+def test_temporaries_left_by_a_killed_writer_are_removed_and_never_block_a_write(target):
+    import subprocess as sp
+
+    dead = sp.Popen(["true"])
+    dead.wait()                                    # a PID that no longer exists
+    live = sp.Popen(["sleep", "30"])
+    try:
+        target.makedirs("/etc")
+        leftovers = {
+            f".hostname.cloudseed-{dead.pid}.tmp": False,   # a killed writer's: removed
+            f".hostname.cloudseed-{os.getpid()}.tmp": False,  # this PID's from an earlier boot: removed
+            f".hostname.cloudseed-{live.pid}.tmp": True,    # a live writer's: kept
+        }
+        for name in leftovers:
+            with open(target.path(f"/etc/{name}"), "w") as handle:
+                handle.write("half")
+        target.write("/etc/hostname", "web1\n")
+        assert target.read_text("/etc/hostname") == "web1\n"
+        for name, kept in leftovers.items():
+            assert os.path.exists(target.path(f"/etc/{name}")) == kept, name
+    finally:
+        live.kill()
+        live.wait()
