@@ -64,6 +64,10 @@ class VmSpec:
     overlay: Optional[str] = None  # reuse this overlay (a reboot); created when missing
     overlay_size: str = "4G"
     kernel_args: str = ""
+    disks: list[str] = field(default_factory=list)  # more disks (raw or qcow2 files): vdb, vdc... before the seeds
+    # more guest addresses forwarded to host loopback ports: (guest ip, guest port, host port);
+    # the guest ip must be in the user network (10.0.2.0/24, or 169.254.0.0/16 with a metadata port)
+    forwards: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 _RUNNING: list[VirtualMachine] = []
@@ -102,6 +106,9 @@ class VirtualMachine:
             socat = shutil.which("socat") or "socat"
             netdev += (",net=169.254.0.0/16,host=169.254.169.1,dhcpstart=169.254.169.10,ipv6=off,"
                        f"guestfwd=tcp:169.254.169.254:80-cmd:{socat} STDIO TCP:127.0.0.1:{spec.metadata_port}")
+        for guest_ip, guest_port, host_port in spec.forwards:
+            socat = shutil.which("socat") or "socat"
+            netdev += f",guestfwd=tcp:{guest_ip}:{guest_port}-cmd:{socat} STDIO TCP:127.0.0.1:{host_port}"
         argv = ["qemu-system-x86_64", *accel_args(spec.accel), "-smp", str(spec.cpus),
                 "-m", str(spec.memory_mib), "-display", "none", "-monitor", "none",
                 "-serial", f"file:{self.serial_path}",
@@ -113,6 +120,8 @@ class VirtualMachine:
         if spec.image.kernel:
             argv += ["-kernel", spec.image.kernel, "-initrd", spec.image.initrd,
                      "-append", f"root=/dev/vda1 ro console=ttyS0,115200 {spec.kernel_args}".strip()]
+        for extra in spec.disks:
+            argv += ["-drive", f"file={extra},if=virtio,format={_format(extra)},cache=unsafe"]
         for seed in spec.seeds:
             argv += ["-drive", f"file={seed},if=virtio,format=raw,readonly=on"]
         smbios = PLATFORMS.get(spec.platform or "", spec.platform)

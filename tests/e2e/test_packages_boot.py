@@ -1,0 +1,89 @@
+"""A lab boot that adds a host-served apt repository through ``apt.sources`` and installs from it.
+
+The host builds and signs a small repository (tests/agent/packages/repo.py) and serves it on
+loopback; qemu's guestfwd makes it 10.0.2.100:8080 inside the guest (the guest reaches nothing
+else: ``restrict=on``). The user-data replaces the image's sources.list (the lab has no route to
+Debian's mirrors), adds the source with its armoured key (apt_configure, config stage) and installs
+a package by name and one pinned (package_update_upgrade_install, final stage); a runcmd asks dpkg
+inside the guest and writes its answer to the serial console, read from the console log (not the
+disk: the lab may prune the backing image of an older package version while another engineer's
+boot assembles a new one).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "agent", "packages"))  # repo.py
+
+from guest import BOOT_TIMEOUT  # noqa: E402
+
+GUEST_ADDRESS, GUEST_PORT = "10.0.2.100", 8080
+
+
+def _user_data(key: str) -> bytes:
+    indented = "\n".join("        " + line for line in key.strip().splitlines())
+    return f"""#cloud-config
+apt:
+  preserve_sources_list: false
+  sources_list: |
+    # the lab guest reaches only the repository the host serves
+  sources:
+    cloudseed-lab:
+      source: "deb [signed-by=$KEY_FILE] http://{GUEST_ADDRESS}:{GUEST_PORT} stable main"
+      key: |
+{indented}
+package_update: true
+packages:
+  - hello-cs
+  - [pinned-cs, "1.0"]
+runcmd:
+  - dpkg-query -W -f='PKGCHECK ${{Package}} ${{Status}} ${{Version}}\\n' hello-cs pinned-cs > /dev/console 2>&1
+""".encode()
+
+
+def test_boot_adds_a_source_and_installs_from_it(lab, tmp_path):
+    import shutil
+
+    for tool in ("dpkg-deb", "apt-ftparchive", "gpg"):
+        if not shutil.which(tool):
+            pytest.skip(f"{tool} is not installed (scripts/setup.sh)")
+    import repo
+
+    from cloudseed.lab.session import run_boot
+    from cloudseed.provider.seeds.build import build_seed
+    from cloudseed.provider.seeds.spec import InstanceSpec
+
+    image, accel, reason = lab
+    repository = repo.Repository(str(tmp_path / "repo"))
+    try:
+        repository.add("hello-cs", "2.0")
+        repository.add("pinned-cs", "1.0")
+        repository.add("pinned-cs", "1.5")
+        repository.publish()
+        instance = InstanceSpec(instance_id="iid-packages-0001", hostname="packages-host", name="packages-host",
+                                user_data=_user_data(repository.key_armoured))
+        seed = str(tmp_path / "seed.iso")
+        build_seed("nocloud", "iso9660", instance, seed)
+        with repo.serve_repository(repository, lifetime=BOOT_TIMEOUT + 120) as served:
+            result = run_boot(image, str(tmp_path / "vm"), accel=accel, accel_reason=reason, seeds=[seed],
+                              timeout=BOOT_TIMEOUT, forwards=[(GUEST_ADDRESS, GUEST_PORT, served.port)])
+            requests = served.requests
+    finally:
+        repository.close()
+    assert not result.timed_out, f"agent did not finish; console: {result.console_log}"
+    assert any(p.endswith("/InRelease") for p in requests), requests
+    assert "/pool/main/hello-cs_2.0_all.deb" in requests and "/pool/main/pinned-cs_1.0_all.deb" in requests
+    with open(result.console_log, errors="replace") as handle:
+        console = handle.read()
+    check = [line.strip()[line.strip().index("PKGCHECK "):] for line in console.splitlines() if "PKGCHECK " in line]
+    assert check == ["PKGCHECK hello-cs install ok installed 2.0", "PKGCHECK pinned-cs install ok installed 1.0"], (
+        console[-4000:])
+    status = result.status or {}
+    problems = " ".join(str(e) for e in status.get("errors", []))
+    assert "package" not in problems and "apt" not in problems, status
