@@ -164,8 +164,12 @@ def is_active(spec: ModuleSpec, cfg: dict) -> bool:
 
 
 def supports(spec: ModuleSpec, distro: Any) -> bool:
-    """Whether ``spec`` runs on ``distro``: ``distros`` names families ("debian") or os-release IDs ("ubuntu")."""
-    return not spec.distros or distro.family in spec.distros or distro.id in spec.distros
+    """Whether ``spec`` runs on ``distro``: ``distros`` names families ("debian") or os-release IDs
+    ("ubuntu"; an ``ID_LIKE`` word counts, so "suse" covers openSUSE Leap and SLES)."""
+    if not spec.distros or distro.family in spec.distros or distro.id in spec.distros:
+        return True
+    like = getattr(distro, "os_release", {}).get("ID_LIKE", "").split()
+    return any(word in spec.distros for word in like)
 
 
 def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
