@@ -158,6 +158,7 @@ class _Plan:
         self.removes: list[str] = []
         self.uris: list[str] = []  # the repositories a source's plan adds (to blame apt's errors on it)
         self.originals: dict[str, bytes | None] = {}
+        self.added: dict[str, str] = {}  # the text a source added to a sources file (taken out if rejected)
 
     def current(self, path: str) -> str:
         if path in self.writes:
@@ -214,9 +215,8 @@ def _listed_sources(items: list) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for index, item in enumerate(items):
         entry = dict(item) if isinstance(item, dict) else {"source": item}
-        name = entry.get("filename") or "cloud_config_sources.list"
-        entry.setdefault("filename", name)
-        out[name if name not in out else f"{name}#{index}"] = entry
+        entry.setdefault("filename", "cloud_config_sources.list")
+        out[f"apt_sources[{index}]"] = entry  # the name errors are reported under
     return out
 
 
@@ -327,15 +327,34 @@ def _update(ctx: ModuleContext, problems: list[str], added: list[tuple[str, _Pla
         blamed = True
         best = next((line for line in bad if "NO_PUBKEY" in line), None) or \
             next((line for line in bad if line.startswith("E:")), bad[0])
-        for path, data in sub.originals.items():
+        _take_back(ctx, sub)
+        where = name if name.startswith("apt_sources[") else f"apt.sources.{name}"
+        problems.append(f"{where}: apt-get update rejected it ({best}); its files were taken back")
+    if proc.returncode != 0 and not blamed:
+        problems.append("apt-get update after adding sources failed: " + (" | ".join(lines[:6]) or
+                                                                          f"exit status {proc.returncode}"))
+
+
+def _take_back(ctx: ModuleContext, sub: _Plan) -> None:
+    """Undo one source: its keyring as it was, its text out of its sources file (other sources' stay)."""
+    for path, data in sub.originals.items():
+        if path not in sub.added:
             if data is None:
                 ctx.root.remove(path)
             else:
                 ctx.root.write(path, data, mode=0o644, keep_mode=True)
-        problems.append(f"apt.sources.{name}: apt-get update rejected it ({best}); its files were taken back")
-    if proc.returncode != 0 and not blamed:
-        problems.append("apt-get update after adding sources failed: " + (" | ".join(lines[:6]) or
-                                                                          f"exit status {proc.returncode}"))
+            continue
+        current = ctx.root.read_text(path, default="")
+        text = sub.added[path]
+        if path.endswith(".sources"):
+            remaining = current.replace(text, "") if text.strip() else current
+        else:
+            mine = set(text.splitlines())
+            remaining = "".join(line for line in current.splitlines(True) if line.rstrip("\n") not in mine)
+        if remaining.strip() or data is not None:
+            ctx.root.write(path, remaining, mode=0o644, keep_mode=True)
+        else:
+            ctx.root.remove(path)
 
 
 # --------------------------------------------------------------------------- debconf
@@ -512,7 +531,7 @@ def _stem(filename: str) -> str:
 def _source(parent: _Plan, name: str, entry: Any, params: dict[str, str], distro_id: str,
             matcher: Any) -> tuple[_Plan, list[str] | None]:
     """The files (and add-apt-repository command) of one ``apt.sources`` entry, all checked."""
-    where = f"apt.sources.{name}"
+    where = name if name.startswith("apt_sources[") else f"apt.sources.{name}"
     if not isinstance(entry, dict):
         raise apt_sources.SourceError(f"{where}: expected a mapping (source, key, keyid, filename...)")
     ctx = parent.ctx
@@ -552,18 +571,20 @@ def _source(parent: _Plan, name: str, entry: Any, params: dict[str, str], distro
         path = (path[: -len(".list")] if path.endswith(".list") else path) + suffix
     if keyring:  # fetched or read only once the source itself is known to be good
         plan.write(keyring, _key_of(entry, where) or b"")
+    plan.added = {path: content}
     if as_bool(entry.get("append"), True):
         current = plan.current(path)
         if deb822:
             if content.strip() in current:
+                plan.added = {}
                 content = current
             elif current.strip():
                 content = current.rstrip("\n") + "\n\n" + content
         else:
             have = set(current.splitlines())
             new = [line for line in content.splitlines() if line not in have]
-            content = current + ("" if not current or current.endswith("\n") else "\n") + \
-                "".join(line + "\n" for line in new)
+            plan.added = {path: "".join(line + "\n" for line in new)}
+            content = current + ("" if not current or current.endswith("\n") else "\n") + plan.added[path]
     plan.write(path, content)
     return plan, None
 

@@ -595,3 +595,22 @@ def test_real_apt_source_that_does_not_answer_is_named_and_taken_back(apt_repo, 
     assert not debian_root.exists("/etc/apt/sources.list.d/silent.list")
     assert not debian_root.exists("/etc/apt/keyrings/silent.gpg")
     assert debian_root.exists("/etc/apt/apt.conf.d/94cloud-init-config")  # the rest stays
+
+
+def test_real_apt_takes_back_only_the_rejected_source_of_a_shared_file(apt_repo, debian_root, other_key):
+    """Legacy apt_sources entries share cloud_config_sources.list: only the rejected one's line goes."""
+    import repo
+
+    _loopback_only(debian_root)
+    with repo.serve_repository(apt_repo) as served, repo.serve_repository(apt_repo) as second, \
+            repo.chroot_mounts(debian_root.top):
+        good = f"deb [signed-by=/etc/apt/keyrings/good.gpg] {served.url} stable main"
+        debian_root.write("/etc/apt/keyrings/good.gpg", apt_repo.key_binary)
+        cfg = {"apt_preserve_sources_list": True, "apt_sources": [
+            {"source": good},
+            {"source": f"deb {second.url} stable main", "key": other_key.armoured}]}
+        result, _ = run(debian_root, "apt_configure", cfg)
+    assert result.status == "failed"
+    assert result.reason.startswith("apt_sources[1]: apt-get update rejected it") and "NO_PUBKEY" in result.reason
+    assert debian_root.read_text("/etc/apt/sources.list.d/cloud_config_sources.list") == good + "\n"
+    assert not debian_root.exists("/etc/apt/keyrings/cloud_config_sources.gpg")
