@@ -1,5 +1,14 @@
 """locale: locale.gen and /etc/default/locale (Debian), /etc/locale.conf (RHEL), generation in a real
 chroot, and /etc/default/locale compared with the reference.
+
+The reference (Debian's cloud-init 22.4, run with Debian's python3 through ``tests/reference.py``) is
+driven directly against temporary paths: its Debian ``update_locale_conf`` with ``subp`` prefixed by
+``chroot`` into the debootstrapped tree, so ``update-locale`` runs against that tree. Documented
+differences: product names, dates and template comment prose are not compared.
+
+The ``root`` tests run in a debootstrapped Debian bookworm (``debian_root``/``chroot``: a private
+overlay of the cached tree); every command goes through ``TargetRoot.run``, hence ``chroot``, and the
+checks use the system's own tools there (``locale -a``).
 """
 
 from __future__ import annotations

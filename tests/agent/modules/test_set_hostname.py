@@ -1,5 +1,9 @@
 """set_hostname: the hostname from the config or the datasource, written in Debian and RHEL roots;
 /etc/hostname compared with what Debian's cloud-init 22.4 writes.
+
+The reference (Debian's cloud-init 22.4, run with Debian's python3 through ``tests/reference.py``) is
+driven directly against temporary paths: its Debian distro's hostname writer on a temporary file.
+Documented differences: product names, dates and template comment prose are not compared.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
-"""set_passwords: passwords set, locked and expired in a real chroot; secrets never in logs,
-instance data or world-readable files.
+"""set_passwords: passwords set, locked and expired in a real chroot; secrets never in logs, instance data
+or world-readable files.
+
+The ``root`` tests run in a debootstrapped Debian bookworm (``debian_root``/``chroot``: a private
+overlay of the cached tree); every command goes through ``TargetRoot.run``, hence ``chroot``, and the
+checks use the system's own tools there (``passwd -S``, ``chage -l``, the password checked with the
+tree's libcrypt).
 """
 
 from __future__ import annotations

@@ -1,5 +1,15 @@
-"""ssh: host keys (parallel, given, early from the local stage), authorized keys, ssh_pwauth in
-sshd_config (compared with the reference), and sshd accepting the result in a real chroot.
+"""ssh: host keys (parallel, given, early from the local stage), authorized keys, ssh_pwauth in sshd_config
+(compared with the reference), and sshd accepting the result in a real chroot.
+
+The reference (Debian's cloud-init 22.4, run with Debian's python3 through ``tests/reference.py``) is
+driven directly against temporary paths: ``ssh_util.update_ssh_config`` on a temporary sshd_config, with
+and without an ``Include`` of the drop-in directory. Documented differences: product names, dates and
+template comment prose are not compared; our in-place sshd edit keeps unrelated lines byte for byte
+where the reference re-spaces them (compared token by token), and the drop-in file name differs.
+
+The ``root`` tests run in a debootstrapped Debian bookworm (``debian_root``/``chroot``: a private
+overlay of the cached tree); every command goes through ``TargetRoot.run``, hence ``chroot``, and the
+checks use the system's own tools there (``sshd -t``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""update_etc_hosts: /etc/hosts from the template (compared with the reference's rendering),
-the localhost mode, and bad values.
+"""update_etc_hosts: /etc/hosts from the template (compared with the reference's rendering), the localhost
+mode, and bad values.
+
+The reference (Debian's cloud-init 22.4, run with Debian's python3 through ``tests/reference.py``) is
+driven directly against temporary paths: its templater renders its own ``hosts.<distro>.tmpl`` with the
+same names. Documented differences: product names, dates and template comment prose are not compared.
 """
 
 from __future__ import annotations

@@ -1,5 +1,14 @@
-"""users_groups: users, groups, sudo and keys applied in a real chroot, bad entries reported,
-RHEL's useradd command line, and sudoers compared with the reference.
+"""users_groups: users, groups, sudo and keys applied in a real chroot, bad entries reported, RHEL's
+useradd command line, and sudoers compared with the reference.
+
+The reference (Debian's cloud-init 22.4, run with Debian's python3 through ``tests/reference.py``) is
+driven directly against temporary paths: ``Distro.write_sudo_rules`` with the drop-in and
+``/etc/sudoers`` redirected. Documented differences: product names, dates and template comment prose are
+not compared; the sudoers drop-in file name differs.
+
+The ``root`` tests run in a debootstrapped Debian bookworm (``debian_root``/``chroot``: a private
+overlay of the cached tree); every command goes through ``TargetRoot.run``, hence ``chroot``, and the
+checks use the system's own tools there (``id``, ``visudo -c``, ``passwd -S``).
 """
 
 from __future__ import annotations
