@@ -8,6 +8,7 @@ data, the datasource found this boot). Everything is plain JSON so it survives u
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from cloudseed.core.root import TargetRoot
@@ -44,10 +45,26 @@ def normalize_frequency(value: str) -> str:
     return text
 
 
+_PLAIN_ID = re.compile(r"^[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,200}$")
+
+
 def safe_instance_id(instance_id: str) -> str:
-    """An instance id usable as a directory name (slashes and leading dots replaced)."""
-    cleaned = instance_id.replace("/", "_").replace("\0", "_")
-    return "_" + cleaned[1:] if cleaned.startswith(".") else cleaned or "_"
+    """The directory name of an instance id: the id itself when it is a plain name, else escaped.
+
+    Plain ids (letters, digits, ``_.:-``, not starting with a dot) are used as they are, as
+    cloud-init does. Any other id is percent-escaped behind a ``%`` that no plain id contains, so
+    two different ids never share a directory (``a/b`` and ``a_b``, ``.x`` and ``_x`` did).
+    """
+    if _PLAIN_ID.match(instance_id):
+        return instance_id
+    from urllib.parse import quote
+
+    escaped = quote(instance_id, safe="")
+    if len(escaped) > 200:   # a directory name has at most 255 bytes: a long id is named by its digest
+        import hashlib
+
+        return "%sha256-" + hashlib.sha256(instance_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return "%" + ("%2E" + escaped[1:] if escaped.startswith(".") else escaped)
 
 
 class Paths:

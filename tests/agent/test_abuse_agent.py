@@ -213,3 +213,15 @@ def test_temporaries_left_by_a_killed_writer_are_removed_and_never_block_a_write
     finally:
         live.kill()
         live.wait()
+
+
+def test_different_instance_ids_never_share_a_state_directory():
+    from cloudseed.agent.state import safe_instance_id
+
+    ids = ["i-123", "a/b", "a_b", "a%2Fb", ".x", "_x", "%2Ex", "..", ".", "", "/", "_", "a b", "a\0b",
+           "x" * 300, "x" * 301, "iid-datasource-none", "i-0abc:eu-west-1"]
+    names = [safe_instance_id(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    for name in names:
+        assert "/" not in name and "\0" not in name and not name.startswith(".") and 0 < len(name) <= 255
+    assert safe_instance_id("i-0123456789abcdef0") == "i-0123456789abcdef0"   # plain ids as cloud-init names them
