@@ -43,6 +43,7 @@ class StatusRecorder:
         write_json(self.paths.root, self.paths.status_file, self.data)
 
     def start(self, stage: str) -> None:
+        self._close_abandoned(stage)
         record = self.v1[STAGE_KEYS[stage]]
         record.update({"start": time.time(), "finished": None, "errors": [], "warnings": [], "modules": []})
         self.v1["stage"] = STAGE_KEYS[stage]
@@ -65,6 +66,19 @@ class StatusRecorder:
         warnings = [w for key in STAGE_KEYS.values() for w in self.v1[key].get("warnings", [])]
         write_json(self.paths.root, self.paths.result_file,
                    {"v1": {"datasource": self.v1.get("datasource"), "errors": errors, "warnings": warnings}})
+
+    def _close_abandoned(self, stage: str) -> None:
+        """An earlier stage that started and never finished was killed: record that as its error.
+
+        Otherwise the boot would end "done" with that stage's work silently missing.
+        """
+        for earlier in STAGE_ORDER[:STAGE_ORDER.index(stage)]:
+            record = self.v1[STAGE_KEYS[earlier]]
+            if record.get("start") is not None and record.get("finished") is None:
+                record["crashed"] = (f"the {earlier} stage did not finish: its process ended before recording "
+                                     "a result (killed, or the machine lost power?)")
+                record["errors"] = [*record.get("errors", []), record["crashed"]]
+                record["finished"] = time.time()
 
     def crash(self, stage: str, message: str) -> None:
         """A stage itself failed (not one of its modules): waiting for the boot is over."""

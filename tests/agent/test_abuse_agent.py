@@ -225,3 +225,22 @@ def test_different_instance_ids_never_share_a_state_directory():
     for name in names:
         assert "/" not in name and "\0" not in name and not name.startswith(".") and 0 < len(name) <= 255
     assert safe_instance_id("i-0123456789abcdef0") == "i-0123456789abcdef0"   # plain ids as cloud-init names them
+
+
+def test_a_killed_stage_is_an_error_in_the_final_status_not_a_silent_done(target):
+    from cloudseed.agent.state import Paths
+    from cloudseed.agent.status import StatusRecorder
+
+    paths = Paths(target)
+    StatusRecorder(paths).start("network")            # ... and the process is killed here
+    later = StatusRecorder(paths)                      # the config stage, a new process
+    later.start("config")
+    later.finish("config", [], [], [], "NoCloud")
+    final = StatusRecorder(paths)
+    final.start("final")
+    final.finish("final", [], [], [], "NoCloud")
+    import json
+
+    result = json.loads(target.read_text(paths.result_file))
+    assert result["v1"]["errors"] == ["the network stage did not finish: its process ended before recording a "
+                                      "result (killed, or the machine lost power?)"]
