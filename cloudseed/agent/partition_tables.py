@@ -3,10 +3,10 @@
 A layout is ``true`` (one partition filling the disk) or a list of sizes in percent of the disk,
 each optionally with a partition type (``[[66, 82], 33]``): MBR types as hex bytes (83 Linux, 82
 swap), GPT types as sgdisk codes (``82`` is ``8200``). The last partition takes the rest of the
-disk. MBR tables are written with one ``sfdisk`` script, GPT tables with one ``sgdisk`` run; both
-through the target root. A disk is probed with ``blkid`` (filesystem or partition table
-signatures) and sysfs (partitions the kernel knows): a disk with anything on it is only written
-with ``overwrite``.
+disk. MBR tables are written with one ``sfdisk`` script, GPT tables with one ``sgdisk`` run, or
+with ``sfdisk`` (types as GUIDs) on images without gdisk; all through the target root. A disk is
+probed with ``blkid`` (filesystem or partition table signatures) and sysfs (partitions the kernel
+knows): a disk with anything on it is only written with ``overwrite``.
 """
 
 from __future__ import annotations
@@ -120,6 +120,38 @@ def mbr_script(parts: list[tuple[int, str | None]], sectors: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+# sgdisk type codes -> GPT partition type GUIDs (the common ones), for writing GPT with sfdisk
+GPT_TYPES = {
+    "8300": "0FC63DAF-8483-4772-8E79-3D69D8477DE4", "8200": "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F",
+    "8e00": "E6D6D379-F507-44C2-A23C-238F2A3DF928", "fd00": "A19D880F-05FC-4D3B-A006-743F0F84911E",
+    "ef00": "C12A7328-F81F-11D2-BA4B-00A0C93EC93B", "ef02": "21686148-6449-6E6F-744E-656564454649",
+    "0700": "EBD0A0A2-B9E5-4433-87C0-68B6B72699C7", "8301": "8DA63339-0007-60C0-C436-083AC8230908",
+    "8302": "933AC7E1-2EB4-4F13-B844-0E14E2AEF915", "8304": "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709",
+}
+
+
+def gpt_guid(kind: str | None) -> str | None:
+    """The type GUID for a cloud-config GPT type (``82``, ``8200``, a GUID); None when not known here."""
+    if kind is None:
+        return GPT_TYPES["8300"]
+    if len(kind) == 36 and kind.count("-") == 4:
+        return kind.upper()
+    return GPT_TYPES.get(gpt_code(kind).lower())
+
+
+def gpt_script(parts: list[tuple[int, str | None]], sectors: int) -> str:
+    """The sfdisk script of a GPT layout (every type known as a GUID); LayoutError otherwise."""
+    lines = ["label: gpt"]
+    for index, (percent, kind) in enumerate(parts):
+        guid = gpt_guid(kind)
+        if guid is None:
+            raise LayoutError(f"layout[{index}]: GPT type {kind!r} needs sgdisk (gdisk) on the target, "
+                              f"or give it as a GUID")
+        size = "" if index == len(parts) - 1 else f"size={int(sectors * percent / 100)}, "
+        lines.append(f"{size}type={guid}")
+    return "\n".join(lines) + "\n"
+
+
 def gpt_code(kind: str) -> str:
     """sgdisk's type code for a cloud-config type: ``82`` -> ``8200``, ``8e00`` and GUIDs as given."""
     return kind if len(kind) > 4 else kind.ljust(4, "0")
@@ -149,19 +181,10 @@ def current_types(root: TargetRoot, device: str, table_type: str) -> list[str] |
     label = "mbr" if table.get("label") == "dos" else table.get("label")
     if label != table_type:
         return None
+    types = [str(p.get("type", "")).lower() for p in table.get("partitions", [])]
     if table_type == "mbr":
-        return [str(p.get("type", "")).lower() for p in table.get("partitions", [])
-                if str(p.get("type", "")).lower() not in ("5", "f", "85", "0")]
-    proc = root.run(["sgdisk", "-p", device], check=False, env={**os.environ, "LANG": "C"})
-    codes, listing = [], False
-    for line in proc.stdout.splitlines():
-        if line.strip().startswith("Number"):
-            listing = True
-            continue
-        fields = line.split()
-        if listing and len(fields) >= 6:
-            codes.append(fields[5].lower())
-    return codes
+        return [t for t in types if t not in ("5", "f", "85", "0")]
+    return types  # GPT type GUIDs
 
 
 def layout_matches(found: list[str] | None, parts: list[tuple[int, str | None]], table_type: str) -> bool:
@@ -170,11 +193,13 @@ def layout_matches(found: list[str] | None, parts: list[tuple[int, str | None]],
     for have, (_percent, kind) in zip(found, parts):
         if kind is None:
             continue
-        want = gpt_code(kind).lower() if table_type == "gpt" else kind.lower()
         if table_type == "mbr":
-            if int(have, 16) != int(want, 16):
+            try:
+                if int(have, 16) != int(kind, 16):
+                    return False
+            except ValueError:
                 return False
-        elif have != want:
+        elif (gpt_guid(kind) or "").lower() != have:
             return False
     return True
 
@@ -191,9 +216,12 @@ def write_table(root: TargetRoot, device: str, table_type: str, parts: list[tupl
     if table_type == "mbr":
         root.run(["sfdisk", "--wipe", "always", "--wipe-partitions", "always", device],
                  input=mbr_script(parts, sectors))
-    else:
+    elif root.which("sgdisk") or any(gpt_guid(kind) is None for _, kind in parts):
         # one run (sgdisk waits about a second for the kernel each time): a new empty GPT, then the partitions
         root.run(["sgdisk", "--clear", *sgdisk_args(parts, sectors), device])
+    else:  # images without gdisk: sfdisk writes GPT too (the types as GUIDs)
+        root.run(["sfdisk", "--wipe", "always", "--wipe-partitions", "always", device],
+                 input=gpt_script(parts, sectors))
     settle(root, device, len(parts))
 
 

@@ -181,3 +181,20 @@ def test_partitioning_tool_missing_is_reported(loop_disk, target):
     assert result.status == "failed"
     assert "command not found on the target" in result.reason
     assert blkid(disk, "PTTYPE") == ""
+
+
+def test_gpt_with_sfdisk_where_gdisk_is_missing(loop_disk):
+    """Images without gdisk (the lab's) get GPT from sfdisk: the script, fed to the real sfdisk here."""
+    from cloudseed.agent import partition_tables as pt
+
+    disk = loop_disk(32)
+    sectors, _ = pt.disk_sectors(disk)
+    script = pt.gpt_script(pt.normalise_layout([[30, 82], [30, "8e00"], 40], "d"), sectors)
+    subprocess.run(["sfdisk", "--quiet", disk], input=script, text=True, check=True)
+    found = pt.current_types(host(), disk, "gpt")
+    assert found == ["0657fd6d-a4ab-43c4-84e5-0933c84b4f4f", "e6d6d379-f507-44c2-a23c-238f2a3df928",
+                     "0fc63daf-8483-4772-8e79-3d69d8477de4"]
+    assert pt.layout_matches(found, [(30, "82"), (30, "8e00"), (40, None)], "gpt")
+    assert not pt.layout_matches(found, [(30, "83"), (30, "8e00"), (40, None)], "gpt")
+    with pytest.raises(pt.LayoutError, match="needs sgdisk"):
+        pt.gpt_script([(50, "abcd"), (50, None)], sectors)
