@@ -125,7 +125,7 @@ def _reply(packet: bytes, xid: int) -> tuple[int, bytes, dict[int, bytes]] | Non
     if dhcp[0] != 2 or struct.unpack("!I", dhcp[4:8])[0] != xid or dhcp[236:240] != _MAGIC:
         return None
     opts = _options(dhcp[240:])
-    kind = opts.get(53, b"\0")[0]
+    kind = (opts.get(53) or b"\0")[0]   # an empty option 53 must not crash the client
     return kind, dhcp[16:20], opts
 
 

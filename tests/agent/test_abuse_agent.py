@@ -244,3 +244,19 @@ def test_a_killed_stage_is_an_error_in_the_final_status_not_a_silent_done(target
     result = json.loads(target.read_text(paths.result_file))
     assert result["v1"]["errors"] == ["the network stage did not finish: its process ended before recording a "
                                       "result (killed, or the machine lost power?)"]
+
+
+def test_dhcp_reply_with_an_empty_message_type_is_ignored_not_a_crash():
+    """Found by fuzzing (tests/fuzz/fuzz_agent.py dhcp): option 53 of length 0 raised IndexError."""
+    import socket
+    import struct
+
+    from cloudseed.agent import ephemeral
+
+    xid = 7
+    dhcp = struct.pack("!BBBBIHH4s4s4s4s16s64s128s", 2, 1, 6, 0, xid, 0, 0, bytes(4), socket.inet_aton("10.0.0.5"),
+                       bytes(4), bytes(4), bytes(16), b"", b"") + b"\x63\x82\x53\x63" + bytes([53, 0, 255])
+    udp = struct.pack("!HHHH", 67, 68, 8 + len(dhcp), 0) + dhcp
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0, bytes(4), bytes(4))
+    kind, _address, _options = ephemeral._reply(ip + udp, xid)
+    assert kind == 0          # no message type: neither an offer nor an ack, so the client waits on
