@@ -21,7 +21,7 @@ APT_PACKAGES=(
   # growpart and resizefs tests grow a real partition
   cloud-guest-utils fdisk
   # package tests: build, index and sign a real apt repository (dpkg-deb, apt-ftparchive, gpg)
-  dpkg-dev apt-utils gpg
+  dpkg-dev apt-utils gpg rpm createrepo-c  # and rpms for the real dnf test
   # disk_setup/fs_setup/mounts/ntp/rsyslog tests: real partitioners, mkfs and config checkers
   gdisk xfsprogs btrfs-progs chrony rsyslog
   # wireguard tests: wg-quick parses the written configuration

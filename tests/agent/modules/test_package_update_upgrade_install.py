@@ -2,10 +2,11 @@
 
 Every apt test builds its own small .deb packages, indexes and signs a repository and serves it on
 loopback (tests/agent/packages/repo.py); apt-get runs chrooted into a private copy of the root.
-RHEL: Debian's archive has dnf and createrepo-c, but building rpms and a working ``dnf
---installroot`` against them is not set up here; the RHEL tests check the exact command lines
-the module runs, with a real executable script standing in for dnf inside a chroot that records
-its argv (said again in each test).
+RHEL: the real dnf (Debian's build, installed into a copy of the bookworm tree that says Rocky
+Linux 9; tests/agent/packages/rpmrepo.py) runs chrooted against rpms built with rpmbuild and
+indexed with createrepo_c. The yum fallback, needs-restarting and the exact command lines are
+checked with a real executable script standing in for dnf/yum in a chroot that records its argv
+(said in those tests).
 """
 
 from __future__ import annotations
@@ -256,6 +257,49 @@ def test_apt_get_wrapper_missing_and_apt_get_command(debian_root, served):
 
 
 # ---------------------------------------------------------------------- RHEL family
+def test_rhel_real_dnf_against_a_local_rpm_repository(tmp_path):
+    """The real dnf (Debian's build, installed into a bookworm tree that says Rocky Linux 9), chrooted,
+    against rpms built with rpmbuild and indexed with createrepo_c, served on loopback."""
+    import shutil
+
+    missing = [t for t in ("rpmbuild", "createrepo_c", "debootstrap") if not shutil.which(t)]
+    if missing or os.geteuid() != 0:
+        pytest.skip(f"needs root and {', '.join(missing) or 'nothing else'} (scripts/setup.sh: rpm, createrepo-c)")
+    import rpmrepo
+
+    from cloudseed.core.root import TargetRoot
+
+    rpms = rpmrepo.RpmRepository(str(tmp_path / "rpms"))
+    rpms.add("hello-cs", "1.0")
+    rpms.add("tool-cs", "1.0")
+    rpms.add("tool-cs", "1.1")
+    rpms.publish()
+    root = TargetRoot(rpmrepo.dnf_root(str(tmp_path / "root")))
+    base.forget_refreshes()
+
+    def rpm_q(name):
+        return root.run(["rpm", "-q", "--qf", "%{VERSION}", name], check=False).stdout
+
+    with repo.serve(rpms.www) as server, repo.chroot_mounts(root.top):
+        root.write("/etc/yum.repos.d/cloudseed-test.repo", rpms.repo_file(server.url))
+        result, _ = _run(root, {"package_update": True, "packages": ["hello-cs", ["tool-cs", "1.0"]]})
+        assert result.status == "ok", result.reason
+        assert (rpm_q("hello-cs"), rpm_q("tool-cs")) == ("1.0", "1.0")
+        assert root.read_text("/usr/share/tool-cs/version") == "1.0\n"
+        # a newer version published, then upgraded (a new agent run)
+        rpms.add("hello-cs", "2.0")
+        rpms.publish()
+        base.forget_refreshes()
+        result, _ = _run(root, {"package_upgrade": True})
+        assert result.status == "ok", result.reason
+        assert (rpm_q("hello-cs"), rpm_q("tool-cs")) == ("2.0", "1.1")
+        result, _ = _run(root, {"packages": ["nosuchpkg"]})
+    assert result.status == "failed"
+    assert result.reason == "packages: dnf install failed: Error: Unable to find a match: nosuchpkg"
+    log = root.read_text("/var/log/cloudseed-output.log")
+    assert "dnf -y makecache" in log and "dnf -y install hello-cs tool-cs-1.0" in log
+
+
 FAKE_DNF = ("#!/bin/sh\n# stands in for dnf: records its argv\necho \"dnf $*\" >> /var/log/pm-argv\n"
             "case \"$*\" in *nosuch*) echo 'Error: Unable to find a match: nosuch' >&2; exit 1;; esac\nexit 0\n")
 
