@@ -66,11 +66,13 @@ def check_all(directory: str, check) -> None:
 
 
 def test_modules_keep_their_contract():
-    from cloudseed.agent.distros import distro_names
+    from cloudseed.agent.distros import OTHER_SYSTEMS, distro_names
+    from cloudseed.agent.distros import families as os_id_families
     from cloudseed.agent.schema import build_module_schema
 
     known = set(build_module_schema()["properties"])
-    families = set(distro_names())
+    # a module names families, os-release IDs a distro file serves, or a declared other system
+    families = set(distro_names()) | set(os_id_families()) | set(OTHER_SYSTEMS)
     check_all("agent/modules", lambda plugin, stem: module_contract.problems(plugin, stem, known, families))
 
 

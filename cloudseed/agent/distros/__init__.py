@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("cloudseed.distro")
 
 DEFAULT_FAMILY = "debian"  # when os-release names nothing a distro file serves
+# Systems some modules are for (apk_configure: Alpine; zypper_add_repo: SUSE) that have no distro
+# file of their own: a module may name them in ``distros``, and elsewhere says it does not apply.
+OTHER_SYSTEMS = ("alpine", "suse", "opensuse", "opensuse-leap", "opensuse-tumbleweed", "sles", "sled",
+                 "sle-micro", "raspberry-pi-os", "arch", "gentoo", "freebsd")
 
 
 class Family(str):
