@@ -9,8 +9,9 @@ else from a ``<client>.conf.<distro>.tmpl`` template the image provides (``/etc/
 or ``/etc/cloud/templates``), else from the built-in one. ``config`` overrides any of the client's
 facts (``confpath``, ``check_exe``, ``packages``, ``service_name``, ``template``), which is also how
 an unknown client is described. An existing configuration is kept once as ``<confpath>.dist``.
-On the running system the service is restarted. A client that is not installed is reported (this
-version of cloudseed does not install packages from the ntp module).
+A client that is not installed is installed with the distro's package manager (its ``packages``),
+after its configuration is written (apt keeps that file: --force-confold). On the running system
+the service is then restarted.
 """
 
 from __future__ import annotations
@@ -243,10 +244,30 @@ def handle(ctx: ModuleContext) -> None:
     ctx.root.write(confpath, text, mode=0o644)
     ctx.log.info("ntp: %s configured in %s", name, confpath)
     if not _installed(ctx, name, spec):
-        packages = " ".join(spec["packages"]) or name
-        raise ModuleError(f"ntp: {name} is not installed ({spec['check_exe']} not found); {confpath} is written, "
-                          f"install {packages} (cloudseed does not install packages from this module yet)")
+        install_client(ctx, name, spec)
     restart(ctx, spec["service_name"])
+
+
+def install_client(ctx: ModuleContext, name: str, spec: dict[str, Any]) -> None:
+    """Install the client's packages with the distro's package manager (the configuration is written)."""
+    from cloudseed.agent.package_managers import for_distro
+    from cloudseed.agent.package_managers.base import PackageError
+
+    packages = [str(p) for p in spec["packages"]]
+    missing = f"ntp: {name} is not installed ({spec['check_exe']} not found)"
+    if not packages:
+        raise ModuleError(f"{missing} and ntp.config.packages names no package for it")
+    manager = for_distro(ctx)
+    if manager is None:
+        raise ModuleError(f"{missing} and this distro declares no package manager; install {' '.join(packages)}")
+    try:
+        manager.update()
+        manager.install([(package, None) for package in packages])
+    except PackageError as e:
+        raise ModuleError(f"{missing}; installing {' '.join(packages)}: {e}") from None
+    if not _installed(ctx, name, spec):
+        raise ModuleError(f"{missing} after installing {' '.join(packages)} (ntp.config.check_exe?)")
+    ctx.log.info("ntp: installed %s", " ".join(packages))
 
 
 def restart(ctx: ModuleContext, service: str) -> None:

@@ -7,9 +7,10 @@ entries naming the same file are joined in order, and a relative filename is tak
 filter), written as one more snippet between ``# begin remotes`` and ``# end remotes``. Every file
 is checked whole before any is written, and each is written atomically. Then the service is
 reloaded on the running system: ``service_reload_command: auto`` (systemctl try-reload-or-restart
-of ``rsyslog``), a command list, or a shell string. ``install_rsyslog`` asks for the package when
-``check_exe`` (rsyslogd) is missing. The legacy forms (a top-level list under ``rsyslog``,
-``rsyslog_filename``, ``rsyslog_dir``) still work and are reported as deprecated.
+of ``rsyslog``), a command list, or a shell string. ``install_rsyslog`` installs ``packages``
+(rsyslog) with the distro's package manager when ``check_exe`` (rsyslogd) is missing. The legacy
+forms (a top-level list under ``rsyslog``, ``rsyslog_filename``, ``rsyslog_dir``) still work and
+are reported as deprecated.
 """
 
 from __future__ import annotations
@@ -160,12 +161,28 @@ def handle(ctx: ModuleContext) -> None:
         ctx.log.info("rsyslog: no configs and no remotes; nothing to do")
         return
     if cfg["install_rsyslog"] and ctx.root.which(cfg["check_exe"]) is None and not ctx.root.isfile(cfg["check_exe"]):
-        raise ModuleError(f"rsyslog.install_rsyslog: {cfg['check_exe']} is not installed; install "
-                          f"{' '.join(cfg['packages'])} (cloudseed does not install packages from this module yet)")
+        install(ctx, [str(p) for p in cfg["packages"]], cfg["check_exe"])
     for path, content in files.items():
         ctx.root.write(path, content, mode=0o644)
         ctx.log.info("rsyslog: wrote %s", path)
     reload(ctx, cfg["service_reload_command"])
+
+
+def install(ctx: ModuleContext, packages: list[str], check_exe: str) -> None:
+    """Install rsyslog with the distro's package manager before anything is written."""
+    from cloudseed.agent.package_managers import for_distro
+    from cloudseed.agent.package_managers.base import PackageError
+
+    missing = f"rsyslog.install_rsyslog: {check_exe} is not installed"
+    manager = for_distro(ctx)
+    if manager is None or not packages:
+        raise ModuleError(f"{missing} and there is no package manager or package to install it with")
+    try:
+        manager.update()
+        manager.install([(package, None) for package in packages])
+    except PackageError as e:
+        raise ModuleError(f"{missing}; installing {' '.join(packages)}: {e}") from None
+    ctx.log.info("rsyslog: installed %s", " ".join(packages))
 
 
 def reload(ctx: ModuleContext, command: str | list) -> None:
