@@ -28,6 +28,9 @@ APT_PACKAGES=(
   wireguard-tools
   # yum_add_repo tests: dnf reads the written .repo files
   dnf
+  # configuration-management tests: a real ansible-pull from git daemon, puppet config print,
+  # MCollective's own server.cfg loader
+  ansible-core git puppet-agent mcollective
 )
 
 missing=()
