@@ -55,6 +55,14 @@ def as_seconds(value: Any, key: str, default: float) -> float:
     return number
 
 
+def as_count(value: Any, key: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).strip().isdigit():
+        raise PackageError(f"{key}: expected a whole number >= 0, got {value!r}")
+    return int(value)
+
+
 class PackageManager:
     """Base of the plugins: ``update``, ``upgrade``, ``install`` and the reboot question."""
 
@@ -65,7 +73,7 @@ class PackageManager:
     def __init__(self, root: TargetRoot, settings: dict[str, Any]):
         self.root = root
         self.settings = settings
-        self.retries = int(as_seconds(settings.get("package_retries"), "package_retries", DEFAULT_RETRIES))
+        self.retries = as_count(settings.get("package_retries"), "package_retries", DEFAULT_RETRIES)
         self.retry_delay = as_seconds(settings.get("package_retry_delay"), "package_retry_delay",
                                       DEFAULT_RETRY_DELAY)
         self.command_timeout = as_seconds(settings.get("package_command_timeout"), "package_command_timeout",
