@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     verb = next((a for a in rest if not a.startswith("-")), None)
     verbs = verb_names()
-    if verb not in verbs:
+    if (verb or "").replace("-", "_") not in verbs:  # `hotplug-hook` is commands/hotplug_hook.py
         parser = _global_parser(add_help=True)
         sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
         for name in verbs:
@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 0 if "-h" in rest or "--help" in rest else 2
         parser.error(f"unknown command {verb!r}")
-    module = importlib.import_module(f"cloudseed.commands.{verb}")
+    module = importlib.import_module(f"cloudseed.commands.{verb.replace('-', '_')}")
     parser = _global_parser(add_help=True)
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
     verb_parser = sub.add_parser(verb, help=module.HELP, description=module.HELP)

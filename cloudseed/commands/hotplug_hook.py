@@ -1,0 +1,133 @@
+"""``cloudseed hotplug-hook --subsystem net handle --devpath P --udevaction add|remove``: a NIC came or went.
+
+Run by the udev hook that the ``install_hotplug`` module installs (only while hotplug is enabled:
+its rule is present). The network configuration is chosen as at boot (kernel command line,
+system config, this instance's cached datasource, fallback), rendered and written again through
+``cloudseed.network``; on a running system the renderer's tools then bring the added device up
+(``ifup`` for ENI and sysconfig, ``netplan apply``, ``networkctl reload``/``reconfigure``,
+``nmcli``). ``query`` says whether hotplug is enabled. Exit status: 0 done (or nothing to do),
+1 the configuration could not be applied, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "handle a network device hot-plug event (run by udev)"
+RULE = "/etc/udev/rules.d/90-cloudseed-hook-hotplug.rules"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--subsystem", "-s", required=True, choices=("net",),
+                        help="the udev subsystem of the event (only net is handled)")
+    sub = parser.add_subparsers(dest="hotplug_action", metavar="ACTION")
+    sub.add_parser("query", help="print whether hotplug is enabled for this instance")
+    handle = sub.add_parser("handle", help="apply the network configuration for an added or removed device")
+    handle.add_argument("--devpath", "-d", required=True, metavar="PATH",
+                        help="the device's sysfs path as udev gives it (DEVPATH)")
+    handle.add_argument("--udevaction", "-u", required=True, choices=("add", "remove"),
+                        help="the udev action (ACTION)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cloudseed.core.root import TargetRoot
+
+    root = TargetRoot(args.root)
+    if args.hotplug_action == "query":
+        print("enabled" if root.exists(RULE) else "disabled")
+        return 0
+    if args.hotplug_action != "handle":
+        print("cloudseed hotplug-hook: give an action: query or handle", file=sys.stderr)
+        return 2
+    name = args.devpath.rstrip("/").rsplit("/", 1)[-1]
+    if not name or name in (".", ".."):
+        print(f"cloudseed hotplug-hook: --devpath {args.devpath!r} names no device", file=sys.stderr)
+        return 2
+    if not root.exists(RULE):
+        print(f"cloudseed hotplug-hook: hotplug is not enabled for this instance ({RULE} absent); "
+              f"{name} {args.udevaction} ignored")
+        return 0
+    from cloudseed.agent.log import setup_logging
+
+    setup_logging(root, debug=args.debug, stage="hotplug")
+    report = apply(root, name, args.udevaction)
+    for error in report["errors"]:
+        print(f"cloudseed hotplug-hook: {error}", file=sys.stderr)
+    print(f"cloudseed hotplug-hook: {name} {args.udevaction}: {report['outcome']}")
+    return 1 if report["errors"] else 0
+
+
+def apply(root, device: str, action: str) -> dict:
+    """Render and write the network config again for an event on ``device``; a report dict."""
+    import logging
+
+    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.distros import family_of, read_os_release
+    from cloudseed.agent.instances import load_datasource
+    from cloudseed.network import NetworkConfigError
+    from cloudseed.network.apply import _renderer_priority, choose_source
+    from cloudseed.network.parsers import parse
+    from cloudseed.network.renderers import get_renderer, select
+
+    log = logging.getLogger("cloudseed.hotplug")
+    report: dict = {"outcome": "", "errors": [], "files": []}
+    state = BootState.load(root)
+    ds = load_datasource(state)
+    if ds is None:
+        report["errors"].append("no cached datasource for this instance (has the agent run on this boot?)")
+        return report
+    source, config = choose_source(root, state.system_cfg, ds.network_config, state.cmdline, report["errors"])
+    if config is None:
+        report["outcome"] = f"network configuration disabled by {source}; nothing done"
+        return report
+    distro = family_of(read_os_release(root))
+    try:
+        renderer_name = select(root, distro, _renderer_priority(state.system_cfg))
+        renderer = get_renderer(renderer_name)
+        if source == "fallback":
+            from cloudseed.network.fallback import fallback_config
+
+            config = fallback_config(root)
+            if not config:
+                report["outcome"] = "no network config given and no NIC for the fallback; nothing done"
+                return report
+        model = parse(config, macs=None, root=root)
+        files = renderer.render(model, distro=distro)
+    except NetworkConfigError as e:
+        report["errors"].append(f"network config from {source}: {e}")
+        return report
+    from cloudseed.core.root import RootError
+    from cloudseed.network.output import write_files
+
+    try:
+        report["files"] = write_files(root, files, getattr(renderer, "OWNED", []))
+    except (OSError, RootError) as e:
+        report["errors"].append(f"writing the network config: {e}")
+        return report
+    configured = device in {i.name for i in model.ordered()}
+    log.info("hotplug %s %s: config from %s rendered by %s (%s)", device, action, source, renderer_name,
+             "configured" if configured else "not in the config")
+    report["outcome"] = (f"network config from {source} written by {renderer_name}"
+                         + ("" if configured or action == "remove" else f"; {device} is not in it"))
+    if action == "add" and configured and root.is_live:
+        report["errors"] += bring_up(root, renderer_name, model, device)
+        if not report["errors"]:
+            report["outcome"] += f"; {device} brought up"
+    return report
+
+
+def bring_up(root, renderer: str, model, device: str) -> list:
+    """Bring ``device`` up with the renderer's tools; error strings."""
+    from cloudseed.network import activators
+
+    errors = activators.after_write(root, renderer, model)
+    if renderer in ("eni", "sysconfig"):
+        from cloudseed.core.root import CommandError
+
+        try:
+            root.run(["ifup", device], timeout=activators.TIMEOUT)
+        except CommandError as e:
+            errors.append(str(e))
+        return errors
+    return errors + activators.activate(root, renderer, model)
