@@ -29,3 +29,34 @@ def test_resize_fills_the_grown_partition(small_partition):
             pytest.skip(f"online resize refused by this kernel/sandbox: {e}")
         raise
     assert fs_bytes(mount_point) > size_before * 2
+
+
+@pytest.mark.parametrize("fstype,argv", [
+    ("ext4", ["resize2fs", "/dev/vda1"]), ("ext3", ["resize2fs", "/dev/vda1"]),
+    ("xfs", ["xfs_growfs", "/"]), ("btrfs", ["btrfs", "filesystem", "resize", "max", "/"]), ("vfat", None),
+])
+def test_the_resize_command_per_filesystem(fstype, argv):
+    from cloudseed.agent.modules.resizefs import resize_command
+
+    assert resize_command(fstype, "/dev/vda1", "/") == argv
+
+
+@pytest.mark.parametrize("setting,said", [(False, "resize_rootfs is off"), ("off", "resize_rootfs is off"),
+                                          (True, "offline root: the filesystem is not resized"),
+                                          ("noblock", "offline root: the filesystem is not resized")])
+def test_off_or_an_offline_root_resizes_nothing(target, caplog, setting, said):
+    import logging
+
+    from module_support import run
+
+    with caplog.at_level(logging.INFO):
+        result, _ = run(target, "resizefs", {"resize_rootfs": setting}, stage="init")
+    assert result.status == "ok", result.reason
+    assert said in caplog.text
+
+
+def test_a_mount_point_that_is_not_mounted_is_named(tmp_path):
+    from cloudseed.agent.modules import ModuleError
+
+    with pytest.raises(ModuleError, match="^resize_rootfs: "):
+        resize_mount(context({}), str(tmp_path / "not-a-mount-point"))
