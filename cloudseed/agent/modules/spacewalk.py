@@ -10,6 +10,7 @@ or the status (``rhnreg_ks`` takes it only on its command line).
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_CONFIG, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.modules._platform_tools import reason as tool_reason
 from cloudseed.core.root import CommandError
 
 CA_CERT = "/usr/share/rhn/RHN-ORG-TRUSTED-SSL-CERT"
@@ -70,7 +71,7 @@ def handle(ctx: ModuleContext) -> None:
     try:
         ctx.root.run(argv, input=b"", timeout=600)
     except CommandError as e:
-        reason = _last_line(e, key)
+        reason = tool_reason(e, [key or ""]).replace("[secret]", "[activation key]")
         raise ModuleError(f"spacewalk: rhnreg_ks failed to register with {server}: {reason}") from None
 
 
@@ -82,7 +83,7 @@ def _registered(ctx: ModuleContext) -> bool:
     except CommandError as e:
         if e.returncode == 1:
             return False
-        raise ModuleError(f"spacewalk: rhn-profile-sync failed: {_last_line(e, None)}") from None
+        raise ModuleError(f"spacewalk: rhn-profile-sync failed: {tool_reason(e)}") from None
     return True
 
 
@@ -94,9 +95,3 @@ def _profile_name(ctx: ModuleContext) -> str:
         return resolve(ctx.cfg, ctx.datasource, current).fqdn
     except HostnameError as e:
         raise ModuleError(f"spacewalk: no profile name: {e}") from None
-
-
-def _last_line(error: CommandError, secret: str | None) -> str:
-    lines = [line.strip() for line in (error.stderr + "\n" + error.stdout).splitlines() if line.strip()]
-    text = lines[-1][:200] if lines else f"exit status {error.returncode}"
-    return text.replace(secret, "[activation key]") if secret else text

@@ -10,6 +10,7 @@ through the package manager when ``ubuntu-drivers`` is missing.
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.modules._platform_tools import reason as tool_reason
 from cloudseed.core.root import CommandError
 
 TEMPLATE = """\
@@ -77,7 +78,7 @@ def handle(ctx: ModuleContext) -> None:
             raise ModuleError("drivers.nvidia: this ubuntu-drivers is too old to install drivers") from None
         if "No drivers found for installation" in output:
             raise ModuleError("drivers.nvidia: ubuntu-drivers found no NVIDIA driver for this machine") from None
-        raise ModuleError(f"drivers.nvidia: {' '.join(argv)} failed: {_last_line(e)}") from None
+        raise ModuleError(f"drivers.nvidia: {' '.join(argv)} failed: {tool_reason(e)}") from None
     ctx.log.info("drivers.nvidia: installed %s", argv[-1])
 
 
@@ -91,14 +92,9 @@ def _load_template(ctx: ModuleContext) -> None:
         proc = ctx.root.run(["debconf-communicate", "cloudseed"], input=f"X_LOADTEMPLATEFILE {path}\n",
                             timeout=120)
     except CommandError as e:
-        raise ModuleError(f"drivers.nvidia: loading the debconf template failed: {_last_line(e)}") from None
+        raise ModuleError(f"drivers.nvidia: loading the debconf template failed: {tool_reason(e)}") from None
     finally:
         ctx.root.remove_tree(TEMPLATE_DIR)
     reply = proc.stdout.strip().split(" ", 1)[0] if proc.stdout.strip() else "0"
     if reply != "0":
         raise ModuleError(f"drivers.nvidia: debconf refused the template: {proc.stdout.strip()[:200]}")
-
-
-def _last_line(error: CommandError) -> str:
-    lines = [line.strip() for line in (error.stderr + "\n" + error.stdout).splitlines() if line.strip()]
-    return lines[-1][:200] if lines else f"exit status {error.returncode}"
