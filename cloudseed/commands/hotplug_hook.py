@@ -1,8 +1,11 @@
 """``cloudseed hotplug-hook --subsystem net handle --devpath P --udevaction add|remove``: a NIC came or went.
 
 Run by the udev hook that the ``install_hotplug`` module installs (only while hotplug is enabled:
-its rule is present). The network configuration is chosen as at boot (kernel command line,
-system config, this instance's cached datasource, fallback), rendered and written again through
+its rule is present). A metadata service datasource (OpenStack, Ec2) is read again first, as
+cloud-init does, so a NIC attached after boot is in its network config; the refreshed record
+replaces the cache when it is the same instance, and the cache is used when the service does not
+answer (or with ``--cached``). The network configuration is then chosen as at boot (kernel command
+line, system config, the datasource, fallback), rendered and written again through
 ``cloudseed.network``; on a running system the renderer's tools then bring the added device up
 (``ifup`` for ENI and sysconfig, ``netplan apply``, ``networkctl reload``/``reconfigure``,
 ``nmcli``). ``query`` says whether hotplug is enabled. Exit status: 0 done (or nothing to do),
@@ -28,6 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the device's sysfs path as udev gives it (DEVPATH)")
     handle.add_argument("--udevaction", "-u", required=True, choices=("add", "remove"),
                         help="the udev action (ACTION)")
+    handle.add_argument("--cached", action="store_true",
+                        help="use the cached datasource as it is (do not read the metadata service again)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,14 +56,17 @@ def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.log import setup_logging
 
     setup_logging(root, debug=args.debug, stage="hotplug")
-    report = apply(root, name, args.udevaction)
+    report = apply(root, name, args.udevaction, refresh=not args.cached)
     for error in report["errors"]:
         print(f"cloudseed hotplug-hook: {error}", file=sys.stderr)
     print(f"cloudseed hotplug-hook: {name} {args.udevaction}: {report['outcome']}")
     return 1 if report["errors"] else 0
 
 
-def apply(root, device: str, action: str) -> dict:
+REFRESHED = ("openstack", "ec2")  # datasources whose service describes NICs attached after boot
+
+
+def apply(root, device: str, action: str, refresh: bool = True) -> dict:
     """Render and write the network config again for an event on ``device``; a report dict."""
     import logging
 
@@ -77,6 +85,8 @@ def apply(root, device: str, action: str) -> dict:
     if ds is None:
         report["errors"].append("no cached datasource for this instance (has the agent run on this boot?)")
         return report
+    if refresh and ds.name.lower() in REFRESHED:
+        ds = refreshed(state, ds, log)
     source, config = choose_source(root, state.system_cfg, ds.network_config, state.cmdline, report["errors"])
     if config is None:
         report["outcome"] = f"network configuration disabled by {source}; nothing done"
@@ -115,6 +125,29 @@ def apply(root, device: str, action: str) -> dict:
         if not report["errors"]:
             report["outcome"] += f"; {device} brought up"
     return report
+
+
+def refreshed(state, cached, log):
+    """The datasource read again from its service (and cached), or ``cached`` when that fails."""
+    from cloudseed.agent.datasources import NETWORK
+    from cloudseed.agent.instances import save_datasource
+
+    fresh = type(cached)(state.ds_context(NETWORK))
+    try:
+        found = fresh.fetch()
+    except Exception as e:  # a service that misbehaves: the cache still describes this instance
+        log.warning("hotplug: reading %s again failed (%s: %s); using the cache", cached.name, type(e).__name__, e)
+        return cached
+    if not found:
+        log.warning("hotplug: %s did not answer; using the cached metadata", cached.name)
+        return cached
+    if fresh.instance_id != cached.instance_id:
+        log.warning("hotplug: %s now describes instance %s, not %s; using the cache", cached.name,
+                    fresh.instance_id, cached.instance_id)
+        return cached
+    save_datasource(state, fresh)
+    log.info("hotplug: metadata of %s read again from %s", fresh.instance_id, cached.name)
+    return fresh
 
 
 def bring_up(root, renderer: str, model, device: str) -> list:

@@ -133,7 +133,7 @@ def test_verb_renders_the_config_for_a_recorded_udev_event(target):
     _fake_nic(target, "eth0", "52:54:00:00:00:01")
     _fake_nic(target, "eth1", "52:54:00:00:00:02")
     proc = _verb(target.top, "handle", "--devpath", "/devices/pci0000:00/0000:00:04.0/virtio1/net/eth1",
-                 "--udevaction", "add")
+                 "--udevaction", "add", "--cached")
     assert proc.returncode == 0, proc.stderr
     assert "eth1 add: network config from datasource written by eni" in proc.stdout
     eni = target.read_text("/etc/network/interfaces.d/50-cloudseed")
@@ -143,7 +143,7 @@ def test_verb_renders_the_config_for_a_recorded_udev_event(target):
 def test_verb_does_nothing_without_the_rule(target):
     _instance_root(target, {"version": 2, "ethernets": {"eth0": {"dhcp4": True}}})
     target.remove(RULE)
-    proc = _verb(target.top, "handle", "--devpath", "/devices/virtual/net/eth9", "--udevaction", "add")
+    proc = _verb(target.top, "handle", "--devpath", "/devices/virtual/net/eth9", "--udevaction", "add", "--cached")
     assert proc.returncode == 0 and "hotplug is not enabled" in proc.stdout
     assert not target.exists("/etc/network/interfaces.d/50-cloudseed")
     assert _verb(target.top, "query").stdout.strip() == "disabled"
@@ -152,7 +152,7 @@ def test_verb_does_nothing_without_the_rule(target):
 def test_verb_without_a_cached_datasource_fails_clearly(target):
     target.makedirs("/etc/udev/rules.d")
     target.write(RULE, "# test\n")
-    proc = _verb(target.top, "handle", "--devpath", "/devices/virtual/net/eth1", "--udevaction", "add")
+    proc = _verb(target.top, "handle", "--devpath", "/devices/virtual/net/eth1", "--udevaction", "add", "--cached")
     assert proc.returncode == 1 and "no cached datasource" in proc.stderr
 
 
@@ -171,7 +171,7 @@ def test_verb_with_a_real_veth_in_a_namespace(target):
         subprocess.run([*ip, "add", "hot0", "address", mac, "type", "veth", "peer", "name", "hot0peer"], check=True)
         # the verb runs in the namespace with that namespace's own sysfs mounted as the root's /sys
         script = f'mount -t sysfs sysfs "{target.top}/sys" && exec "$@"'
-        proc = _verb(target.top, "handle", "--devpath", "/devices/virtual/net/hot0", "--udevaction", "add",
+        proc = _verb(target.top, "handle", "--devpath", "/devices/virtual/net/hot0", "--udevaction", "add", "--cached",
                      prefix=("ip", "netns", "exec", ns, "sh", "-c", script, "sh"))
     finally:
         subprocess.run(["ip", "netns", "delete", ns], check=False)
@@ -182,3 +182,65 @@ def test_verb_with_a_real_veth_in_a_namespace(target):
     assert "iface hot0 inet static" in eni and "198.51.100.7/24" in eni
     rules = target.read_text("/etc/udev/rules.d/70-cloudseed-net.rules")
     assert mac in rules and 'NAME="hot0"' in rules
+
+
+class _Metadata:
+    """An OpenStack metadata service on loopback serving fixed documents (path -> bytes)."""
+
+    def __init__(self, files: dict[str, bytes]):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                body = files.get(self.path.rstrip("/"))
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_verb_reads_the_metadata_service_again_for_a_nic_attached_after_boot(target):
+    """The cache (from boot) knows eth0 only; the service now also describes the attached NIC."""
+    from cloudseed.agent.state import Paths
+
+    eth0 = {"id": "tap0", "type": "phy", "ethernet_mac_address": "fa:16:3e:00:00:01"}
+    eth1 = {"id": "tap1", "type": "phy", "ethernet_mac_address": "fa:16:3e:00:00:02"}
+    net0 = {"id": "n0", "link": "tap0", "type": "ipv4_dhcp"}
+    net1 = {"id": "n1", "link": "tap1", "type": "ipv4", "ip_address": "203.0.113.9", "netmask": "255.255.255.0"}
+    at_boot = {"links": [eth0], "networks": [net0]}
+    now = {"links": [eth0, eth1], "networks": [net0, net1]}
+    meta = {"uuid": "i-hotplug", "hostname": "web1"}
+    service = _Metadata({"/openstack": b"2018-08-27\nlatest\n",
+                         "/openstack/2018-08-27/meta_data.json": json.dumps(meta).encode(),
+                         "/openstack/2018-08-27/network_data.json": json.dumps(now).encode()})
+    try:
+        _instance_root(target, at_boot)
+        target.write("/etc/cloudseed/cloud.cfg.d/50-openstack.cfg",
+                     f"datasource:\n  OpenStack:\n    metadata_urls: [{service.url}]\n    max_wait: 2\n")
+        _fake_nic(target, "eth0", "fa:16:3e:00:00:01")
+        _fake_nic(target, "eth1", "fa:16:3e:00:00:02")
+        proc = _verb(target.top, "handle", "--devpath", "/devices/virtual/net/eth1", "--udevaction", "add")
+    finally:
+        service.close()
+    assert proc.returncode == 0, proc.stderr
+    assert "eth1 is not in it" not in proc.stdout
+    eni = target.read_text("/etc/network/interfaces.d/50-cloudseed")
+    assert "iface eth1 inet static" in eni and "203.0.113.9" in eni
+    cache = json.loads(target.read_text(Paths(target).boot_datasource_file))
+    assert cache["network_config"] == now  # the refreshed record replaced the cache
+    # the service gone: the cache (now with eth1) is used, and the run still succeeds
+    proc = _verb(target.top, "handle", "--devpath", "/devices/virtual/net/eth1", "--udevaction", "add")
+    assert proc.returncode == 0, proc.stderr
+    assert "did not answer; using the cached metadata" in proc.stderr
