@@ -54,7 +54,7 @@ def parse(data: dict, kind: str = "auto", macs: Optional[dict] = None, root=None
     prefix = ""
     if "network" in data and kind != "openstack":
         if len(data) != 1:
-            extra = sorted(k for k in data if k != "network")
+            extra = sorted(str(k) for k in data if k != "network")   # keys may be any YAML scalar
             raise fail(str(extra[0]), "unexpected key beside 'network'")
         data = data["network"]
         prefix = "network"

@@ -158,3 +158,11 @@ def test_unreachable_route_is_left_out_with_a_warning_and_strict_writes_nothing(
     assert rc == 1
     assert "error: routes[0]: cannot tell which interface reaches 192.168.77.1" in capsys.readouterr().err
     assert os.listdir(strict) == []
+
+
+def test_non_string_keys_beside_network_are_named_not_a_crash():
+    """Found by fuzzing (tests/fuzz/fuzz_agent.py network): a YAML integer key beside 'network' raised TypeError."""
+    from cloudseed.network import NetworkConfigError, parse
+
+    with pytest.raises(NetworkConfigError, match="unexpected key beside 'network'"):
+        parse({"network": {"version": 2, "ethernets": {}}, 4: True, "x": 1}, macs={})
