@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import os
 import socket
 import threading
 
@@ -83,3 +84,76 @@ def apt_recorder(root, failing: str = "") -> None:
     body = f'case " $* " in *" {failing} "*) echo "E: Unable to locate package {failing}" >&2; exit 100;; esac' \
         if failing else ""
     recorder(root, "apt-get", body)
+
+
+# Debian's cloud-init 22.4 runs one of its cc_* modules (tests/reference.py): every file it writes
+# lands under a temporary directory, every command and package install is recorded, not run.
+REFERENCE_HARNESS = r'''
+import json, logging, os, socket, sys
+from cloudinit import subp, templater, util
+name, args = sys.argv[1], json.loads(sys.argv[2])
+top = args["root"]
+def inside(path):
+    path = str(path)
+    return path if path.startswith(top) or not path.startswith("/") else top + path
+real = {n: getattr(util, n) for n in ("write_file", "ensure_dir", "load_file", "copy", "rename")}
+util.write_file = lambda path, content, mode=0o644, *a, **k: real["write_file"](inside(path), content, mode=mode)
+util.ensure_dir = lambda path, mode=None, *a, **k: real["ensure_dir"](inside(path), mode)
+util.ensure_dirs = lambda paths, mode=None: [util.ensure_dir(p, mode) for p in paths]
+def load_file(path, *a, **k):  # this system's os-release (the reference asks which OS it is on)
+    own = path == "/etc/os-release" or str(path).startswith(args["templates"])
+    return real["load_file"](path if own else inside(path), *a, **k)
+util.load_file = load_file
+util.copy = lambda src, dest: real["copy"](inside(src), inside(dest))
+util.rename = lambda src, dest: real["rename"](inside(src), inside(dest))
+util.chownbyname = lambda *a, **k: None
+ran = []
+def fake_subp(cmd, *a, **k):
+    ran.append([str(c) for c in cmd])
+    return (args.get("stdout", {}).get(str(cmd[-1]), ""), "")
+subp.subp = fake_subp
+subp.is_exe = lambda path: False
+socket.getfqdn = lambda *a: args.get("fqdn", "host.example.org")
+module = __import__("cloudinit.config.cc_" + name, fromlist=["handle"])
+if hasattr(module, "subp") and hasattr(module.subp, "__call__") and not hasattr(module.subp, "subp"):
+    module.subp = fake_subp  # "from cloudinit.subp import subp"
+if hasattr(module, "which"):
+    module.which = lambda tool: "/usr/bin/" + tool
+class Distro:
+    osfamily = "debian"
+    pip_package_name = "python3-pip"
+    def install_packages(self, pkgs):
+        ran.append(["install"] + util.expand_package_list("%s=%s", pkgs))  # as apt's distro does
+    def do_as(self, command, user, cwd=None, **kwargs):
+        return fake_subp(["runuser", "-u", user, "--"] + list(command))
+class Datasource:
+    def get_instance_id(self):
+        return "i-test"
+class Cloud:
+    distro = Distro()
+    datasource = Datasource()
+    def get_instance_id(self):
+        return "i-test"
+    def get_template_filename(self, name):
+        return args["templates"] + "/" + name + ".tmpl"
+module.handle(name, args["cfg"], Cloud(), logging.getLogger(), [])
+print(json.dumps(ran))
+'''
+
+
+def reference_run(tmp_path, module: str, cfg: dict, **extra) -> tuple[str, list[list[str]]]:
+    """Run cloud-init 22.4's ``cc_<module>.handle`` on ``cfg``: (the directory it wrote under, its commands)."""
+    import json
+
+    from reference import reference_python, reference_tree
+
+    top = tmp_path / "reference-root"
+    top.mkdir(exist_ok=True)
+    for inner, text in extra.pop("files", {}).items():
+        path = top / inner.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    templates = os.path.join(reference_tree() or "", "etc", "cloud", "templates")
+    proc = reference_python(REFERENCE_HARNESS, module, json.dumps(
+        {"root": str(top), "cfg": cfg, "templates": templates, **extra}))
+    return str(top), json.loads(proc.stdout.splitlines()[-1])

@@ -262,3 +262,47 @@ def test_credentials_in_the_repository_url_stay_out_of_status_and_logs(shell_tar
     assert result.status == "failed" and "fatal: could not read from https://***@git.example.com/r.git" in result.reason
     assert "s3cr3t-token" not in result.reason
     assert "s3cr3t-token" not in root.read_text("/var/log/cloudseed-output.log")
+
+
+ANSIBLE_DOCUMENTS = [
+    {"pull": {"url": "https://git.example.com/playbooks.git", "playbook_name": "site.yml"}},
+    {"pull": {"url": "https://git.example.com/playbooks.git", "playbook_name": "ubuntu.yml", "checkout": "v2",
+              "full": True, "diff": True, "accept_host_key": True, "clean": False, "skip_tags": "slow",
+              "tags": "base,web", "vault_password_file": "/root/.vault", "timeout": "30", "sleep": "5",
+              "private_key": "/root/.ssh/deploy", "module_name": "git", "connection": "local"}},
+    {"ansible_config": "/etc/ansible/site.cfg",
+     "galaxy": {"actions": [["ansible-galaxy", "collection", "install", "community.general"],
+                            ["ansible-galaxy", "role", "install", "geerlingguy.nginx"]]},
+     "pull": {"url": "git@git.example.com:ops/playbooks.git", "playbook_name": "web.yml", "verify_commit": False}},
+    {"setup_controller": {
+        "repositories": [{"path": "/home/ansible/repo", "source": "https://git.example.com/repo.git"}],
+        "run_ansible": [{"playbook_dir": "/home/ansible/repo", "playbook_name": "lxd.yml", "forks": 2,
+                         "inventory": "hosts", "check": True, "extra_vars": "a=1"},
+                        {"playbook_dir": "/home/ansible/repo", "playbook_name": "site.yml"}]}},
+    {"galaxy": {"actions": [["ansible-galaxy", "install", "-r", "requirements.yml"]]},
+     "pull": {"url": "https://git.example.com/p.git", "playbook_name": "local.yml", "inventory": "localhost,",
+              "module_path": "/opt/modules", "vault_id": "prod@/root/.vault-prod"}},
+]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("document", ANSIBLE_DOCUMENTS, ids=range(len(ANSIBLE_DOCUMENTS)))
+def test_same_commands_as_cloud_init(shell_target, tmp_path, document):
+    """The galaxy, ansible-pull, git and ansible-playbook command lines of cloud-init 22.4's module
+    (both see ansible installed);
+    deliberate difference: a ``true`` option of ``run_ansible`` is a bare flag (``--check``; cloud-init
+    writes ``--check=True``, which ansible-playbook refuses)."""
+    from cm_support import reference_run
+
+    cfg = dict(document, install_method="distro", package_name="ansible-core")
+    _, ref_commands = reference_run(tmp_path, "ansible", {"ansible": cfg},
+                                    stdout={"--version": "ansible-pull [core 2.14.18]"})
+    root = shell_target
+    root.makedirs("/home/ansible/repo")
+    for tool in ("ansible-pull", "ansible-galaxy", "git", "ansible-playbook"):
+        recorder(root, tool)
+    result, _ = run(root, "ansible", {"ansible": cfg}, stage="final")
+    assert result.status == "ok", result.reason
+    # the version query is not compared: cloud-init asks it before every pull, cloudseed only for --diff
+    theirs = [" ".join(c).replace("=True", "") for c in ref_commands if c != ["ansible-pull", "--version"]]
+    assert [c for c in calls(root) if c != "ansible-pull --version"] == theirs

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import stat
 import time
 
+import pytest
 from cm_support import add_applets, apt_recorder, calls, closed_port, recorder, serve
 from module_support import run
 
@@ -176,3 +178,50 @@ def test_runs_at_every_boot_like_cloud_init():
     from cloudseed.agent.state import PER_BOOT
 
     assert MODULE.frequency == PER_BOOT and MODULE.stage == "final"
+
+
+CHEF_DOCUMENTS = [
+    dict(BASE, validation_cert=VALIDATION),
+    dict(BASE, node_name="web-01", environment="production", chef_license="accept-silent",
+         encrypted_data_bag_secret="/etc/chef/secret", run_list=["recipe[apache2]", "role[db]"],
+         initial_attributes={"apache": {"prefork": {"maxclients": 100}, "keepalive": False}}),
+    dict(BASE, validation_cert="system", validation_key="/etc/chef/validator.pem", log_level=":debug",
+         ssl_verify_mode=":verify_peer", log_location="/var/log/chef-client.log", file_cache_path="/var/chef/cache",
+         pid_file="/run/chef-client.pid", client_key="/etc/chef/node.pem", show_time=False),
+    dict(BASE, firstboot_path="/etc/chef/first.json", json_attribs="/etc/chef/first.json",
+         directories=["/etc/chef", "/var/log/chef"], run_list=["recipe[base]"]),
+    dict(BASE, validation_cert=VALIDATION, node_name="db-01", environment="staging", file_backup_path="/srv/bak",
+         initial_attributes={"mysql": {"server_root_password": "x", "port": 3306}}),
+    dict(BASE, log_level=":warn", chef_license="accept", run_list=[]),
+]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("document", CHEF_DOCUMENTS, ids=range(len(CHEF_DOCUMENTS)))
+def test_same_files_as_cloud_init(shell_target, tmp_path, document):
+    """client.rb (setting by setting), the validation key, the first-boot JSON and the package are
+    those of cloud-init 22.4's module (its own client.rb template); deliberate differences: the
+    header comment, and the validation key and first-boot JSON are 0600 (cloud-init: 0644)."""
+    from cm_support import reference_run
+
+    top, ref_commands = reference_run(tmp_path, "chef", {"chef": document})
+    root = shell_target
+    add_applets(root, "chmod")
+    recorder(root, "apt-get", 'case " $* " in *" install chef "*) printf "#!/bin/sh\\n" > /usr/bin/chef-client; '
+                              'chmod 755 /usr/bin/chef-client;; esac')
+    result, _ = run(root, "chef", {"chef": document}, stage="final")
+    assert result.status == "ok", result.reason
+    with open(os.path.join(top, "etc/chef/client.rb")) as handle:
+        assert client_rb(root.read_text("/etc/chef/client.rb")) == client_rb(handle.read())
+    first = document.get("firstboot_path", "/etc/chef/firstboot.json")
+    with open(os.path.join(top, first.lstrip("/"))) as handle:
+        assert json.loads(root.read_text(first)) == json.load(handle)
+    key = document.get("validation_key", "/etc/chef/validation.pem")
+    assert os.path.exists(os.path.join(top, key.lstrip("/"))) == root.exists(key)
+    if root.exists(key):
+        with open(os.path.join(top, key.lstrip("/"))) as handle:
+            assert root.read_text(key) == handle.read()
+    for directory in document.get("directories", []):
+        assert root.isdir(directory) and os.path.isdir(os.path.join(top, directory.lstrip("/")))
+    assert ref_commands == [["install", "chef"]]
+    assert calls(root)[-1].endswith(" install chef")

@@ -160,3 +160,45 @@ def test_package_manager_failure_leaves_the_configuration_alone(shell_target):
     result, _ = run(root, "mcollective", {"mcollective": {"conf": {"loglevel": "debug"}}}, stage="final")
     assert result.status == "failed" and "installing mcollective" in result.reason
     assert root.read_text("/etc/mcollective/server.cfg") == SERVER_CFG
+
+
+MCOLLECTIVE_DOCUMENTS = [
+    {"conf": {"loglevel": "debug", "plugin.stomp.host": "dbhost"}},
+    {"conf": {"loglevel": "warn", "plugin.stomp.port": 61613, "public-cert": PUBLIC, "private-cert": PRIVATE}},
+    {"conf": {"identity": "web-01.example.org", "registerinterval": 300, "plugin.psk": "s3cret"}},
+    {"conf": {"daemonize": False, "direct_addressing": True}},
+]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("existing", [SERVER_CFG, None], ids=["package-file", "no-file"])
+@pytest.mark.parametrize("document", MCOLLECTIVE_DOCUMENTS, ids=range(len(MCOLLECTIVE_DOCUMENTS)))
+def test_same_settings_and_certificates_as_cloud_init(shell_target, tmp_path, document, existing):
+    """The same server.cfg settings, certificates and package as cloud-init 22.4's module;
+    deliberate differences: booleans are ``true``/``false`` (cloud-init writes ``True``, which
+    MCollective does not read as a boolean), and the service is handled with systemctl."""
+    from cm_support import reference_run
+
+    files = {"/etc/mcollective/server.cfg": existing} if existing is not None else {}
+    top, ref_commands = reference_run(tmp_path, "mcollective", {"mcollective": document}, files=files)
+    root = shell_target
+    _tools(root)
+    if existing is not None:
+        root.write("/etc/mcollective/server.cfg", existing, mode=0o600)
+    result, _ = run(root, "mcollective", {"mcollective": document}, stage="final")
+    assert result.status == "ok", result.reason
+    with open(os.path.join(top, "etc/mcollective/server.cfg")) as handle:
+        theirs = {k: {"True": "true", "False": "false"}.get(v, v) for k, v in _settings(handle.read()).items()}
+    assert _settings(root.read_text("/etc/mcollective/server.cfg")) == theirs
+    for name in ("server-public.pem", "server-private.pem"):
+        ref_path = os.path.join(top, "etc/mcollective/ssl", name)
+        assert os.path.exists(ref_path) == root.exists(f"/etc/mcollective/ssl/{name}")
+        if os.path.exists(ref_path):
+            with open(ref_path) as handle:
+                assert root.read_text(f"/etc/mcollective/ssl/{name}") == handle.read()
+            assert stat.S_IMODE(os.stat(ref_path).st_mode) == _mode_of(root, f"/etc/mcollective/ssl/{name}")
+    assert ref_commands == [["install", "mcollective"], ["service", "mcollective", "restart"]]
+
+
+def _mode_of(root, path: str) -> int:
+    return stat.S_IMODE(root.stat(path).st_mode)

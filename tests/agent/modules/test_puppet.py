@@ -7,6 +7,7 @@ apt-get and systemctl are recording scripts (puppet must not contact a server or
 
 from __future__ import annotations
 
+import os
 import shutil
 import stat
 import subprocess
@@ -177,3 +178,63 @@ def test_wrong_types_are_named_and_nothing_is_done(shell_target):
         result, _ = run(root, "puppet", {"puppet": cfg}, stage="final")
         assert result.status == "failed" and message in result.reason, (cfg, result.reason)
     assert calls(root) == [] and not root.exists("/etc/puppet")
+
+
+PUPPET_CONF = "[main]\nlogdir = /var/log/puppet\nssldir = /var/lib/puppet/ssl\n[agent]\nserver = old.example.org\n"
+PUPPET_DOCUMENTS = [
+    {"conf": {"agent": {"server": "puppetserver.example.org", "certname": "%i.%f"}}},
+    {"conf": {"main": {"environment": "production", "logdir": "/var/log/pp"},
+              "agent": {"runinterval": 1800, "usecacheonfailure": False}, "ca_cert": CA}},
+    {"package_name": "puppet-agent", "version": "7.23.0-1",
+     "csr_attributes": {"custom_attributes": {"1.2.840.113549.1.9.7": "challenge"},
+                        "extension_requests": {"pp_uuid": "ED803750", "pp_image_name": "my_ami"}}},
+    {"conf": {"server": {"autosign": True}, "user": {"color": "false"}},
+     "csr_attributes": {"extension_requests": {"pp_role": "web"}}},
+    {"conf": {"agent": {"server": "ps.example.org", "certname": "NODE-%i", "environment": "dev"},
+              "main": {"ssldir": "/var/lib/puppet/ssl"}}},
+]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("document", PUPPET_DOCUMENTS, ids=range(len(PUPPET_DOCUMENTS)))
+def test_same_files_as_cloud_init(shell_target, tmp_path, document):
+    """puppet.conf (section by section), csr_attributes.yaml, ca.pem and the package are those of
+    cloud-init 22.4's module; deliberate differences: booleans are ``true``/``false`` (cloud-init
+    writes ``True``, which puppet refuses) and csr_attributes.yaml is 0600 (cloud-init: 0644)."""
+    import configparser
+
+    from cm_support import reference_run
+
+    paths = {"config": "/etc/puppet/puppet.conf", "ssldir": "/var/lib/puppet/ssl",
+             "csr_attributes": "/etc/puppet/csr_attributes.yaml"}
+    top, ref_commands = reference_run(tmp_path, "puppet", {"puppet": dict(document, start_service=False)},
+                                      files={"/etc/puppet/puppet.conf": PUPPET_CONF}, stdout=paths,
+                                      fqdn="web01.example.org")
+    root = shell_target
+    apt_recorder(root)
+    recorder(root, "puppet", CONFIG_PRINT)
+    root.write("/etc/puppet/puppet.conf", PUPPET_CONF)
+    result, _ = run(root, "puppet", {"fqdn": "web01.example.org", "puppet": dict(document, start_service=False)},
+                    stage="final")
+    assert result.status == "ok", result.reason
+
+    def sections(text: str) -> dict:
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read_string(text)
+        return {s: {k: {"True": "true", "False": "false"}.get(v, v) for k, v in parser[s].items()}
+                for s in parser.sections()}
+
+    with open(os.path.join(top, "etc/puppet/puppet.conf")) as handle:
+        assert sections(root.read_text("/etc/puppet/puppet.conf")) == sections(handle.read())
+    for inner in ("/etc/puppet/csr_attributes.yaml", "/var/lib/puppet/ssl/certs/ca.pem"):
+        ref_path = os.path.join(top, inner.lstrip("/"))
+        assert os.path.exists(ref_path) == root.exists(inner), inner
+        if os.path.exists(ref_path):
+            with open(ref_path) as handle:
+                assert yaml.safe_load(root.read_text(inner)) == yaml.safe_load(handle)
+    installs = [c for c in ref_commands if c[0] == "install"]
+    wanted = document.get("package_name", "puppet") + (f"={document['version']}" if "version" in document else "")
+    assert installs == [["install", wanted]]
+    # ours installs only when puppet is missing or a version is asked (here puppet is in the image)
+    assert [c.rsplit(" ", 1)[-1] for c in calls(root) if " install " in c] == \
+        ([wanted] if "version" in document else [])

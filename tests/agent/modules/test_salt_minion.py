@@ -9,8 +9,10 @@ through a chrooted root whose apt-get and systemctl are recording scripts.
 from __future__ import annotations
 
 import logging
+import os
 import stat
 
+import pytest
 import yaml
 from cm_support import apt_recorder, calls, recorder
 from module_support import run
@@ -130,3 +132,51 @@ def test_wrong_types_are_named_before_anything_is_done(shell_target):
         result, _ = run(root, "salt_minion", {"salt_minion": cfg}, stage="final")
         assert result.status == "failed" and message in result.reason, (cfg, result.reason)
     assert calls(root) == [] and not root.exists("/etc/salt")
+
+
+SALT_DOCUMENTS = [
+    {"conf": {"master": "salt.example.com"}},
+    {"conf": {"master": ["m1", "m2"], "id": "web-01", "startup_states": "highstate"},
+     "grains": {"role": ["web"], "dc": "par1"}},
+    {"pkg_name": "salt-minion-3006", "service_name": "salt-minion@x", "config_dir": "/srv/salt",
+     "grains": {"nested": {"a": 1, "b": [True, None]}}, "public_key": PUBLIC, "private_key": PRIVATE},
+    {"public_key": PUBLIC, "private_key": PRIVATE, "pki_dir": "/var/lib/salt/keys"},
+    {"conf": {"master": "10.0.0.2", "master_port": 4506, "log_level": "warning", "mine_functions": {
+        "network.ip_addrs": [{"interface": "eth0"}]}}, "grains": {"roles": ["db", "backup"], "tier": 2}},
+    {"service_name": "salt-minion", "conf": {"file_client": "local", "file_roots": {"base": ["/srv/salt"]}}},
+]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("document", SALT_DOCUMENTS, ids=range(len(SALT_DOCUMENTS)))
+def test_same_files_and_commands_as_cloud_init(shell_target, tmp_path, document):
+    """The same minion/grains YAML, keys and package as cloud-init 22.4's module; deliberate
+    differences: the service is enabled (and restarted only where systemd runs) with systemctl where
+    cloud-init calls ``service NAME restart``, and the public key is 0644 (cloud-init: 0600)."""
+    from cm_support import reference_run
+
+    top, ref_commands = reference_run(tmp_path, "salt_minion", {"salt_minion": document})
+    root = shell_target
+    _tools(root)
+    root.makedirs("/run/systemd/system")
+    result, _ = run(root, "salt_minion", {"salt_minion": document}, stage="final")
+    assert result.status == "ok", result.reason
+    config_dir = document.get("config_dir", "/etc/salt")
+    for name in ("minion", "grains"):
+        ref_path = os.path.join(top, config_dir.lstrip("/"), name)
+        assert os.path.exists(ref_path) == root.exists(f"{config_dir}/{name}")
+        if os.path.exists(ref_path):
+            with open(ref_path) as handle:
+                assert yaml.safe_load(root.read_text(f"{config_dir}/{name}")) == yaml.safe_load(handle)
+    pki = document.get("pki_dir", f"{config_dir}/pki")
+    for name in ("minion.pem", "minion.pub"):
+        ref_path = os.path.join(top, pki.lstrip("/"), name)
+        assert os.path.exists(ref_path) == root.exists(f"{pki}/{name}")
+        if os.path.exists(ref_path):
+            with open(ref_path) as handle:
+                assert root.read_text(f"{pki}/{name}") == handle.read()
+    package = document.get("pkg_name", "salt-minion")
+    service = document.get("service_name", "salt-minion")
+    assert ref_commands == [["install", package], ["service", service, "restart"]]
+    assert calls(root)[1].endswith(f" install {package}")
+    assert calls(root)[2:] == [f"systemctl enable {service}", f"systemctl restart {service}"]
