@@ -167,6 +167,8 @@ MCOLLECTIVE_DOCUMENTS = [
     {"conf": {"loglevel": "warn", "plugin.stomp.port": 61613, "public-cert": PUBLIC, "private-cert": PRIVATE}},
     {"conf": {"identity": "web-01.example.org", "registerinterval": 300, "plugin.psk": "s3cret"}},
     {"conf": {"daemonize": False, "direct_addressing": True}},
+    {"conf": {"plugin.activemq.pool.1.host": "mq.example.org", "plugin.activemq.pool.1.port": 61614,
+              "main_collective": "mcollective", "private-cert": PRIVATE}},
 ]
 
 
