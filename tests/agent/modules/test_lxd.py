@@ -5,13 +5,18 @@ needs its own storage, a bridge, dnsmasq and cgroup delegation: too heavy for a 
 shared machine. So recording scripts stand in for ``lxd`` and ``lxc`` in a temporary Debian root
 with a chrooted busybox shell: they log their argv and copy their stdin, and the test checks the
 commands, their order and the documents fed to ``lxd init --preseed``, which are also parsed as
-YAML to show they say what LXD would read.
+YAML to show they say what LXD would read. Differential: for the same documents the commands (and
+stdin) equal what Debian's cloud-init 22.4's own handler runs (its ``subp`` recorded), except two
+deliberate differences named in their tests (the trust password is not on a command line; a
+boolean ``ipv4_nat``/``ipv6_nat`` is honoured).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 
+import pytest
 import yaml
 from module_support import run
 
@@ -136,3 +141,83 @@ def test_missing_lxd_and_no_way_to_install(target):
 def test_wrong_type(target):
     result, _ = run(target, "lxd", {"lxd": {"init": {"network_port": "8443"}}}, stage="final")
     assert result.status == "failed" and "lxd.init.network_port: expected integer" in result.reason
+
+
+# ---------------------------------------------------------------- differential against cloud-init 22.4
+REF_LXD = r"""
+import json, logging, sys
+from cloudinit import subp
+from cloudinit.config import cc_lxd
+ran = []
+def fake_subp(cmd, *args, **kwargs):
+    ran.append([" ".join(cmd), kwargs.get("data")])
+    return ("", "")
+subp.subp = fake_subp
+subp.which = lambda name, *a, **k: "/usr/bin/" + name
+class Distro:
+    def install_packages(self, packages):
+        ran.append(["install " + " ".join(packages), None])
+class Cloud:
+    distro = Distro()
+cc_lxd.handle("lxd", json.loads(sys.argv[1]), Cloud(), logging.getLogger(), [])
+print(json.dumps(ran))
+"""
+
+SAME = {
+    "init and a new bridge": {"lxd": {
+        "init": {"network_address": "0.0.0.0", "network_port": 8443, "storage_backend": "zfs",
+                 "storage_create_loop": 10, "storage_pool": "data"},
+        "bridge": {"mode": "new", "name": "lxdbr0", "ipv4_address": "10.0.8.1", "ipv4_netmask": 24,
+                   "ipv4_dhcp_first": "10.0.8.2", "ipv4_dhcp_last": "10.0.8.3", "ipv6_address": "fd98::1",
+                   "ipv6_netmask": 64, "domain": "lxd", "mtu": 9000}}},
+    "a new bridge of another name, no addresses": {"lxd": {"bridge": {"mode": "new", "name": "br1"}}},
+    "an existing bridge after init": {"lxd": {"init": {"storage_backend": "dir"},
+                                              "bridge": {"mode": "existing", "name": "lxdbr0"}}},
+    "no bridge": {"lxd": {"init": {"storage_backend": "btrfs"}, "bridge": {"mode": "none"}}},
+    "preseed": {"lxd": {"preseed": "config:\n  core.https_address: '[::]:8443'\n"}},
+}
+
+
+def _ours(shell_target, cfg: dict) -> list[list]:
+    _lxd(shell_target)
+    for tool in ("/sbin/zfs", "/sbin/lvcreate", "/sbin/mkfs.btrfs"):
+        shell_target.makedirs("/sbin")
+        shell_target.write(tool, "#!/bin/sh\nexit 0\n", mode=0o755)
+    result, _ = run(shell_target, "lxd", cfg, stage="final")
+    assert result.status == "ok", result.reason
+    calls = _calls(shell_target)
+    return [[call, _stdin(shell_target, i) or None] for i, call in enumerate(calls)]
+
+
+def _theirs(cfg: dict) -> list[list]:
+    from reference import reference_python
+
+    return json.loads(reference_python(REF_LXD, json.dumps(cfg)).stdout)
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("case", sorted(SAME))
+def test_same_commands_as_cloud_init(shell_target, case):
+    assert _ours(shell_target, SAME[case]) == _theirs(SAME[case])
+
+
+@pytest.mark.reference
+def test_trust_password_on_stdin_not_argv_deliberately(shell_target):
+    """Deliberate: cloud-init 22.4 puts ``--trust-password=...`` on the command line (visible in ps)."""
+    cfg = {"lxd": {"init": {"storage_backend": "dir", "trust_password": PASSWORD}}}
+    theirs, ours = _theirs(cfg), _ours(shell_target, cfg)
+    assert theirs[1][0] == f"lxd init --auto --storage-backend=dir --trust-password={PASSWORD}"
+    assert ours[1][0] == "lxd init --auto --storage-backend=dir"
+    assert ours[2] == ["lxd init --preseed", f'config:\n  core.trust_password: "{PASSWORD}"\n']
+
+
+@pytest.mark.reference
+def test_boolean_nat_is_honoured_deliberately(shell_target):
+    """Deliberate: 22.4's schema makes ``ipv4_nat``/``ipv6_nat`` booleans but its code compares them with
+    the string "true", so ``ipv4_nat: true`` turns NAT off there; here true means NAT."""
+    cfg = {"lxd": {"bridge": {"mode": "new", "name": "br1", "ipv4_address": "10.1.0.1", "ipv4_netmask": 24,
+                              "ipv4_nat": True, "ipv6_address": "fd00::1", "ipv6_netmask": 64, "ipv6_nat": True}}}
+    theirs, ours = _theirs(cfg), _ours(shell_target, cfg)
+    create = "lxc network create br1 ipv4.address=10.1.0.1/24{} ipv6.address=fd00::1/64{} --force-local"
+    assert theirs[1][0] == create.format("", "")
+    assert ours[1][0] == create.format(" ipv4.nat=true", " ipv6.nat=true")
