@@ -142,8 +142,8 @@ def test_a_key_cloudseed_implements_gives_nothing():
 
 def test_a_documented_key_of_a_distro_specific_module_says_why_not_here():
     found = warnings("apk_repos: {}\nlandscape: {}\nzypper: {}\n", DEBIAN)
-    assert found["apk_repos"] == ("not done by cloudseed here, because `apk_repos` belongs to cloud-init's Alpine-only "
-                                  "module apk_configure (configures Alpine's apk): not applicable to debian")
+    assert found["apk_repos"] == ("not done by cloudseed here, because cloudseed's module apk_configure runs only "
+                                  "on Alpine: not applicable to debian")
     assert found["landscape"].startswith("not done by cloudseed here, because `landscape` belongs to cloud-init's "
                                          "Ubuntu-only module landscape")
     assert found["landscape"].endswith(": not applicable to debian")
@@ -232,8 +232,8 @@ def test_boot_status_is_degraded_naming_a_key_not_done_here(shell_target):
                           capture_output=True, text=True)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     text = json.dumps(status(root))
-    assert "apk_repos: not done by cloudseed here, because `apk_repos` belongs to cloud-init's Alpine-only module " \
-           "apk_configure (configures Alpine's apk): not applicable to debian" in text
+    assert "apk_repos: not done by cloudseed here, because cloudseed's module apk_configure runs only on Alpine: " \
+           "not applicable to debian" in text
     assert "rumcmd: unknown key (did you mean 'runcmd'?)" in text
 
 
@@ -276,5 +276,5 @@ def test_modules_status_page_covers_every_cloud_init_module():
     assert len(MODULES) >= 60
     for name in MODULES:
         assert f"\n| {name} |" in page
-    assert "| apk_configure | config | not applicable: configures Alpine's apk, only on Alpine |" in page
+    assert "| apk_configure | config | implemented | Alpine | alpine | `apk_repos` |" in page
     assert "| write_files | init | implemented |" in page
