@@ -180,3 +180,25 @@ def test_same_files_and_commands_as_cloud_init(shell_target, tmp_path, document)
     assert ref_commands == [["install", package], ["service", service, "restart"]]
     assert calls(root)[1].endswith(f" install {package}")
     assert calls(root)[2:] == [f"systemctl enable {service}", f"systemctl restart {service}"]
+
+
+def test_a_failing_salt_minion_does_not_stop_the_stage(shell_target):
+    """The final stage's configuration-management modules in cloud-init's order: salt_minion fails
+    (its package is not installable), the failure is named and the modules after it still run."""
+    from cloudseed.agent.modules import ModuleContext, run_stage_modules
+    from cloudseed.agent.state import Paths
+
+    root = shell_target
+    apt_recorder(root, failing="salt-minion")
+    recorder(root, "systemctl")
+    cfg = {"salt_minion": {"conf": {"master": "m"}}, "mcollective": {"conf": {"loglevel": "warn"}}}
+    ctx = ModuleContext(root=root, paths=Paths(root), cfg=cfg, instance_id="i-test", stage="final")
+    order = ["puppet", "chef", "ansible", "mcollective", "salt_minion", "final_message"]
+    results = {r.name: r for r in run_stage_modules(ctx, order)}
+    assert list(results) == order
+    assert results["salt_minion"].status == "failed" and "installing salt-minion" in results["salt_minion"].reason
+    assert results["mcollective"].status == "ok", results["mcollective"].reason
+    assert root.read_text("/etc/mcollective/server.cfg") == "loglevel = warn\n"
+    assert {results[n].status for n in ("puppet", "chef", "ansible")} == {"skipped"}
+    assert results["final_message"].status == "ok", results["final_message"].reason
+    assert not root.exists("/etc/salt/minion")
