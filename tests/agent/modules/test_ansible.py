@@ -306,3 +306,22 @@ def test_same_commands_as_cloud_init(shell_target, tmp_path, document):
     # the version query is not compared: cloud-init asks it before every pull, cloudseed only for --diff
     theirs = [" ".join(c).replace("=True", "") for c in ref_commands if c != ["ansible-pull", "--version"]]
     assert [c for c in calls(root) if c != "ansible-pull --version"] == theirs
+
+
+def test_controller_clones_and_runs_playbooks_for_real(host_root, git_server):
+    """setup_controller with the real git and ansible-playbook, and a real (offline) galaxy action."""
+    root = host_root
+    result, _ = run(root, "ansible", {"ansible": {
+        "run_user": "deploy",
+        "galaxy": {"actions": [["ansible-galaxy", "role", "init", "webserver", "--init-path", "/home/deploy/roles"]]},
+        "setup_controller": {
+            "repositories": [{"source": git_server, "path": "/home/deploy/repo"}],
+            "run_ansible": [{"playbook_dir": "/home/deploy/repo", "playbook_name": "site.yml",
+                             "inventory": "localhost,", "connection": "local", "skip_tags": "slow"}]}}},
+        stage="final")
+    assert result.status == "ok", result.reason
+    assert root.isfile("/home/deploy/repo/site.yml") and root.stat("/home/deploy/repo/site.yml").st_uid == DEPLOY_UID
+    assert root.read_text("/tmp/pulled.txt") == "main as deploy home /home/deploy\n"
+    assert not root.exists("/tmp/skipped.txt")
+    assert root.isfile("/home/deploy/roles/webserver/tasks/main.yml")  # the galaxy action ran, as deploy
+    assert root.stat("/home/deploy/roles/webserver").st_uid == DEPLOY_UID
