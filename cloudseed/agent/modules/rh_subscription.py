@@ -4,8 +4,11 @@ Either ``username`` + ``password`` or ``activation-key`` + ``org``. A system tha
 identity (``subscription-manager identity`` succeeds) is not registered again. Then, in order:
 ``register`` (with ``--baseurl`` from ``rhsm-baseurl`` and ``--serverurl`` from
 ``server-hostname``), ``attach --auto [--servicelevel=LEVEL]`` when ``auto-attach`` is true,
-``attach --pool=ID ...`` for the pools not consumed yet, ``repos --disable=... --enable=...``
-for the repositories not already in that state.
+``attach --pool=ID ...`` for the available pools not consumed yet (one that is not available is
+named in the failure, after the rest is done), ``repos --disable=... --enable=...`` for the
+repositories not already in that state. Unlike cloud-init 22.4 (which then stops), a system that
+is already registered still gets the attachments, pools and repositories asked for, and a failed
+step fails the module (22.4 only logs a warning).
 
 ``subscription-manager`` takes the password and the activation key only on its command line
 (it has no stdin or file option for them); they are never logged, never in the status, and any
@@ -149,13 +152,22 @@ def handle(ctx: ModuleContext) -> None:
     if cfg.get("auto-attach") is True:
         level = cfg.get("service-level")
         tool.run(["attach", "--auto", *([f"--servicelevel={level}"] if level else [])], "attach --auto")
-    pools = [p for p in cfg.get("add-pool") or [] if p]
-    if pools:
-        consumed = _ids(tool.run(["list", "--consumed", "--pool-only"], "list --consumed").stdout)
-        wanted = [p for p in pools if p not in consumed]
-        if wanted:
-            tool.run(["attach", *(f"--pool={p}" for p in wanted)], "attach --pool")
+    missing = _pools(tool, [p for p in cfg.get("add-pool") or [] if p])
     _repos(tool, cfg.get("enable-repo") or [], cfg.get("disable-repo") or [])
+    if missing:
+        raise ModuleError(f"{KEY}.add-pool: not available to this system: {', '.join(missing)}")
+
+
+def _pools(tool: Manager, pools: list[str]) -> list[str]:
+    """Attach the available pools not consumed yet; the ones that are neither are returned."""
+    if not pools:
+        return []
+    available = _ids(tool.run(["list", "--available", "--pool-only"], "list --available").stdout)
+    consumed = _ids(tool.run(["list", "--consumed", "--pool-only"], "list --consumed").stdout)
+    wanted = [p for p in pools if p in available and p not in consumed]
+    if wanted:
+        tool.run(["attach", *(f"--pool={p}" for p in wanted)], "attach --pool")
+    return [p for p in pools if p not in available and p not in consumed]
 
 
 def _ids(output: str) -> set[str]:

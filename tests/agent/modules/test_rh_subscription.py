@@ -7,8 +7,10 @@ It answers ``identity`` as unregistered (exit 1), lists a consumed pool and one 
 
 from __future__ import annotations
 
+import json
 import logging
 
+import pytest
 from module_support import run
 
 PASSWORD = "hunter2-very-secret"
@@ -18,7 +20,7 @@ STAND_IN = """\
 echo "subscription-manager $*" >> /var/log/calls.log
 case "$1" in
   identity) exit ${IDENTITY_STATUS:-1} ;;
-  list) echo "8a85f98c60c2c2b40160c32447481b48" ;;
+  list) echo "8a85f98c60c2c2b40160c32447481b48"; [ "$2" = --available ] && echo pool2 ;;
   repos) if [ "$2" = "--list-enabled" ]; then printf 'Repo ID:   rhel-9-baseos\\nRepo Name: BaseOS\\n'; fi ;;
 esac
 exit 0
@@ -50,12 +52,24 @@ def test_username_password_auto_attach_pools_repos(shell_target, rhel_target, ca
         f"subscription-manager register --username=joe@example.com --password={PASSWORD} "
         "--baseurl=https://cdn.example.com --serverurl=sm.example.com",
         "subscription-manager attach --auto --servicelevel=self-support",
+        "subscription-manager list --available --pool-only",
         "subscription-manager list --consumed --pool-only",
         "subscription-manager attach --pool=pool2",
         "subscription-manager repos --list-enabled",
         "subscription-manager repos --disable=rhel-9-baseos --enable=rhel-9-appstream",
     ]
     assert PASSWORD not in caplog.text
+
+
+def test_unavailable_pool_is_named_after_the_rest_is_done(shell_target, rhel_target):
+    _tool(rhel_target)
+    result, _ = run(rhel_target, "rh_subscription", {"rh_subscription": {
+        "username": "u", "password": PASSWORD, "add-pool": ["pool2", "pool-gone"], "enable-repo": ["extra"]}})
+    assert result.status == "failed" and result.reason == \
+        "rh_subscription.add-pool: not available to this system: pool-gone"
+    calls = _calls(rhel_target)
+    assert "subscription-manager attach --pool=pool2" in calls
+    assert calls[-1] == "subscription-manager repos --enable=extra"
 
 
 def test_activation_key_and_org(shell_target, rhel_target):
@@ -104,3 +118,58 @@ def test_wrong_type_names_the_key_not_the_value(rhel_target):
 def test_not_on_debian(target):
     result, ctx = run(target, "rh_subscription", {"rh_subscription": {"username": "u", "password": PASSWORD}})
     assert result.status == "skipped" and "not applicable to debian" in ctx.warnings[0]
+
+
+# ---------------------------------------------------------------- differential against cloud-init 22.4
+REF_RHSM = r"""
+import json, logging, sys
+from cloudinit import subp
+from cloudinit.config import cc_rh_subscription
+ran = []
+def fake_subp(cmd, *args, **kwargs):
+    ran.append(" ".join(cmd))
+    verb = cmd[1:3]
+    if verb[0] == "identity":
+        raise subp.ProcessExecutionError(exit_code=1, stderr="This system is not yet registered.")
+    if verb[0] == "register":
+        return ("The system has been registered with ID: 1234-abcd\n", "")
+    if verb[0] == "list":
+        return ("8a85f98c60c2c2b40160c32447481b48\n" + ("pool2\n" if "--available" in cmd else ""), "")
+    if verb == ["repos", "--list-enabled"]:
+        return ("Repo ID:   rhel-9-baseos\nRepo Name: BaseOS\n", "")
+    if verb == ["repos", "--list-disabled"]:
+        return ("Repo ID:   rhel-9-appstream\n", "")
+    return ("", "")
+subp.subp = fake_subp
+cc_rh_subscription.handle("rh_subscription", json.loads(sys.argv[1]), None, logging.getLogger(), [])
+print(json.dumps(ran))
+"""
+QUERIES = ("identity", "list ", "repos --list-")
+DIFFERENTIAL = {
+    "password, service level, pools, repos": {"rh_subscription": {
+        "username": "joe@example.com", "password": PASSWORD, "auto-attach": True, "service-level": "self-support",
+        "add-pool": ["pool2"], "enable-repo": ["rhel-9-appstream"], "disable-repo": ["rhel-9-baseos"],
+        "rhsm-baseurl": "https://cdn.example.com", "server-hostname": "sm.example.com"}},
+    "activation key, auto-attach": {"rh_subscription": {"activation-key": ACTIVATION_KEY, "org": 42,
+                                                        "auto-attach": True}},
+}
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("case", sorted(DIFFERENTIAL))
+def test_same_changes_as_cloud_init(shell_target, rhel_target, case):
+    """The commands that change the system are cloud-init 22.4's (its queries differ a little: it also
+    lists the disabled repositories)."""
+    from reference import reference_python
+
+    cfg = DIFFERENTIAL[case]
+    theirs = json.loads(reference_python(REF_RHSM, json.dumps(cfg)).stdout)
+    _tool(rhel_target)
+    result, _ = run(rhel_target, "rh_subscription", cfg)
+    assert result.status == "ok", result.reason
+    ours = _calls(rhel_target)
+
+    def changes(calls):
+        return [c for c in calls if not c.split(" ", 1)[1].startswith(QUERIES)]
+
+    assert changes(ours) == changes(theirs)
