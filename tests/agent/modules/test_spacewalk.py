@@ -3,13 +3,15 @@
 ``rhnreg_ks`` and ``rhn-profile-sync`` (rhn-setup) are not in Debian's archive and need a
 Spacewalk server: recording scripts stand in for them in a temporary Rocky Linux root with a
 chrooted busybox shell; the exact command line is checked, and that the activation key never
-reaches the log or the status.
+reaches the log or the status. Differential: the commands equal those of Debian's cloud-init
+22.4's own handler for the same document (its ``subp`` recorded).
 """
 
 from __future__ import annotations
 
 import logging
 
+import pytest
 from module_support import InputDatasource, run
 
 KEY = "1-s3cret-activation-key"
@@ -73,3 +75,35 @@ def test_wrong_type_names_the_key_not_the_value(rhel_target):
 def test_not_on_debian(target):
     result, ctx = run(target, "spacewalk", CFG)
     assert result.status == "skipped" and "not applicable to debian" in ctx.warnings[0]
+
+
+REF_SPACEWALK = r"""
+import json, logging, sys
+from types import SimpleNamespace
+from cloudinit import subp
+from cloudinit.config import cc_spacewalk
+ran = []
+def fake_subp(cmd, *args, **kwargs):
+    ran.append(" ".join(cmd))
+    if cmd[0] == "rhn-profile-sync":
+        raise subp.ProcessExecutionError(exit_code=1)
+    return ("", "")
+subp.subp = fake_subp
+ds = SimpleNamespace(get_hostname=lambda fqdn=False: SimpleNamespace(hostname="web1.example.com"))
+cloud = SimpleNamespace(datasource=ds, distro=SimpleNamespace(install_packages=lambda pkgs: None))
+cc_spacewalk.handle("spacewalk", json.loads(sys.argv[1]), cloud, logging.getLogger(), [])
+print(json.dumps(ran))
+"""
+
+
+@pytest.mark.reference
+def test_same_commands_as_cloud_init(shell_target, rhel_target):
+    import json
+
+    from reference import reference_python
+
+    theirs = json.loads(reference_python(REF_SPACEWALK, json.dumps(CFG)).stdout)
+    _tools(rhel_target)
+    result, _ = run(rhel_target, "spacewalk", CFG, datasource=DS)
+    assert result.status == "ok", result.reason
+    assert rhel_target.read_text("/var/log/calls.log").splitlines() == theirs
