@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib
 import os
+import re
 import types
 
 import pytest
@@ -207,3 +208,17 @@ def test_a_bad_renderer_distro_and_verb_are_reported():
 @pytest.mark.parametrize("directory", sorted(KINDS))
 def test_every_kind_has_plugins(directory):
     assert plugin_files(directory), directory
+
+
+def test_the_cli_finds_its_verbs_from_the_files(capsys):
+    from cloudseed.cli import main, verb_names
+
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    missing = [verb for verb in verb_names() if not re.search(rf"^    {verb}(\s|$)", listed, re.MULTILINE)]
+    assert not missing, f"verbs missing from --help: {missing}"
+    for not_a_verb in ("_contract", "__init__", "nope"):
+        with pytest.raises(SystemExit) as exit_info:
+            main([not_a_verb])
+        assert exit_info.value.code == 2
+    assert f"unknown command {not_a_verb!r}" in capsys.readouterr().err
