@@ -8,7 +8,10 @@ commands, their order and the documents fed to ``lxd init --preseed``, which are
 YAML to show they say what LXD would read. Differential: for the same documents the commands (and
 stdin) equal what Debian's cloud-init 22.4's own handler runs (its ``subp`` recorded), except two
 deliberate differences named in their tests (the trust password is not on a command line; a
-boolean ``ipv4_nat``/``ipv6_nat`` is honoured).
+boolean ``ipv4_nat``/``ipv6_nat`` is honoured). Real tool: every ``lxc`` command line the module
+runs is given to Debian's own ``lxc`` (lxd-client 5.0, which needs only libc) with no daemon, and
+must be parsed far enough to try the daemon's socket. (``lxd`` itself needs liblxc and dqlite: not
+run.)
 """
 
 from __future__ import annotations
@@ -221,3 +224,51 @@ def test_boolean_nat_is_honoured_deliberately(shell_target):
     create = "lxc network create br1 ipv4.address=10.1.0.1/24{} ipv6.address=fd00::1/64{} --force-local"
     assert theirs[1][0] == create.format("", "")
     assert ours[1][0] == create.format(" ipv4.nat=true", " ipv6.nat=true")
+
+
+# ---------------------------------------------------------------- the real lxc parses what we run
+@pytest.fixture(scope="module")
+def real_lxc(tmp_path_factory):
+    """Debian's ``lxc`` (package lxd-client, which needs only libc), unpacked once into the cache."""
+    import glob
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    from reference import CACHE
+
+    tree = os.path.join(CACHE, "lxd-client")
+    binary = os.path.join(tree, "usr", "bin", "lxc")
+    if not os.path.exists(binary):
+        if not shutil.which("apt-get"):
+            pytest.skip("needs apt-get to fetch Debian's lxd-client")
+        os.makedirs(CACHE, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+            os.chmod(tmp, 0o755)
+            subprocess.run(["apt-get", "download", "lxd-client"], cwd=tmp, capture_output=True)
+            debs = glob.glob(os.path.join(tmp, "lxd-client_*.deb"))
+            if not debs:
+                pytest.skip("Debian's lxd-client could not be fetched (apt-get download lxd-client)")
+            subprocess.run(["dpkg", "-x", debs[0], tree], check=True)
+    return binary
+
+
+def test_real_lxc_accepts_every_command_line(shell_target, real_lxc, tmp_path):
+    """Each ``lxc`` command the module runs, given to Debian's LXD 5.0 client with no daemon: it must
+    get as far as connecting to the daemon's socket (a wrong flag or argument count fails before)."""
+    import subprocess
+
+    _lxd(shell_target)
+    cfg = {"lxd": {"init": {"storage_backend": "dir"},
+                   "bridge": {"mode": "new", "name": "lxdbr0", "mtu": 1400, "ipv4_address": "10.0.8.1",
+                              "ipv4_netmask": 24, "ipv4_dhcp_first": "10.0.8.2", "ipv4_dhcp_last": "10.0.8.254",
+                              "ipv6_address": "fd42::1", "ipv6_netmask": 64, "ipv6_nat": True, "domain": "lxd"}}}
+    result, _ = run(shell_target, "lxd", cfg, stage="final")
+    assert result.status == "ok", result.reason
+    lxc_calls = [c.split(" ") for c in _calls(shell_target) if c.startswith("lxc ")]
+    assert len(lxc_calls) == 5
+    env = {"LXD_DIR": str(tmp_path), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+    for argv in lxc_calls:
+        proc = subprocess.run([real_lxc, *argv[1:]], capture_output=True, text=True, env=env, timeout=30)
+        assert proc.returncode != 0 and f"dial unix {tmp_path}/unix.socket" in proc.stderr, (argv, proc.stderr)
