@@ -26,7 +26,7 @@ from guest import BOOT_TIMEOUT  # noqa: E402
 GUEST_ADDRESS, GUEST_PORT = "10.0.2.100", 8080
 
 
-def _user_data(key: str) -> bytes:
+def _user_data(key: str, body: str) -> bytes:
     indented = "\n".join("        " + line for line in key.strip().splitlines())
     return f"""#cloud-config
 apt:
@@ -38,16 +38,27 @@ apt:
       source: "deb [signed-by=$KEY_FILE] http://{GUEST_ADDRESS}:{GUEST_PORT} stable main"
       key: |
 {indented}
-package_update: true
+{body}""".encode()
+
+
+INSTALL = """package_update: true
 packages:
   - hello-cs
   - [pinned-cs, "1.0"]
 runcmd:
-  - dpkg-query -W -f='PKGCHECK ${{Package}} ${{Status}} ${{Version}}\\n' hello-cs pinned-cs > /dev/console 2>&1
-""".encode()
+  - dpkg-query -W -f='PKGCHECK ${Package} ${Status} ${Version}\\n' hello-cs pinned-cs > /dev/console 2>&1
+"""
+
+# kernel-cs's postinst touches /var/run/reboot-required: the module reboots, the next boot goes on
+REBOOT = """packages: [kernel-cs]
+package_reboot_if_required: true
+runcmd:
+  - echo "PKGRUN $(cat /proc/sys/kernel/random/boot_id)" > /dev/console
+"""
 
 
-def test_boot_adds_a_source_and_installs_from_it(lab, tmp_path):
+def _boot(lab, tmp_path, body: str, timeout: float):
+    """Build and serve the repository, boot a NoCloud instance with ``body``; (result, requests, console)."""
     import shutil
 
     for tool in ("dpkg-deb", "apt-ftparchive", "gpg"):
@@ -65,25 +76,52 @@ def test_boot_adds_a_source_and_installs_from_it(lab, tmp_path):
         repository.add("hello-cs", "2.0")
         repository.add("pinned-cs", "1.0")
         repository.add("pinned-cs", "1.5")
+        repository.add("kernel-cs", "1.0", reboot_required=True)
         repository.publish()
         instance = InstanceSpec(instance_id="iid-packages-0001", hostname="packages-host", name="packages-host",
-                                user_data=_user_data(repository.key_armoured))
+                                user_data=_user_data(repository.key_armoured, body))
         seed = str(tmp_path / "seed.iso")
         build_seed("nocloud", "iso9660", instance, seed)
-        with repo.serve_repository(repository, lifetime=BOOT_TIMEOUT + 120) as served:
+        with repo.serve_repository(repository, lifetime=timeout + 120) as served:
             result = run_boot(image, str(tmp_path / "vm"), accel=accel, accel_reason=reason, seeds=[seed],
-                              timeout=BOOT_TIMEOUT, forwards=[(GUEST_ADDRESS, GUEST_PORT, served.port)])
+                              timeout=timeout, forwards=[(GUEST_ADDRESS, GUEST_PORT, served.port)])
             requests = served.requests
     finally:
         repository.close()
     assert not result.timed_out, f"agent did not finish; console: {result.console_log}"
-    assert any(p.endswith("/InRelease") for p in requests), requests
-    assert "/pool/main/hello-cs_2.0_all.deb" in requests and "/pool/main/pinned-cs_1.0_all.deb" in requests
     with open(result.console_log, errors="replace") as handle:
         console = handle.read()
-    check = [line.strip()[line.strip().index("PKGCHECK "):] for line in console.splitlines() if "PKGCHECK " in line]
-    assert check == ["PKGCHECK hello-cs install ok installed 2.0", "PKGCHECK pinned-cs install ok installed 1.0"], (
-        console[-4000:])
+    return result, requests, console
+
+
+def _marked(console: str, mark: str) -> list[str]:
+    return [line[line.index(mark):].strip() for line in console.splitlines() if mark in line]
+
+
+def _no_package_errors(result) -> None:
     status = result.status or {}
     problems = " ".join(str(e) for e in status.get("errors", []))
     assert "package" not in problems and "apt" not in problems, status
+
+
+def test_boot_adds_a_source_and_installs_from_it(lab, tmp_path):
+    result, requests, console = _boot(lab, tmp_path, INSTALL, BOOT_TIMEOUT)
+    assert any(p.endswith("/InRelease") for p in requests), requests
+    assert "/pool/main/hello-cs_2.0_all.deb" in requests and "/pool/main/pinned-cs_1.0_all.deb" in requests
+    assert _marked(console, "PKGCHECK ") == ["PKGCHECK hello-cs install ok installed 2.0",
+                                             "PKGCHECK pinned-cs install ok installed 1.0"], console[-4000:]
+    _no_package_errors(result)
+
+
+@pytest.mark.e2e_extra
+def test_reboot_if_required_reboots_and_the_next_boot_goes_on(lab, tmp_path):
+    """One kernel boot, the install, a reboot; the second boot runs what came after (runcmd) once."""
+    result, requests, console = _boot(lab, tmp_path, REBOOT, BOOT_TIMEOUT * 2)
+    assert "/pool/main/kernel-cs_1.0_all.deb" in requests
+    kernels = [i for i, line in enumerate(console.splitlines()) if "Linux version" in line]
+    assert len(kernels) == 2, f"expected exactly one reboot: {console[-4000:]}"
+    runs = _marked(console, "PKGRUN ")
+    assert len(runs) == 1, console[-4000:]  # runcmd ran once, in the second boot
+    assert [i for i, line in enumerate(console.splitlines()) if "PKGRUN " in line][0] > kernels[1]
+    assert requests.count("/pool/main/kernel-cs_1.0_all.deb") == 1
+    _no_package_errors(result)
