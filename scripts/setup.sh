@@ -16,6 +16,8 @@ APT_PACKAGES=(
   # Debian's cloud-init 22.4 (the reference) runs with Debian's python3 and these
   python3 python3-yaml python3-jinja2 python3-jsonschema python3-requests python3-configobj
   python3-jsonpatch python3-netifaces python3-oauthlib
+  # the Debian package (dpkg-buildpackage, lintian) and the RPM spec (rpmbuild)
+  dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools lintian fakeroot rpm
   # the real tools that check rendered files
   netplan.io ifupdown
   # growpart and resizefs tests grow a real partition

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 
+from cloudseed.agent import compat_paths
 from cloudseed.agent.state import Paths, read_json, write_json
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
@@ -41,6 +42,7 @@ class StatusRecorder:
 
     def save(self) -> None:
         write_json(self.paths.root, self.paths.status_file, self.data)
+        compat_paths.publish(self.paths, self.data)  # cloud-init's paths, for the tools that poll them
 
     def start(self, stage: str) -> None:
         self._close_abandoned(stage)
@@ -66,6 +68,7 @@ class StatusRecorder:
         warnings = [w for key in STAGE_KEYS.values() for w in self.v1[key].get("warnings", [])]
         write_json(self.paths.root, self.paths.result_file,
                    {"v1": {"datasource": self.v1.get("datasource"), "errors": errors, "warnings": warnings}})
+        compat_paths.publish(self.paths, self.data, result_written=True)  # boot-finished after the final stage
 
     def _close_abandoned(self, stage: str) -> None:
         """An earlier stage that started and never finished was killed: record that as its error.

@@ -30,6 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--with-package", action="store_true",
                         help="also copy the cloudseed package and a /usr/bin/cloudseed launcher")
     parser.add_argument("--no-compile", action="store_true", help="do not byte-compile the copied package")
+    parser.add_argument("--cloud-init-compat", action="store_true",
+                        help="also install cloud-init's commands (cloud-init, cloud-id, cloud-init-per) in /usr/bin")
 
 
 def install_units(root) -> list[str]:
@@ -80,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
     if args.with_package:
         count = install_package(root, compile_bytecode=not args.no_compile)
         print(f"cloudseed install: package ({count} files) at {PACKAGE_DIR}, launcher {LAUNCHER}")
+    if args.cloud_init_compat:
+        from cloudseed.commands.cloud_init import install_launchers
+
+        print(f"cloudseed install: cloud-init's commands: {', '.join(install_launchers(root))}")
     if root.is_live and root.which("systemctl"):
         root.run(["systemctl", "daemon-reload"], check=False)
     return 0

@@ -1,0 +1,69 @@
+"""Fixtures for the drop-in tests: the Debian package built once per session, cloud-init's .deb, the chroot.
+
+``debian_root`` is the module tests' fixture (a private overlay over the cached bookworm tree),
+loaded from tests/agent/modules/conftest.py under another name so both directories share it.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROJECT = os.path.dirname(os.path.dirname(HERE))
+CACHE = os.environ.get("CLOUDSEED_CACHE") or os.path.expanduser("~/.cache/cloudseed")
+DEBIAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+_spec = importlib.util.spec_from_file_location(
+    "cloudseed_modules_conftest", os.path.join(PROJECT, "tests", "agent", "modules", "conftest.py"))
+_modules_conftest = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_modules_conftest)
+_debian_base = _modules_conftest._debian_base
+debian_root = _modules_conftest.debian_root
+
+
+@pytest.fixture(scope="session")
+def deb_package(tmp_path_factory) -> str:
+    """``dpkg-buildpackage -us -uc -b`` run on a copy of the tree: the path of cloudseed_*.deb."""
+    if not shutil.which("dpkg-buildpackage") or not os.path.exists("/usr/share/perl5/Debian/Debhelper"):
+        pytest.skip("needs dpkg-dev, debhelper, dh-python, pybuild-plugin-pyproject (scripts/setup.sh)")
+    top = tmp_path_factory.mktemp("deb")
+    src = top / "src"
+    src.mkdir()
+    for name in ("cloudseed", "packaging"):
+        shutil.copytree(os.path.join(PROJECT, name), src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    # debian/ without what an earlier build in the tree left
+    shutil.copytree(os.path.join(PROJECT, "debian"), src / "debian",
+                    ignore=shutil.ignore_patterns("cloudseed", "files", "*.substvars", "*debhelper*", ".debhelper"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(os.path.join(PROJECT, name), src / name)
+    build = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, capture_output=True, text=True,
+                           env={**os.environ, "PATH": DEBIAN_PATH})
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    debs = glob.glob(str(top / "cloudseed_*_all.deb"))
+    assert len(debs) == 1, os.listdir(top)
+    return debs[0]
+
+
+@pytest.fixture(scope="session")
+def cloud_init_deb() -> str:
+    """Debian's cloud-init .deb, fetched with ``apt-get download`` into the cache (as tests/reference.py)."""
+    target = os.path.join(CACHE, "debs")
+    found = glob.glob(os.path.join(target, "cloud-init_*_all.deb"))
+    if found:
+        return found[0]
+    os.makedirs(target, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        os.chmod(tmp, 0o755)  # apt's sandbox user writes here
+        subprocess.run(["apt-get", "download", "cloud-init"], cwd=tmp, capture_output=True, text=True)
+        debs = glob.glob(os.path.join(tmp, "cloud-init_*_all.deb"))
+        if not debs:
+            pytest.skip("cannot fetch Debian's cloud-init (apt-get download cloud-init)")
+        shutil.move(debs[0], target)
+    return glob.glob(os.path.join(target, "cloud-init_*_all.deb"))[0]
