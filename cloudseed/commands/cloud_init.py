@@ -86,9 +86,9 @@ def parser(prog: str) -> argparse.ArgumentParser:
     n.add_argument("--output-kind", "-O", required=True,
                    choices=("eni", "netplan", "networkd", "sysconfig", "network-manager"))
     m = dev.add_parser("make-mime", help="build MIME multipart user-data")
-    m.add_argument("--attach", "-a", dest="files", action="append", default=[])
+    m.add_argument("--attach", "-a", dest="attach", action="append", default=[])
     m.add_argument("--list-types", "-l", action="store_true")
-    m.add_argument("--force", "-f", action="store_true")
+    m.add_argument("--force", "-f", action="store_true", dest="mime_force")
     d = dev.add_parser("schema", help="validate cloud-config")
     _schema_args(d)
     h = dev.add_parser("hotplug-hook", help="hotplug events (see cloudseed hotplug-hook)")
@@ -249,8 +249,8 @@ def _devel(args, base, prog) -> int:
             argv += ["--mac", f"{mac}={name}"]
         return _cli(argv)
     if args.devel == "make-mime":
-        return _cli([*base, "make-mime", *[f"--attach={f}" for f in args.files],
-                     *(["--list-types"] if args.list_types else []), *(["--force"] if args.force else [])])
+        return _cli([*base, "make-mime", *[f"--attach={f}" for f in args.attach],
+                     *(["--list-types"] if args.list_types else []), *(["--force"] if args.mime_force else [])])
     if args.devel == "schema":
         return _schema(args, base, prog)
     if args.devel == "hotplug-hook":

@@ -1,0 +1,218 @@
+"""``cloud-init``'s command on cloudseed, against temporary roots booted for real: verbs, options, exit codes."""
+
+from __future__ import annotations
+
+import email
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+from cloudseed.agent.stages import BootState, run_local, run_modules, run_network
+from cloudseed.commands.cloud_init import cloud_init
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODULES = ("network: {config: disabled}\ncloud_init_modules: [bootcmd]\ncloud_config_modules: []\n"
+           "cloud_final_modules: []\n")
+ADMIN_PASS = "AdminSecretFromMetadata42"
+USER_PASS = "Hunter2UserPassword"
+
+
+def seed(root, user_data: str = "#cloud-config\n{}\n", instance_id: str = "iid-cmd") -> None:
+    root.write("/etc/cloudseed/cloud.cfg.d/00-test.cfg", MODULES)
+    root.write("/var/lib/cloud/seed/nocloud/meta-data",
+               f"instance-id: {instance_id}\nlocal-hostname: cmd\nadmin_pass: {ADMIN_PASS}\n")
+    root.write("/var/lib/cloud/seed/nocloud/user-data", user_data)
+
+
+def boot(root) -> None:
+    shutil.rmtree(root.path("/run"), ignore_errors=True)
+    state = BootState.load(root)
+    run_local(state)
+    run_network(state)
+    run_modules(state, "config")
+    run_modules(state, "final")
+
+
+def ci(root, *argv: str) -> int:
+    return cloud_init(["--root", root.top, *argv])
+
+
+def test_status_exit_codes_done_error_degraded_and_not_run(target, capsys):
+    root = target
+    assert ci(root, "status") == 0 and "not started" in capsys.readouterr().out
+    seed(root)
+    boot(root)
+    assert ci(root, "status") == 0 and "status: done" in capsys.readouterr().out
+    assert ci(root, "status", "--long", "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "done"
+    seed(root, "#cloud-config\nchpasswd:\n  list: |\n    root:x\n", instance_id="iid-warn")  # deprecated key
+    boot(root)
+    assert ci(root, "status") == 2
+    seed(root, "#cloud-config\nbootcmd: [[/nonexistent/command]]\n", instance_id="iid-error")
+    boot(root)
+    assert ci(root, "status", "--format", "yaml") == 1
+    assert "status: error" in capsys.readouterr().out
+
+
+def test_status_wait_returns_when_the_final_stage_is_done(target):
+    root = target
+    seed(root)
+    state = BootState.load(root)
+    run_local(state)
+    waiter = subprocess.Popen([sys.executable, "-m", "cloudseed", "--root", root.top, "cloud-init",
+                               "status", "--wait"], stdout=subprocess.PIPE, text=True, cwd=PROJECT)
+    try:
+        run_network(state)
+        run_modules(state, "config")
+        time.sleep(1.5)
+        assert waiter.poll() is None  # the final stage has not run: still waiting
+        run_modules(state, "final")
+        out, _ = waiter.communicate(timeout=20)
+    finally:
+        waiter.kill()
+    assert waiter.returncode == 0 and "status: done" in out
+
+
+def test_query_schema_features_version_cloud_id_analyze(target, capsys, tmp_path):
+    root = target
+    seed(root)
+    boot(root)
+    capsys.readouterr()
+    assert ci(root, "query", "v1.instance_id") == 0 and capsys.readouterr().out.strip() == "iid-cmd"
+    assert ci(root, "query", "--format", "{{ v1.local_hostname }}") == 0 and capsys.readouterr().out.strip() == "cmd"
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text("#cloud-config\nruncmd: [echo hi]\n")
+    bad.write_text("#cloud-config\nruncmd: 3\n")
+    assert ci(root, "schema", "-c", str(good)) == 0
+    assert ci(root, "schema", "--config-file", str(bad)) == 1
+    assert ci(root, "devel", "schema", "-c", str(bad)) == 1
+    capsys.readouterr()
+    assert ci(root, "features") == 0 and capsys.readouterr().out.split() == ["NETWORK_CONFIG_V1", "NETWORK_CONFIG_V2"]
+    assert ci(root, "--version") == 0 and capsys.readouterr().out.startswith("cloud-init 23.4 (cloudseed ")
+    from cloudseed.cli import main
+
+    assert main(["--root", root.top, "cloud-id"]) == 0 and capsys.readouterr().out.strip() == "nocloud"
+    assert main(["--root", root.top, "cloud-id", "--long"]) == 0
+    assert ci(root, "analyze", "show") == 0 and ci(root, "analyze", "blame") == 0
+    capsys.readouterr()
+    assert ci(root, "analyze", "dump") == 0
+    events = json.loads(capsys.readouterr().out)
+    assert {e["name"] for e in events} >= {"init-local", "init-network", "modules-config", "modules-final"}
+    assert ci(root, "analyze", "boot") == 0
+    assert ci(root, "modules", "--mode", "init") == 1
+    with pytest.raises(SystemExit) as exit_:
+        ci(root, "no-such-verb")
+    assert exit_.value.code == 2
+
+
+def test_cloud_id_exit_codes_not_run_and_disabled(target, capsys):
+    from cloudseed.cli import main
+
+    assert main(["--root", target.top, "cloud-id"]) == 3 and capsys.readouterr().out.strip() == "not run"
+    target.write("/etc/cloud/cloud-init.disabled", "")
+    assert main(["--root", target.top, "cloud-id"]) == 2 and capsys.readouterr().out.strip() == "disabled"
+
+
+def tree(top: str) -> dict[str, bytes]:
+    out = {}
+    for directory, _dirs, names in os.walk(top):
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, top)] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("renderer", ["netplan", "networkd", "eni", "sysconfig"])
+def test_devel_net_convert_writes_what_net_render_writes(tmp_path, renderer):
+    from cloudseed.cli import main
+
+    config = tmp_path / "net.yaml"
+    config.write_text("version: 2\nethernets:\n  eth0:\n    match: {macaddress: '52:54:00:12:34:56'}\n"
+                      "    set-name: eth0\n    addresses: [192.0.2.10/24]\n"
+                      "    routes: [{to: default, via: 192.0.2.1}]\n")
+    ours, theirs = tmp_path / "compat", tmp_path / "render"
+    distro = "centos" if renderer == "sysconfig" else "debian"
+    assert cloud_init(["devel", "net-convert", "-p", str(config), "-k", "yaml", "-d", str(ours), "-D", distro,
+                       "-O", renderer, "-m", "eth0,52:54:00:12:34:56"]) == 0
+    family = "rhel" if renderer == "sysconfig" else "debian"
+    assert main(["net", "render", str(config), "--renderer", renderer, "--root", str(theirs), "--kind", "auto",
+                 "--distro", family, "--mac", "52:54:00:12:34:56=eth0"]) == 0
+    assert tree(str(ours)) == tree(str(theirs)) and tree(str(ours))
+    assert cloud_init(["devel", "net-convert", "-p", str(config), "-k", "eni", "-d", str(ours), "-O", renderer]) == 1
+
+
+def test_collect_logs_keeps_secrets_out(target, tmp_path, monkeypatch):
+    root = target
+    seed(root, f"#cloud-config\nchpasswd:\n  users:\n    - name: root\n      password: {USER_PASS}\n      type: text\n")
+    boot(root)
+    sensitive = root.read_text("/run/cloudseed/instance-data-sensitive.json")
+    assert ADMIN_PASS in sensitive and USER_PASS in sensitive
+    # a secret that reached a log by accident is redacted too
+    with open(root.path("/var/log/cloudseed.log"), "a") as f:
+        f.write(f"oops: {ADMIN_PASS}\n")
+
+    def contents(tarball) -> bytes:
+        with tarfile.open(tarball) as tar:
+            names = tar.getnames()
+            assert all(n.startswith("cloud-init-logs-") for n in names)
+            return b"".join(tar.extractfile(m).read() for m in tar.getmembers() if m.isfile())
+
+    redacted = tmp_path / "redacted.tar.gz"
+    assert ci(root, "collect-logs", "--tarfile", str(redacted), "--redact") == 0
+    data = contents(redacted)
+    assert b"iid-cmd" in data  # the status and the redacted instance data are in
+    assert ADMIN_PASS.encode() not in data and USER_PASS.encode() not in data
+    assert os.stat(redacted).st_mode & 0o077 == 0
+    default = tmp_path / "default.tar.gz"
+    assert ci(root, "collect-logs", "-t", str(default)) == 0
+    assert ADMIN_PASS.encode() not in contents(default)
+    # with the user-data asked for and no --redact, the secrets are there: the checks above can fail
+    full = tmp_path / "full.tar.gz"
+    assert ci(root, "collect-logs", "-t", str(full), "--include-userdata") == 0
+    assert USER_PASS.encode() in contents(full) and ADMIN_PASS.encode() in contents(full)
+
+
+def test_clean_logs_seed_machine_id(target, capsys):
+    root = target
+    seed(root)
+    boot(root)
+    root.write("/etc/machine-id", "0123456789abcdef0123456789abcdef\n")
+    root.write("/usr/lib/systemd/systemd", "", mode=0o755)
+    assert ci(root, "clean", "--logs", "--machine-id") == 0
+    assert not root.exists("/var/lib/cloudseed/instance") and not root.exists("/var/lib/cloud/instance")
+    assert not root.islink("/var/lib/cloud/instance") and not root.islink("/run/cloud-init/status.json")
+    assert root.exists("/var/lib/cloud/seed/nocloud/meta-data")  # seeds stay without --seed
+    assert root.read_text("/etc/machine-id") == "uninitialized\n"
+    assert ci(root, "status") == 0 and "not started" in capsys.readouterr().out
+
+
+def test_make_mime_builds_multipart_user_data(tmp_path, capsys):
+    config, script = tmp_path / "config.yaml", tmp_path / "run.sh"
+    config.write_text("#cloud-config\nruncmd: [echo hi]\n")
+    script.write_text("#!/bin/sh\necho hi\n")
+    assert cloud_init(["devel", "make-mime", "-a", f"{config}:cloud-config", "-a", f"{script}:x-shellscript"]) == 0
+    message = email.message_from_string(capsys.readouterr().out)
+    parts = [p for p in message.walk() if not p.is_multipart()]
+    assert [p.get_content_type() for p in parts] == ["text/cloud-config", "text/x-shellscript"]
+    assert parts[0].get_payload(decode=True).decode() == config.read_text()
+    assert cloud_init(["devel", "make-mime", "-a", f"{config}:not-a-type"]) == 1
+    assert cloud_init(["devel", "make-mime", "-a", f"{config}:not-a-type", "--force"]) == 0
+    capsys.readouterr()
+    assert cloud_init(["devel", "make-mime", "--list-types"]) == 0
+    assert "x-shellscript-per-boot" in capsys.readouterr().out.split()
+
+
+def test_install_cloud_init_compat_writes_the_launchers(target):
+    from cloudseed.cli import main
+
+    assert main(["install", "--root", target.top, "--cloud-init-compat"]) == 0
+    for name in ("cloud-init", "cloud-id", "cloud-init-per"):
+        assert os.access(target.path(f"/usr/bin/{name}"), os.X_OK)
+        assert "cloudseed" in target.read_text(f"/usr/bin/{name}")
