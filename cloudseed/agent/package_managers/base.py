@@ -148,7 +148,10 @@ class PackageManager:
             if self.lock_held() and time.monotonic() < lock_deadline:
                 LOG.info("%s: %s failed while another process holds the lock; waiting", self.name, what)
                 continue  # someone took the lock between our check and the command: wait again
-            transient = returncode == 124 or self.is_transient(stdout + stderr)
+            # a timed-out index refresh is worth another try; a timed-out install or upgrade may
+            # have left dpkg half-way, where running it again does not help
+            timed_out_refresh = returncode == 124 and what in ("update", "makecache")
+            transient = timed_out_refresh or (returncode != 124 and self.is_transient(stdout + stderr))
             if transient and attempt < attempts:
                 LOG.warning("%s: %s failed (%s); retrying (%d of %d)", self.name, what, reason, attempt,
                             attempts - 1)
