@@ -2,8 +2,9 @@
 
 A ``Connection`` feeds received bytes to its ``RequestParser`` (wire.py), hands each request to
 the application's handler and writes the answers in request order. It knows nothing of sockets:
-the transport (transport.py) calls ``data_received``, ``writable`` and ``connection_lost``, and
-is told ``write``, ``pause_reading``, ``resume_reading``, ``close`` and ``set_ttl``.
+the transport (transport.py) calls ``data_received``, ``writable`` and ``connection_lost``, is
+told ``write``, ``pause_reading``, ``resume_reading``, ``close`` and ``set_ttl``, and its
+``pending`` (the bytes the socket would not take yet) is read.
 
 Bounds (``Limits``, from the server settings), so that no client can make the server hold
 more than a fixed amount for it:
@@ -15,7 +16,9 @@ more than a fixed amount for it:
 * while a request waits for an answer (a handler awaiting the registry, or backpressure), at
   most ``max_buffered`` further bytes are read;
 * a request must arrive whole within ``head_timeout`` seconds of its first byte (slowloris),
-  and a connection with nothing to do is closed after ``idle_timeout``.
+  and a connection with nothing to do is closed after ``idle_timeout`` (both checked by
+  ``ConnectionTable.sweep`` twice a second, so to within half a second; no clock is read per
+  request).
 
 ``ConnectionTable`` holds every connection of the server: it counts them per source address
 (``max_per_source``, trusted proxies exempt, and ``max_connections`` in all), closes the ones
@@ -55,9 +58,9 @@ class Limits:
 class Connection:
     """One client connection (the transport's protocol)."""
 
-    __slots__ = ("handler", "listener", "on_response", "table", "limits", "clock", "parser", "transport",
-                 "peer", "busy", "closing", "scheduled", "reading", "last_active", "receiving_since",
-                 "out", "done")
+    __slots__ = ("handler", "listener", "on_response", "table", "limits", "parser", "transport", "peer", "busy",
+                 "closing", "scheduled", "reading", "activity", "answered", "seen_activity", "seen_answered",
+                 "idle_since", "partial_since", "out", "done")
 
     def __init__(self, handler: Handler, listener: Any, table: ConnectionTable, limits: Limits):
         self.handler = handler
@@ -65,7 +68,6 @@ class Connection:
         self.on_response: Optional[Callable[[Request, Response], None]] = listener.on_response
         self.table = table
         self.limits = limits
-        self.clock = table.clock
         self.parser = RequestParser(limits.max_body)
         self.transport: Any = None
         self.peer = ""
@@ -73,8 +75,12 @@ class Connection:
         self.closing = False
         self.scheduled = False  # more requests are buffered; answered on the loop's next turn
         self.reading = True
-        self.last_active = self.clock()
-        self.receiving_since: Optional[float] = None  # first byte of a request not yet whole
+        # deadlines: counters here, the clock is read by ``check`` (twice a second), not per request
+        self.activity = 0  # reads and drained writes
+        self.answered = 0
+        self.seen_activity = self.seen_answered = 0  # as ``check`` last saw them
+        self.idle_since = table.clock()
+        self.partial_since: Optional[float] = None  # when ``check`` first saw this request unfinished
         self.out: list[bytes] = []  # encoded answers not yet written
         self.done: list[tuple[Request, Response]] = []  # their requests, for on_response after the write
 
@@ -90,9 +96,7 @@ class Connection:
         self.table.remove(self)
 
     def data_received(self, data: bytes) -> None:
-        now = self.last_active = self.clock()
-        if self.receiving_since is None:
-            self.receiving_since = now
+        self.activity += 1
         self.parser.feed(data)
         if self.busy or self.scheduled:
             self._update_reading()
@@ -101,21 +105,30 @@ class Connection:
 
     def writable(self) -> None:
         """The transport sent everything it held: answer what waited for that."""
-        self.last_active = self.clock()
+        self.activity += 1
         if not self.busy and not self.scheduled and not self.closing:
             self._process()
         else:
             self._update_reading()
 
     # -- called by the table ---------------------------------------------------------------------
-    def expired(self, now: float) -> Optional[str]:
-        """Why this connection should be closed now, if it should."""
+    def check(self, now: float) -> Optional[str]:
+        """Why this connection should be closed now, if it should (called about twice a second:
+        the deadlines are kept to within one call)."""
+        if self.activity != self.seen_activity:
+            self.seen_activity = self.activity
+            self.idle_since = now
         if self.busy:
             return None
-        since = self.receiving_since
-        if since is not None and self.parser.buffered and now - since > self.limits.head_timeout:
-            return "request not completed in time"
-        if now - self.last_active > self.limits.idle_timeout:
+        if self.parser.buffered:  # part of a request, or requests waiting for the client to read
+            if self.partial_since is None or self.answered != self.seen_answered:
+                self.partial_since = now
+                self.seen_answered = self.answered
+            elif now - self.partial_since > self.limits.head_timeout:
+                return "request not completed in time"
+        else:
+            self.partial_since = None
+        if now - self.idle_since > self.limits.idle_timeout:
             return "idle"
         return None
 
@@ -126,54 +139,61 @@ class Connection:
 
     # -- the state machine -------------------------------------------------------------------------
     def _process(self) -> None:
+        """Answer the buffered requests, in order, up to ``max_pipelined``; write the answers."""
         self.scheduled = False
-        parser = self.parser
-        handler = self.handler
-        limits = self.limits
-        if self.transport.unsent > limits.max_unsent:  # the client does not read: wait for writable()
-            self._update_reading()
+        transport = self.transport
+        if self.closing or len(transport.pending) > self.limits.max_unsent:
+            self._update_reading()  # a client that does not read: wait for writable()
             return
-        answered = 0
-        more = False
-        try:
-            while not self.closing:
-                if answered == limits.max_pipelined:
-                    more = True  # the rest on the loop's next turn: other connections go first
-                    break
-                try:
-                    item = parser.next()
-                except WireError as error:
-                    self._send(text_error(error.status, f"bad request: {error}"), None, False)
-                    break
-                if item is None:
-                    break
-                head, body = item
-                answered += 1
-                request = Request(head.method, head.target, head.version, head.headers, body, self.peer,
-                                  self.listener, head.path, head.query)
-                try:
-                    result = handler(request)
-                except Exception:  # a handler bug must not kill the connection
-                    LOG.exception("handler failed for %s", request.path)
-                    result = _INTERNAL_ERROR
-                if result.__class__ is Response:
-                    self._send(result, request, head.keep_alive)  # type: ignore[arg-type]
+        parser = self.parser
+        out = self.out
+        left = self.limits.max_pipelined
+        while parser.pos != len(parser.data) or parser.stopped is not None:
+            if not left:  # the rest on the loop's next turn: other connections go first
+                self.scheduled = True
+                asyncio.get_running_loop().call_soon(self._process)
+                break
+            try:
+                item = parser.next()
+            except WireError as error:
+                self._send(text_error(error.status, f"bad request: {error}"), None, False)
+                break
+            if item is None:
+                break
+            left -= 1
+            head = item[0]
+            request = Request(head.method, head.target, head.version, head.headers, item[1], self.peer,
+                              self.listener, head.path, head.query)
+            try:
+                result = self.handler(request)
+            except Exception:  # a handler bug must not kill the connection
+                LOG.exception("handler failed for %s", request.path)
+                result = _INTERNAL_ERROR
+            if result.__class__ is Response:
+                if result.ip_ttl is None and head.keep_alive:  # what ``_send`` does, without a call
+                    out.append(result.encode(True, head.method == "HEAD"))  # type: ignore[union-attr]
+                    self.done.append((request, result))  # type: ignore[arg-type]
                 else:
-                    self.busy = True
-                    task = asyncio.ensure_future(result)  # type: ignore[arg-type]
-                    task.add_done_callback(lambda t, r=request, k=head.keep_alive: self._finished(t, r, k))
-                    break
-        finally:
-            if self.out:
-                self._flush()
-        if more and not self.closing and self.transport.unsent <= limits.max_unsent:
-            self.scheduled = True
-            asyncio.get_running_loop().call_soon(self._process)
-        if not parser.buffered:
-            self.receiving_since = None
-        elif answered:
-            self.receiving_since = self.clock()  # the next request's deadline starts now
-        self._update_reading()
+                    self._send(result, request, head.keep_alive)  # type: ignore[arg-type]
+                    if self.closing:
+                        break
+            else:
+                self.busy = True
+                task = asyncio.ensure_future(result)  # type: ignore[arg-type]
+                task.add_done_callback(lambda t, r=request, k=head.keep_alive: self._finished(t, r, k))
+                break
+        if out:  # ``_flush``, without the cost of a call
+            transport.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
+            done = self.done
+            on_response = self.on_response
+            if on_response is not None:
+                for request, result in done:
+                    on_response(request, result)
+            done.clear()
+        self.answered += self.limits.max_pipelined - left
+        if self.scheduled or self.busy or not self.reading or len(transport.pending) > self.limits.max_unsent:
+            self._update_reading()
 
     def _finished(self, task: asyncio.Future, request: Request, keep_alive: bool) -> None:
         self.busy = False
@@ -196,7 +216,7 @@ class Connection:
         if self.closing or transport is None:
             return
         limits = self.limits
-        blocked = transport.unsent > limits.max_unsent
+        blocked = len(transport.pending) > limits.max_unsent
         waiting = self.busy or self.scheduled or blocked
         want = not blocked and not (waiting and self.parser.buffered > limits.max_buffered)
         if want != self.reading:
@@ -291,7 +311,7 @@ class ConnectionTable:
         """Close the connections past a deadline (called twice a second)."""
         now = self.clock()
         for connection in list(self.connections):
-            reason = connection.expired(now)
+            reason = connection.check(now)
             if reason is not None:
                 self.expired += 1
                 LOG.debug("closing connection from %s: %s", connection.peer, reason)

@@ -88,8 +88,9 @@ class Poller:
 class SocketTransport:
     """A non-blocking connected socket: ``write``, pause/resume reading, ``close``, IP TTL.
 
-    ``connection_lost`` is called once, after the socket is closed; ``writable`` each time the
-    unsent output has all gone out.
+    ``pending`` holds what the socket would not take yet. The protocol's ``connection_lost`` is
+    called once, after the socket is closed; its ``writable`` each time ``pending`` has all gone
+    out.
     """
 
     __slots__ = ("sock", "fd", "poller", "protocol", "peer", "pending", "reading", "closing", "closed")
@@ -104,10 +105,6 @@ class SocketTransport:
         self.reading = True
         self.closing = False  # no more reads or writes; close once ``pending`` is sent
         self.closed = False
-
-    @property
-    def unsent(self) -> int:
-        return len(self.pending)
 
     def write(self, data: bytes) -> None:
         if self.closing:

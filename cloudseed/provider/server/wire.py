@@ -102,23 +102,22 @@ class _Collector:
 class RequestParser:
     """The requests of one connection, in order. ``feed`` bytes, then ``next`` until None."""
 
-    __slots__ = ("buffer", "max_body", "_llhttp", "_collector", "_discard", "_discard_error", "_failed",
-                 "_scanned")
+    __slots__ = ("data", "pos", "max_body", "_llhttp", "_collector", "_discard", "stopped", "_scanned")
 
     def __init__(self, max_body: int):
-        self.buffer = bytearray()
+        self.data = b""  # received bytes; those before ``pos`` are already returned as requests
+        self.pos = 0
         self.max_body = max_body
         self._llhttp: Optional[HttpRequestParser] = None  # made at the first head not seen before
         self._collector = _Collector()
         self._discard = 0  # bytes of an oversized body still to read away before answering 413
-        self._discard_error: Optional[WireError] = None
-        self._failed: Optional[WireError] = None
+        self.stopped: Optional[WireError] = None  # raised once ``_discard`` is 0, and ever after
         self._scanned = 0  # where to go on looking for the end of the head
 
     @property
     def buffered(self) -> int:
         """Bytes received and not yet returned as a request."""
-        return len(self.buffer)
+        return len(self.data) - self.pos
 
     def feed(self, data: bytes) -> None:
         if self._discard:
@@ -127,58 +126,63 @@ class RequestParser:
             data = data[taken:]
             if not data:
                 return
-        self.buffer += data
+        if self.pos == len(self.data):  # the usual case: everything before was a whole request
+            self.data, self.pos = data, 0
+        else:  # one copy per read, never one per request
+            self.data, self.pos = self.data[self.pos:] + data, 0
 
     def next(self) -> Optional[tuple[Head, bytes]]:
         """The next complete request (head, body), None until more bytes come, or WireError
         (then again on every later call: the connection must be closed)."""
-        if self._failed is not None:
-            raise self._failed
-        if self._discard:
+        if self.stopped is not None:
+            if self._discard:
+                return None
+            raise self.stopped
+        data, pos = self.data, self.pos
+        size = len(data)
+        if pos == size:
             return None
-        if self._discard_error is not None:
-            self._failed = self._discard_error
-            raise self._failed
-        buffer = self.buffer
-        if not buffer:
-            return None
-        end = buffer.find(b"\r\n\r\n", self._scanned, MAX_HEAD + 4)
+        if pos == 0 and size <= MAX_CACHED_HEAD:  # one read holding exactly one head seen before:
+            head = _HEADS.get(data)  # it frames as that head, so no need to look for its end
+            if head is not None:
+                self.pos = size
+                return head, b""
+        end = data.find(b"\r\n\r\n", pos + self._scanned, pos + MAX_HEAD + 4)
         if end < 0:
-            if len(buffer) > MAX_HEAD:
+            if size - pos > MAX_HEAD:
                 return self._fail(431, f"request head larger than {MAX_HEAD} bytes")
-            if buffer.find(b"\n\n", self._scanned) >= 0:
+            if data.find(b"\n\n", pos + self._scanned) >= 0:
                 return self._fail(400, "malformed request head: lines must end with CRLF")
-            self._scanned = max(0, len(buffer) - 3)  # a head arriving byte by byte is scanned once
+            self._scanned = max(0, size - pos - 3)  # a head arriving byte by byte is scanned once
             return None
         self._scanned = 0
         body_start = end + 4
-        raw = bytes(buffer[:body_start]) if len(buffer) != body_start else bytes(buffer)
+        raw = data if pos == 0 and body_start == size else data[pos:body_start]
         head = _HEADS.get(raw)
         if head is not None:
-            del buffer[:body_start]
+            self.pos = body_start
             return head, b""
         head = self._parse(raw)
         if head.length == 0:
-            del buffer[:body_start]
-            if body_start <= MAX_CACHED_HEAD:
+            self.pos = body_start
+            if body_start - pos <= MAX_CACHED_HEAD:
                 if len(_HEADS) >= MAX_CACHED_HEADS:
                     _HEADS.clear()
                 _HEADS[raw] = head
             return head, b""
         if head.length > self.max_body:
             message = f"request body of {head.length} bytes exceeds the limit of {self.max_body}"
-            unread = body_start + head.length - len(buffer)
+            unread = body_start + head.length - size
             if 0 < unread <= MAX_DISCARD:  # read the body away, so the client reads our answer
-                buffer.clear()
+                self.data, self.pos = b"", 0
                 self._discard = unread
-                self._discard_error = WireError(413, message)
+                self.stopped = WireError(413, message)
                 return None
             return self._fail(413, message)
-        if len(buffer) < body_start + head.length:
+        if size < body_start + head.length:
             return None  # the head is parsed again once the whole body is here
-        body = bytes(buffer[body_start:body_start + head.length])
-        del buffer[:body_start + head.length]
-        return head, body
+        self.pos = body_start + head.length
+        return head, data[body_start:self.pos]
 
     def _parse(self, raw: bytes) -> Head:
         llhttp = self._llhttp
@@ -222,5 +226,5 @@ class RequestParser:
                     collector.keep_alive and not upgrade)
 
     def _fail(self, status: int, message: str) -> WireError:
-        self._failed = WireError(status, message)
-        raise self._failed
+        self.stopped = WireError(status, message)
+        raise self.stopped

@@ -36,10 +36,6 @@ class MemoryTransport:
         self.closed = False
         self.protocol: Connection = None  # type: ignore[assignment]
 
-    @property
-    def unsent(self) -> int:
-        return len(self.pending)
-
     def write(self, data: bytes) -> None:
         if self.closed:
             return
@@ -122,13 +118,13 @@ def test_a_client_that_does_not_read_is_not_read_either():
             await asyncio.sleep(0)
         answered = len(listener.answered)
         assert answered < 40, "kept answering a client that reads nothing"
-        assert not transport.reading and transport.unsent <= limits.max_unsent + 8 * 1100
+        assert not transport.reading and len(transport.pending) <= limits.max_unsent + 8 * 1100
         connection.data_received(GET * 100)  # what was already on its way: kept, not answered
         assert len(listener.answered) == answered
         transport.drain()  # the client reads
         for _ in range(200):
             await asyncio.sleep(0)
-            if transport.unsent:
+            if transport.pending:
                 transport.drain()
         assert len(listener.answered) == 1100 and transport.reading
     asyncio.run(run())
@@ -161,16 +157,18 @@ def test_head_deadline_and_idle_timeout_with_an_injected_clock():
         limits = Limits(head_timeout=10, idle_timeout=60)
         connection, transport, _, table = connect(limits, clock=clock)
         connection.data_received(b"GET /x HTTP/1.1\r\n")
+        assert connection.check(clock.now) is None  # the sweep sees the request begun
         clock.now += 9
         connection.data_received(b"X-Slow: 1\r\n")  # bytes keep coming, the request never ends
-        assert connection.expired(clock.now) is None
+        assert connection.check(clock.now) is None
         clock.now += 2
-        assert connection.expired(clock.now) == "request not completed in time"
+        assert connection.check(clock.now) == "request not completed in time"
         table.sweep()
         assert transport.closed and len(table) == 0 and table.expired == 1
 
         idle, idle_transport, _, table = connect(limits, clock=clock)
         idle.data_received(GET)  # answered; then nothing
+        table.sweep()  # the idle time counts from the first sweep after the last activity
         clock.now += 59
         table.sweep()
         assert not idle_transport.closed
