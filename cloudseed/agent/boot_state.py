@@ -85,6 +85,15 @@ class BootState:
 
     def end(self, stage: str, started: float, errors: list[str], warnings: list[str], modules: list[dict]) -> int:
         elapsed = time.monotonic() - started
+        reboot = next((m["reboot"] for m in modules if m.get("reboot")), "")
+        if reboot:  # a user script asked for a reboot now: this boot goes on after it (no result yet)
+            from cloudseed.agent.status import STAGE_KEYS
+
+            self.status.v1[STAGE_KEYS[stage]].update(errors=errors, warnings=warnings, modules=modules)
+            self.status.v1.update(stage=None, reboot=reboot)
+            self.status.save()
+            console(f"cloudseed: stage {stage} stopped for a reboot: {reboot}")
+            return 1 if errors else 0
         self.status.finish(stage, errors, warnings, modules, self.datasource.name if self.datasource else None)
         console(f"cloudseed: stage {stage} finished in {elapsed:.2f}s "
                 f"({len(modules)} modules, {len(errors)} errors)")

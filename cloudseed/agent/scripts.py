@@ -16,7 +16,7 @@ from cloudseed.core.root import CommandError, TargetRoot
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from typing import Any, Mapping
+    from typing import Any, Iterator, Mapping, Sequence
 
 LOG = logging.getLogger("cloudseed.scripts")
 OUTPUT_LOG = "/var/log/cloudseed-output.log"
@@ -60,14 +60,16 @@ def _record_output(root: TargetRoot, name: str, stdout: str, stderr: str) -> Non
         LOG.warning("cannot write %s: %s", OUTPUT_LOG, e)
 
 
-def run_script(root: TargetRoot, inner_path: str, env: Mapping[str, str] | None = None) -> None:
-    """Run one script of the target; CommandError on a non-zero exit (output kept in the log)."""
+def run_script(root: TargetRoot, inner_path: str, env: Mapping[str, str] | None = None,
+               prefix: Sequence[str] = ()) -> None:
+    """Run one script of the target (after ``prefix``, an argv such as ``timeout 60``); CommandError
+    on a non-zero exit (output kept in the log)."""
     import os
 
     run_env = dict(os.environ)
     run_env.update(env or {})
     try:
-        proc = root.run([inner_path], env=run_env, check=False)
+        proc = root.run([*prefix, inner_path], env=run_env, check=False)
     except CommandError as e:  # not found / not executable
         raise CommandError([inner_path], e.returncode, "", e.stderr) from None
     except OSError as e:  # exec format error and friends
@@ -77,15 +79,10 @@ def run_script(root: TargetRoot, inner_path: str, env: Mapping[str, str] | None 
         raise CommandError([inner_path], proc.returncode, proc.stdout, proc.stderr)
 
 
-def run_parts(root: TargetRoot, directory: str, env: Mapping[str, str] | None = None) -> int:
-    """Run the executables in ``directory`` in name order; ScriptFailures lists the failures.
-
-    Returns how many ran.
-    """
+def executables(root: TargetRoot, directory: str) -> Iterator[str]:
+    """The scripts of ``directory`` to run, in name order: plain executable files, no dot files."""
     import os
 
-    failures = []
-    ran = 0
     for name in root.listdir(directory):
         inner = f"{directory}/{name}"
         host = root.path(inner)
@@ -94,6 +91,18 @@ def run_parts(root: TargetRoot, directory: str, env: Mapping[str, str] | None = 
         if not os.access(host, os.X_OK):
             LOG.info("%s is not executable; skipped", inner)
             continue
+        yield inner
+
+
+def run_parts(root: TargetRoot, directory: str, env: Mapping[str, str] | None = None) -> int:
+    """Run the executables in ``directory`` in name order; ScriptFailures lists the failures.
+
+    Returns how many ran. Exit codes have no special meaning here (the script modules read
+    cloudbase-init's 1001-1003: ``script_exits.py``).
+    """
+    failures = []
+    ran = 0
+    for inner in executables(root, directory):
         ran += 1
         try:
             run_script(root, inner, env)

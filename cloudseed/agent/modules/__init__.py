@@ -75,6 +75,11 @@ class ModuleContext:
         self.warnings: list[str] = []
         self.module_name = ""
         self._distro: Any = None
+        # set by the running module (reset for each one): why the machine must reboot now (the rest of
+        # the stage waits for the next boot), and why the module must run again at the next boot (its
+        # semaphore is not marked); user scripts ask for both with exit codes 1001-1003 (script_exits.py)
+        self.reboot = ""
+        self.again = ""
 
     @property
     def log(self) -> logging.Logger:
@@ -117,6 +122,7 @@ class ModuleResult:
         # the exception type when the module failed with something other than ModuleError (a bug,
         # or a system state it did not expect); "" otherwise
         self.crash = ""
+        self.reboot = ""  # why the module asked for a reboot now (the stage stops after it)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "status": self.status, "seconds": round(self.seconds, 4)}
@@ -124,6 +130,8 @@ class ModuleResult:
             out["reason"] = self.reason
         if self.frequency:
             out["frequency"] = self.frequency
+        if self.reboot:
+            out["reboot"] = self.reboot
         return out
 
 
@@ -202,6 +210,7 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
         result.reason = f"already ran ({freq})"
         return result
     ctx.module_name = spec.name
+    ctx.reboot = ctx.again = ""
     started = time.monotonic()
     try:
         handle(ctx)
@@ -216,15 +225,19 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
     finally:
         result.seconds = time.monotonic() - started
         ctx.module_name = ""
-    if result.status == "ok":
+    result.reboot = ctx.reboot
+    if result.status == "ok" and ctx.again:
+        result.reason = ctx.again
+    if result.status == "ok" and not (ctx.again or ctx.reboot):  # else it goes on at the next boot
         sems.mark(spec.name, freq)
     return result
 
 
 def run_stage_modules(ctx: ModuleContext, entries: list) -> list[ModuleResult]:
     """Run a stage's module list in order; each result is logged and returned."""
-    results = []
+    results: list[ModuleResult] = []
     seen: set[str] = set()
+    reboot_by = ""
     for entry in entries:
         try:
             name, freq, _args = parse_entry(entry)
@@ -234,7 +247,12 @@ def run_stage_modules(ctx: ModuleContext, entries: list) -> list[ModuleResult]:
         if canonical_name(name) in seen:
             continue
         seen.add(canonical_name(name))
+        if reboot_by:  # a module asked for a reboot now: the rest runs after it (nothing marked)
+            why = f"after the reboot {reboot_by} asked for"
+            results.append(ModuleResult(canonical_name(name), "skipped", reason=why))
+            continue
         result = run_module(ctx, name, freq)
+        reboot_by = result.name if result.reboot else ""
         LOG.info("module %s: %s%s (%.3fs)", result.name, result.status,
                  f" ({result.reason})" if result.reason else "", result.seconds)
         results.append(result)

@@ -1,18 +1,29 @@
-"""Shared body of the scripts_per_* modules: run the script directories of one frequency."""
+"""Shared body of the script modules: run script directories, honouring exit codes 1001-1003.
+
+``scripts_user``, ``scripts_vendor`` and ``scripts_per_boot/per_instance/per_once`` all run their
+scripts through ``run_dirs`` (the exit codes are read in ``cloudseed.agent.script_exits``).
+"""
 
 from __future__ import annotations
 
 from cloudseed.agent.modules import ModuleContext, ModuleError
-from cloudseed.agent.scripts import ScriptFailures, run_parts
-from cloudseed.agent.state import SCRIPT_DIRS
+from cloudseed.agent.state import PER_INSTANCE, SCRIPT_DIRS
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Sequence
+
+
+def run_dirs(ctx: ModuleContext, directories: Sequence[str], frequency: str = PER_INSTANCE,
+             prefix: Sequence[str] = ()) -> None:
+    """Run the executables of ``directories`` in name order; ModuleError lists the failures."""
+    from cloudseed.agent.script_exits import run_script_dirs
+
+    problems = [f"{len(failures)} of {ran} scripts failed: {', '.join(failures)}"
+                for ran, failures in run_script_dirs(ctx, directories, frequency, prefix) if failures]
+    if problems:
+        raise ModuleError("; ".join(problems))
 
 
 def run_frequency_dirs(ctx: ModuleContext, frequency: str) -> None:
-    failures = []
-    for directory in SCRIPT_DIRS[frequency]:
-        try:
-            run_parts(ctx.root, directory, env={"INSTANCE_ID": ctx.instance_id})
-        except ScriptFailures as e:
-            failures.append(str(e))
-    if failures:
-        raise ModuleError("; ".join(failures))
+    run_dirs(ctx, SCRIPT_DIRS[frequency], frequency)

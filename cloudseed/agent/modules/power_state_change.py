@@ -89,7 +89,15 @@ def handle(ctx: ModuleContext) -> None:
         timeout = int(settings.get("timeout", 30))
     except (TypeError, ValueError):
         raise ModuleError("power_state.timeout: expected a number of seconds") from None
-    condition = condition_script(settings.get("condition", True))
+    schedule(ctx, argv, condition_script(settings.get("condition", True)), timeout)
+
+
+def schedule(ctx: ModuleContext, argv: list[str], condition: str = "true", timeout: int = 30) -> None:
+    """Run ``argv`` once this agent process has exited (at most ``timeout`` s) and ``condition`` holds.
+
+    Also used for the reboot a user script asks for (``cloudseed.agent.script_exits``). On a root
+    other than the running system nothing runs: what would run is logged.
+    """
     if not ctx.root.is_live:
         ctx.log.info("offline root: would run %s (condition: %s)", shlex.join(argv), condition)
         return

@@ -1,9 +1,13 @@
-"""scripts_vendor: run the vendor-data scripts of this instance, unless vendor data is switched off."""
+"""scripts_vendor: run the vendor-data scripts of this instance, unless vendor data is switched off.
+
+``vendor_data.prefix`` is put before each script's path (a string is one word, as cloud-init reads
+it). Exit codes 1001-1003 are honoured as for every script module (``script_exits.py``).
+"""
 
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.scripts import ScriptFailures, run_parts
+from cloudseed.agent.modules._script_dirs import run_dirs
 from cloudseed.core.values import as_bool
 
 MODULE = ModuleSpec(
@@ -39,7 +43,10 @@ def handle(ctx: ModuleContext) -> None:
     if not as_bool(settings.get("enabled"), True):
         ctx.log.info("vendor data is switched off")
         return
-    try:
-        run_parts(ctx.root, f"{ctx.instance_dir}/scripts/vendor", env={"INSTANCE_ID": ctx.instance_id})
-    except ScriptFailures as e:
-        raise ModuleError(str(e)) from None
+    prefix = settings.get("prefix") or []
+    if isinstance(prefix, str):
+        prefix = [prefix]
+    if not isinstance(prefix, list) or not all(isinstance(p, (str, int)) and not isinstance(p, bool)
+                                               for p in prefix):
+        raise ModuleError(f"vendor_data.prefix: expected a command (a string or a list of words), got {prefix!r}")
+    run_dirs(ctx, [f"{ctx.instance_dir}/scripts/vendor"], prefix=[str(p) for p in prefix])
