@@ -13,6 +13,8 @@ APT_PACKAGES=(
   iproute2 dnsmasq-base isc-dhcp-client
   # the metadata server's PostgreSQL backend and the load generator / static baseline
   postgresql wrk lighttpd
+  # EC2 instance identity: the signing key and per-instance PKCS#7 signatures
+  openssl
   # Debian's cloud-init 22.4 (the reference) runs with Debian's python3 and these
   python3 python3-yaml python3-jinja2 python3-jsonschema python3-requests python3-configobj
   python3-jsonpatch python3-netifaces python3-oauthlib

@@ -1,4 +1,5 @@
-"""``cloudseed instances``: add, list, show, update and remove instances in the registry."""
+"""``cloudseed instances``: add, list, show, update and remove instances in the registry; print the
+certificate of the EC2 instance identity signatures (``identity-certificate``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,17 @@ def _record_flags(parser: argparse.ArgumentParser, adding: bool) -> None:
     parser.add_argument("--imds-tokens", choices=("required", "optional"), help="IMDSv2 tokens for this instance")
     parser.add_argument("--instance-type", help="EC2 instance type")
     parser.add_argument("--ami-id", help="EC2 image id")
+    ec2 = parser.add_argument_group("EC2 settings (update: merged into the instance's)")
+    ec2.add_argument("--iam-role", help="IAM role: iam/info and rotating iam/security-credentials/ROLE")
+    ec2.add_argument("--instance-metadata-tags", choices=("enabled", "disabled"),
+                     help="serve tags/instance (default enabled)")
+    ec2.add_argument("--hop-limit", type=int, metavar="N", help="IMDSv2 token reply IP TTL for this instance (1-64)")
+    ec2.add_argument("--life-cycle", choices=("on-demand", "spot", "scheduled"), help="instance-life-cycle")
+    ec2.add_argument("--spot-action", metavar="ACTION@TIME",
+                     help="spot interruption, e.g. terminate@2026-11-24T21:00:00Z ('none' removes it)")
+    ec2.add_argument("--security-group", action="append", metavar="NAME", help="security group name (repeatable)")
+    ec2.add_argument("--ec2-json", metavar="FILE",
+                     help="EC2 settings as a JSON object (keys: see docs/metadata-server.md, EC2 section)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +60,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     update.add_argument("instance_id")
     _record_flags(update, adding=False)
     update.add_argument("--no-user-data", action="store_true", help="remove the user-data")
+    sub.add_parser("identity-certificate",
+                   help="print the certificate that verifies EC2 instance identity signatures (pkcs7, rsa2048, "
+                        "signature); made with the key on first use")
     remove = sub.add_parser("rm", help="remove instances")
     remove.add_argument("instance_ids", nargs="+", metavar="ID")
 
@@ -125,6 +140,9 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
             key, _, value = item.partition("=")
             tags[key] = value
         fields["tags"] = tags
+    ec2 = _ec2_fields(args)
+    if ec2:
+        fields["ec2"] = ec2
     if args.meta:
         meta = {}
         for item in args.meta:
@@ -134,6 +152,41 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
             meta[key] = value
         fields["meta"] = meta
     return fields
+
+
+def _ec2_fields(args: argparse.Namespace) -> dict[str, Any]:
+    ec2: dict[str, Any] = {}
+    if args.ec2_json:
+        try:
+            ec2 = json.loads(_read(args.ec2_json, "--ec2-json"))
+        except ValueError as error:
+            raise InputError(f"--ec2-json {args.ec2_json}: not JSON: {error}")
+        if not isinstance(ec2, dict):
+            raise InputError(f"--ec2-json {args.ec2_json}: must be a JSON object")
+    for flag, key in (("iam_role", "iam_role"), ("instance_metadata_tags", "instance_metadata_tags"),
+                      ("hop_limit", "hop_limit"), ("life_cycle", "life_cycle"), ("security_group", "security_groups")):
+        if getattr(args, flag, None) is not None:
+            ec2[key] = getattr(args, flag)
+    if args.spot_action:
+        if args.spot_action == "none":
+            ec2["spot"] = None
+        else:
+            action, sep, when = args.spot_action.partition("@")
+            if not sep:
+                raise InputError(f"--spot-action {args.spot_action!r}: expected ACTION@TIME or none")
+            ec2["spot"] = {"action": action, "time": when}
+    return ec2
+
+
+def _identity_certificate(registry: Any, args: argparse.Namespace) -> int:
+    from cloudseed.provider.server.ec2_identity import IdentityError, certificate, shared_pem
+
+    try:
+        print(certificate(shared_pem(registry)), end="")
+    except IdentityError as error:
+        print(f"cloudseed instances identity-certificate: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _add(registry: Any, args: argparse.Namespace) -> int:
@@ -173,6 +226,10 @@ def _update(registry: Any, args: argparse.Namespace) -> int:
     fields = _fields(args)
     if not fields:
         raise InputError("nothing to change: give at least one field flag")
+    if "ec2" in fields:
+        current = registry.get(args.instance_id)
+        merged = {**(current.ec2 if current is not None else {}), **fields["ec2"]}
+        fields["ec2"] = {k: v for k, v in merged.items() if v is not None}
     registry.update(args.instance_id, **fields)
     return 0
 
@@ -184,4 +241,5 @@ def _remove(registry: Any, args: argparse.Namespace) -> int:
     return 1 if missing else 0
 
 
-_ACTIONS = {"add": _add, "list": _list, "show": _show, "update": _update, "rm": _remove}
+_ACTIONS = {"add": _add, "list": _list, "show": _show, "update": _update, "rm": _remove,
+            "identity-certificate": _identity_certificate}

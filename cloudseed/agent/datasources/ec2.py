@@ -194,7 +194,12 @@ def _secondaries(nic: dict, key: str, cidr_key: str, default_prefix: str) -> lis
 
 
 def network_config_from_macs(macs: dict[str, Any], system_macs: dict[str, str] | None = None) -> dict | None:
-    """Network config v2 for the NICs the metadata lists per MAC (DHCP plus secondary addresses)."""
+    """Network config v2 for the NICs the metadata lists per MAC, with cloud-init 22.4's semantics:
+    every NIC dhcp4, dhcp6 when it has ``ipv6s``, secondary addresses (prefix from
+    ``subnet-ipv4-cidr-block``, else /24; IPv6 /128 unless ``subnet-ipv6-cidr-block``), and with
+    more than one NIC a DHCP route metric of 100 x (device-number + 1) so the primary NIC's
+    default route wins. NICs are named by the system's name for their MAC (``set-name``).
+    Unlike 22.4, a NIC the system does not have (yet) is kept, matched by MAC, as ``ethN``."""
     if not isinstance(macs, dict) or not macs:
         return None
     system = {m.lower(): n for m, n in (system_macs if system_macs is not None else _system_macs()).items()}
@@ -210,8 +215,9 @@ def network_config_from_macs(macs: dict[str, Any], system_macs: dict[str, str] |
                                  "dhcp6": bool(_as_list(nic.get("ipv6s")))}
         if name:
             entry["set-name"] = name
-        addresses = _secondaries(nic, "local-ipv4s", "subnet-ipv4-cidr-block", "24") + \
-            _secondaries(nic, "ipv6s", "subnet-ipv6-cidr-block", "128")
+        # secondary addresses in text order, as cloud-init 22.4 lists them
+        addresses = sorted(_secondaries(nic, "local-ipv4s", "subnet-ipv4-cidr-block", "24") +
+                           _secondaries(nic, "ipv6s", "subnet-ipv6-cidr-block", "128"))
         if addresses:
             entry["addresses"] = addresses
         ethernets[name or f"eth{number}"] = (entry, int(number))

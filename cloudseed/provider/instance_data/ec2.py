@@ -1,16 +1,22 @@
 """EC2 instance metadata of one instance: the ``meta-data/`` tree per API version, the identity document.
 
-Keys appear only from the version AWS introduced them (``instance-type`` 2007-08-29,
-``block-device-mapping/`` 2007-12-15, ``placement/`` 2008-02-01, ``dynamic/`` 2009-04-04,
-``network/`` and ``mac`` 2011-01-01, ``ipv6s`` 2016-09-02, ``placement/region`` 2019-10-01,
-``tags/`` 2021-03-23; ``tags/instance/KEY`` is the tag's value). The service walks the tree; a
-config drive writes it as ``ec2/<version>/meta-data.json``.
+Every category AWS documents for a running instance, each from the version that introduced it
+(``SINCE``: ``instance-type`` 2007-08-29, ``block-device-mapping/`` 2007-12-15, ``placement/``
+2008-02-01, ``network/`` and ``mac`` 2011-01-01, ``iam/`` 2012-01-12, ``services/domain``
+2014-02-25, ``ipv6s`` 2016-09-02, ``events/`` and ``identity-credentials/`` 2018-08-17,
+``instance-life-cycle`` and ``placement/region`` 2019-10-01, ``ipv6`` 2021-01-03, ``tags/``
+2021-03-23; ``tags/instance/KEY`` is the tag's value, served unless the record's
+``ec2.instance_metadata_tags`` is ``disabled``). ``spot/`` is there only when the record sets a
+spot action. The service walks the tree and adds the live leaves (temporary credentials); a
+config drive writes the static tree as ``ec2/<version>/meta-data.json``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import json
-from typing import Union
+from typing import Any, Callable, Optional, Protocol, Union
 
 from cloudseed.provider.instance_data.network import interfaces, private_ipv4, public_ipv4
 from cloudseed.provider.registry import InstanceRecord
@@ -21,64 +27,266 @@ EC2_VERSIONS = ("1.0", "2007-01-19", "2007-03-01", "2007-08-29", "2007-10-10", "
                 "2018-08-17", "2018-09-24", "2019-10-01", "2020-10-27", "2021-01-03", "2021-03-23")
 EC2_LATEST = EC2_VERSIONS[-1]
 CONFIGDRIVE_EC2_VERSIONS = ("2009-04-04",)  # besides "latest"
+DEFAULT_ACCOUNT = "123456789012"
 
-Tree = dict[str, Union[str, "Tree"]]
+# category -> first API version (of EC2_VERSIONS) that has it; absent: 1.0
+SINCE = {
+    "local-hostname": "2007-01-19", "public-hostname": "2007-01-19", "public-ipv4": "2007-01-19",
+    "product-codes": "2007-03-01", "instance-type": "2007-08-29", "block-device-mapping": "2007-12-15",
+    "placement": "2008-02-01", "instance-action": "2008-09-01", "mac": "2011-01-01", "network": "2011-01-01",
+    "iam": "2012-01-12", "services": "2014-02-25", "spot": "2014-11-05", "ipv6s": "2016-09-02",
+    "events": "2018-08-17", "identity-credentials": "2018-08-17", "instance-life-cycle": "2019-10-01",
+    "availability-zone-id": "2019-10-01", "region": "2019-10-01", "group-name": "2020-10-27",
+    "ipv6": "2021-01-03", "tags": "2021-03-23",
+}
+
+Leaf = Union[str, Callable[[], Any]]  # a text, or (service only) a function giving the live answer
+Tree = dict[str, Union[Leaf, "Tree"]]
 
 
-def meta_data_tree(record: InstanceRecord, version: str, configured_region: str = "") -> Tree:
-    """The ``meta-data/`` tree of EC2 API ``version``: leaves are the texts the service answers."""
+class LiveLeaves(Protocol):
+    """The leaves only the service has (they change with time), for one instance."""
+
+    def credentials(self, kind: str, name: str) -> Leaf:
+        """``iam`` role ``name``'s or (``ec2-instance``) the instance's own temporary credentials."""
+
+    def info(self, doc: dict) -> Leaf:
+        """``doc`` with ``LastUpdated``: when the credentials it describes were last renewed."""
+
+
+def has(version: str, category: str) -> bool:
+    return SINCE.get(category, "1.0") <= version
+
+
+def meta_data_tree(record: InstanceRecord, version: str, configured_region: str = "",
+                   live: Optional[LiveLeaves] = None) -> Tree:
+    """The ``meta-data/`` tree of EC2 API ``version``: leaves are the texts the service answers.
+
+    ``live``, given by the service, makes the leaves that change with time (temporary
+    credentials, ``LastUpdated`` of the ``info`` documents); without it (a config drive) the
+    credentials are left out and the ``info`` documents have no ``LastUpdated``."""
+    ec2 = record.ec2
     local = private_ipv4(record) or ""
     public = public_ipv4(record)
+    groups = security_groups(record)
     tree: Tree = {
         "ami-id": record.ami_id, "ami-launch-index": str(record.launch_index),
         "ami-manifest-path": "(unknown)", "hostname": record.hostname, "instance-id": record.instance_id,
-        "local-hostname": record.hostname, "local-ipv4": local,
-        "reservation-id": f"r-{record.instance_id}", "security-groups": "default",
+        "local-ipv4": local, "reservation-id": f"r-{_digest('r', record.instance_id)}",
+        "security-groups": "\n".join(groups),
     }
-    if public:
+    if has(version, "local-hostname"):
+        tree["local-hostname"] = record.hostname
+    if public and has(version, "public-ipv4"):
         tree["public-ipv4"] = public
         tree["public-hostname"] = record.hostname
     if record.ssh_keys:
         tree["public-keys"] = {str(i): {"openssh-key": k["data"]} for i, k in enumerate(record.ssh_keys)}
-    if version >= "2007-08-29":
+    if ec2.get("product_codes") and has(version, "product-codes"):
+        tree["product-codes"] = "\n".join(ec2["product_codes"])
+    if has(version, "instance-type"):
         tree["instance-type"] = record.instance_type
-    if version >= "2007-12-15":
-        tree["block-device-mapping"] = {"ami": "vda", "root": "/dev/vda"}
-    if version >= "2008-02-01":
-        tree["placement"] = {"availability-zone": record.availability_zone}
-        if version >= "2019-10-01":
-            tree["placement"]["region"] = region(record, configured_region)  # type: ignore[index]
+    if has(version, "block-device-mapping"):
+        tree["block-device-mapping"] = {"ami": "/dev/vda", "root": "/dev/vda"}
+    if has(version, "placement"):
+        tree["placement"] = _placement(record, version, configured_region)
+    if has(version, "instance-action"):
+        tree["instance-action"] = str(ec2.get("instance_action", "none"))
+    if has(version, "instance-life-cycle"):
+        tree["instance-life-cycle"] = str(ec2.get("life_cycle", "on-demand"))
+    if has(version, "services"):
+        domain, partition = services(region(record, configured_region))
+        tree["services"] = {"domain": domain}
+        if version >= "2015-10-20":
+            tree["services"]["partition"] = partition  # type: ignore[index]
+    if ec2.get("spot") and has(version, "spot"):
+        spot = ec2["spot"]
+        tree["spot"] = {"termination-time": spot["time"]}
+        if version >= "2018-03-28":
+            tree["spot"]["instance-action"] = json.dumps({"action": spot["action"], "time": spot["time"]})  # type: ignore[index]
+    if has(version, "events"):
+        tree["events"] = {"maintenance": _events(ec2.get("events", []))}
+    if ec2.get("iam_role") and has(version, "iam"):
+        role = ec2["iam_role"]
+        iam: Tree = {"info": _info(iam_info(record), live)}
+        if live is not None:
+            iam["security-credentials"] = {role: live.credentials("iam", role)}
+        tree["iam"] = iam
+    if has(version, "identity-credentials"):
+        ident: Tree = {"info": _info({"Code": "Success", "AccountId": account_id(record)}, live)}
+        if live is not None:
+            ident["security-credentials"] = {"ec2-instance": live.credentials("ec2-instance", "ec2-instance")}
+        tree["identity-credentials"] = {"ec2": ident}
     nics = interfaces(record)
-    if version >= "2011-01-01" and nics:
+    if has(version, "network") and nics:
         tree["mac"] = nics[0][0]
         macs: Tree = {}
         for index, (mac, addresses) in enumerate(nics):
-            private = [a["address"] for a in addresses if not a.get("public") and ":" not in a["address"]]
-            nic: Tree = {"device-number": str(index), "interface-id": f"eni-{mac.replace(':', '')}",
-                         "local-hostname": record.hostname, "mac": mac, "owner-id": record.project_id or "0"}
-            if private:
-                nic["local-ipv4s"] = "\n".join(private)
-            v6 = [a["address"] for a in addresses if ":" in a["address"]]
-            if v6 and version >= "2016-09-02":
-                nic["ipv6s"] = "\n".join(v6)
-            publics = [a["address"] for a in addresses if a.get("public")]
-            if publics:
-                nic["public-ipv4s"] = "\n".join(publics)
-            macs[mac] = nic
+            macs[mac] = _interface(record, version, index, mac, addresses, groups)
         tree["network"] = {"interfaces": {"macs": macs}}
-    if version >= "2021-03-23" and record.tags:
+        v6 = [a["address"] for a in nics[0][1] if ":" in a["address"]]
+        if v6 and has(version, "ipv6"):
+            tree["ipv6"] = v6[0]
+    if has(version, "tags") and record.tags and ec2.get("instance_metadata_tags", "enabled") == "enabled":
         tree["tags"] = {"instance": dict(record.tags)}  # tags/instance/KEY -> its value
     return tree
 
 
+def _info(doc: dict, live: Optional[LiveLeaves]) -> Leaf:
+    return live.info(doc) if live is not None else json.dumps(doc, indent=2)
+
+
+def _placement(record: InstanceRecord, version: str, configured_region: str) -> Tree:
+    ec2 = record.ec2
+    placement: Tree = {"availability-zone": record.availability_zone}
+    if has(version, "availability-zone-id"):
+        placement["availability-zone-id"] = ec2.get("availability_zone_id") or zone_id(record, configured_region)
+    if has(version, "region"):
+        placement["region"] = region(record, configured_region)
+    if has(version, "group-name"):
+        if ec2.get("placement_group"):
+            placement["group-name"] = ec2["placement_group"]
+            if ec2.get("partition_number"):
+                placement["partition-number"] = str(ec2["partition_number"])
+        if ec2.get("host_id"):
+            placement["host-id"] = ec2["host_id"]
+    return placement
+
+
+def _events(events: list) -> Tree:
+    """``scheduled`` (active events) and ``history`` (completed or canceled), JSON as AWS gives them."""
+    def shown(event: dict) -> dict:
+        doc = {"Code": event["code"], "Description": event["description"], "EventId": event["id"],
+               "NotAfter": _aws_time(event.get("not_after")), "NotBefore": _aws_time(event.get("not_before")),
+               "State": event["state"]}
+        return {k: v for k, v in doc.items() if v}
+    scheduled = [shown(e) for e in events if e["state"] == "active"]
+    history = [shown(e) for e in events if e["state"] != "active"]
+    return {"scheduled": json.dumps(scheduled, indent=2), "history": json.dumps(history, indent=2)}
+
+
+def _aws_time(stamp: Optional[str]) -> str:
+    """2026-11-24T21:00:00Z as the events API words it: ``24 Nov 2026 21:00:00 GMT``."""
+    if not stamp:
+        return ""
+    import datetime
+
+    moment = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
+    return moment.strftime("%d %b %Y %H:%M:%S GMT")
+
+
+def _interface(record: InstanceRecord, version: str, index: int, mac: str, addresses: list[dict],
+               groups: list[str]) -> Tree:
+    private = [a for a in addresses if not a.get("public") and ":" not in a["address"]]
+    v6 = [a for a in addresses if ":" in a["address"]]
+    publics = [a["address"] for a in addresses if a.get("public")]
+    network = (private or v6 or addresses or [{"network": "default"}])[0]["network"]
+    nic: Tree = {"device-number": str(index), "interface-id": f"eni-{mac.replace(':', '')}",
+                 "local-hostname": record.hostname, "mac": mac, "owner-id": account_id(record),
+                 "security-groups": "\n".join(groups),
+                 "security-group-ids": "\n".join(security_group_ids(record)),
+                 "subnet-id": subnet_id(record, network), "vpc-id": vpc_id(record)}
+    subnet = _subnet(private[0]) if private else None
+    if private:
+        nic["local-ipv4s"] = "\n".join(a["address"] for a in private)
+    if subnet is not None:
+        nic["subnet-ipv4-cidr-block"] = str(subnet)
+        vpc = vpc_cidr(record, subnet)
+        nic["vpc-ipv4-cidr-block"] = vpc
+        if version >= "2016-06-30":
+            nic["vpc-ipv4-cidr-blocks"] = vpc
+    if v6 and has(version, "ipv6s"):
+        nic["ipv6s"] = "\n".join(a["address"] for a in v6)
+        subnets6 = sorted({str(_subnet(a)) for a in v6})
+        nic["subnet-ipv6-cidr-blocks"] = "\n".join(subnets6)
+        nic["vpc-ipv6-cidr-blocks"] = "\n".join(sorted({str(ipaddress.ip_network(s).supernet(new_prefix=56))
+                                                         if ipaddress.ip_network(s).prefixlen > 56 else s
+                                                         for s in subnets6}))
+    if publics:
+        nic["public-ipv4s"] = "\n".join(publics)
+        nic["public-hostname"] = record.hostname
+        if private:
+            nic["ipv4-associations"] = {p: private[0]["address"] for p in publics}
+    return nic
+
+
+def _subnet(entry: dict) -> ipaddress._BaseNetwork:
+    default = 64 if ":" in entry["address"] else 24
+    prefix = entry.get("prefix")
+    return ipaddress.ip_interface(f"{entry['address']}/{prefix if prefix is not None else default}").network
+
+
+def vpc_cidr(record: InstanceRecord, subnet: ipaddress._BaseNetwork) -> str:
+    """The record's ``ec2.vpc_cidr``, else the /16 holding ``subnet`` (the subnet when it is wider)."""
+    if record.ec2.get("vpc_cidr"):
+        return str(ipaddress.ip_network(record.ec2["vpc_cidr"], strict=False))
+    return str(subnet.supernet(new_prefix=16) if subnet.prefixlen > 16 else subnet)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:17]
+
+
+def account_id(record: InstanceRecord) -> str:
+    return str(record.ec2.get("account_id") or record.project_id or DEFAULT_ACCOUNT)
+
+
+def security_groups(record: InstanceRecord) -> list[str]:
+    return list(record.ec2.get("security_groups") or ["default"])
+
+
+def security_group_ids(record: InstanceRecord) -> list[str]:
+    given = record.ec2.get("security_group_ids")
+    if given:
+        return list(given)
+    return [f"sg-{_digest(account_id(record), name)}" for name in security_groups(record)]
+
+
+def vpc_id(record: InstanceRecord) -> str:
+    return str(record.ec2.get("vpc_id") or f"vpc-{_digest(account_id(record), 'vpc')}")
+
+
+def subnet_id(record: InstanceRecord, network: str) -> str:
+    given = (record.ec2.get("subnet_ids") or {}).get(network)
+    return str(given or f"subnet-{_digest(account_id(record), network)}")
+
+
+def zone_id(record: InstanceRecord, configured_region: str) -> str:
+    """``use1-az1``-like id of the zone: the region's initials and the zone letter's position."""
+    zone = record.availability_zone
+    parts = region(record, configured_region).split("-")
+    short = "".join(p[:1] if not p.isdigit() else p for p in parts) or "az"
+    letter = zone[-1] if zone and zone[-1].isalpha() else "a"
+    return f"{short}-az{ord(letter.lower()) - ord('a') + 1}"
+
+
+def services(region_name: str) -> tuple[str, str]:
+    """(``services/domain``, ``services/partition``) of a region."""
+    if region_name.startswith("cn-"):
+        return "amazonaws.com.cn", "aws-cn"
+    if region_name.startswith("us-gov-"):
+        return "amazonaws.com", "aws-us-gov"
+    return "amazonaws.com", "aws"
+
+
+def iam_info(record: InstanceRecord) -> dict:
+    role = record.ec2.get("iam_role", "")
+    partition = services(region(record, ""))[1]
+    return {"Code": "Success",
+            "InstanceProfileArn": f"arn:{partition}:iam::{account_id(record)}:instance-profile/{role}",
+            "InstanceProfileId": "AIPA" + _digest(account_id(record), role).upper()[:17]}
+
+
 def identity_document(record: InstanceRecord, configured_region: str = "") -> str:
     """``dynamic/instance-identity/document``: the instance's identity as AWS words it."""
+    ec2 = record.ec2
     return json.dumps({
-        "accountId": record.project_id or "0", "architecture": "x86_64",
-        "availabilityZone": record.availability_zone, "imageId": record.ami_id,
-        "instanceId": record.instance_id, "instanceType": record.instance_type,
-        "pendingTime": record.created_at, "privateIp": private_ipv4(record),
-        "region": region(record, configured_region), "version": "2017-09-30",
+        "accountId": account_id(record), "architecture": "x86_64",
+        "availabilityZone": record.availability_zone, "billingProducts": None, "devpayProductCodes": None,
+        "marketplaceProductCodes": list(ec2.get("product_codes") or []) or None,
+        "imageId": record.ami_id, "instanceId": record.instance_id, "instanceType": record.instance_type,
+        "kernelId": None, "pendingTime": record.created_at, "privateIp": private_ipv4(record),
+        "ramdiskId": None, "region": region(record, configured_region), "version": "2017-09-30",
     }, indent=2)
 
 

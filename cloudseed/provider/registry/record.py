@@ -52,7 +52,8 @@ class InstanceRecord:
     ``vendor_data2`` are any JSON value; ``network_data`` is an OpenStack ``network_data.json``
     document (None: derived from addresses and MACs). ``imds_tokens`` is ``"required"`` or
     ``"optional"`` (IMDSv2). ``password`` is the OpenStack password API's value (set once by
-    the guest, cleared by an operator).
+    the guest, cleared by an operator). ``ec2``: EC2-only settings (IAM role, metadata tags,
+    spot, maintenance events, VPC, placement...), keys in ``registry/ec2_fields.py``.
     """
 
     instance_id: str
@@ -75,6 +76,7 @@ class InstanceRecord:
     instance_type: str = "m1.small"
     ami_id: str = "ami-00000000"
     created_at: str = ""
+    ec2: dict = dataclasses.field(default_factory=dict)  # EC2-only settings (registry/ec2_fields.py)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -172,6 +174,9 @@ class InstanceRecord:
         if not isinstance(self.meta, dict) or not all(isinstance(k, str) for k in self.meta):
             raise RecordError("meta", "must be an object with string keys")
         self._validate_tags()
+        from cloudseed.provider.registry.ec2_fields import validate_ec2
+
+        self.ec2 = validate_ec2(self.ec2)
         if self.imds_tokens not in ("required", "optional"):
             raise RecordError("imds_tokens", f"{self.imds_tokens!r} must be 'required' or 'optional'")
         if self.password is not None:

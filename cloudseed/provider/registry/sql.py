@@ -19,7 +19,7 @@ from cloudseed.provider.registry.record import InstanceRecord, utc_now
 
 _COLUMNS = ("instance_id", "name", "hostname", "availability_zone", "project_id")
 _BODY_FIELDS = ("addresses", "macs", "ssh_keys", "vendor_data", "vendor_data2", "network_data", "meta",
-                "tags", "imds_tokens", "launch_index", "instance_type", "ami_id")
+                "tags", "imds_tokens", "launch_index", "instance_type", "ami_id", "ec2")
 LIST_FILTERS = ("name", "hostname", "project_id", "availability_zone", "network", "address", "tag",
                 "imds_tokens")
 MAX_PHONE_HOME_KEPT = 20
@@ -350,6 +350,11 @@ class SQLRegistry(abc.ABC):
 
     def shared_setting(self, name: str, make: Callable[[], str]) -> str:
         """A value every server of this registry shares (created with ``make`` on first use)."""
+        with self._cursor() as cur:  # made (maybe costly: a key pair) only when missing
+            cur.execute(self._sql("SELECT value FROM settings WHERE name = ?"), (name,))
+            row = cur.fetchone()
+        if row is not None:
+            return str(row[0])
         with self._lock, self._transaction() as cur:
             cur.execute(self._sql("INSERT INTO settings (name, value) VALUES (?, ?) "
                                   "ON CONFLICT (name) DO NOTHING"), (name, make()))

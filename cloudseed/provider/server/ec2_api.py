@@ -1,22 +1,47 @@
-"""The EC2 instance metadata API: ``/<version>/meta-data/...`` trees, user-data, identity document.
+"""The EC2 instance metadata API: ``/<version>/meta-data/...`` trees, user-data, the signed identity.
 
 Directory paths list their entries one per line (sub-directories end in ``/``); ``public-keys/``
 lists ``0=name`` and ``0/openssh-key`` holds the key, as cloud-init's crawler expects. The tree
 itself (which key from which version) is ``provider/instance_data/ec2.py``, shared with the
-config drive's ``ec2/`` files.
+config drive's ``ec2/`` files; this file adds the live leaves: temporary credentials
+(``ec2_credentials.py``, a new set per rotation window) and the identity signatures
+(``ec2_identity.py``, signed once per instance). A live leaf is a function giving the answer,
+which the server keeps like any rendered answer (``MetadataApp._cached``).
 """
 
 from __future__ import annotations
 
-from typing import Optional, Union
+import os
+from typing import Any, Callable, Optional, Union
 
 from cloudseed.provider.instance_data.ec2 import EC2_LATEST as LATEST
 from cloudseed.provider.instance_data.ec2 import EC2_VERSIONS as VERSIONS
 from cloudseed.provider.instance_data.ec2 import Tree, identity_document, meta_data_tree
 from cloudseed.provider.registry import InstanceRecord
+from cloudseed.provider.server.ec2_credentials import CredentialIssuer
+from cloudseed.provider.server.ec2_identity import IdentitySigner, shared_pem
 from cloudseed.provider.server.http import Response
 
-__all__ = ["LATEST", "VERSIONS", "meta_data_tree", "render", "resolve_version", "versions_listing"]
+__all__ = ["LATEST", "VERSIONS", "Live", "meta_data_tree", "render", "resolve_version", "versions_listing"]
+
+Answer = Union[Response, Callable[[], Response]]
+
+
+class Live:
+    """What the live leaves need, shared by every server of one registry: the credentials key
+    and the identity signing key (both kept in the registry's settings, made on first use)."""
+
+    def __init__(self, registry: Any):
+        key = registry.shared_setting("ec2_credentials_key", lambda: os.urandom(32).hex())
+        self.credentials = CredentialIssuer(bytes.fromhex(key))
+        self._registry = registry
+        self._signer: Optional[IdentitySigner] = None
+
+    @property
+    def signer(self) -> IdentitySigner:
+        if self._signer is None:
+            self._signer = IdentitySigner(shared_pem(self._registry))
+        return self._signer
 
 
 def versions_listing() -> Response:
@@ -30,14 +55,16 @@ def resolve_version(version: str) -> Optional[str]:
 
 
 def render(record: InstanceRecord, version: str, subpath: str, configured_region: str = "",
-           trees: Optional[dict] = None) -> Optional[Response]:
+           trees: Optional[dict] = None, live: Optional[Live] = None) -> Optional[Answer]:
     """``/<version>/<subpath>`` for ``record``; None when there is no such path (404).
 
-    ``trees``, when given, keeps the meta-data tree built for each version (a crawl asks for
-    every leaf of one tree; the record must be the same for every call with the same dict)."""
+    ``trees``, when given, keeps the trees built for each version (a crawl asks for every leaf of
+    one tree; the record must be the same for every call with the same dict). ``live`` adds the
+    credentials and the identity signatures; without it they are not served."""
     resolved = resolve_version(version)
     if resolved is None:
         return None
+    trees = trees if trees is not None else {}
     parts = [p for p in subpath.split("/") if p]
     if not parts:
         entries = ["dynamic", "meta-data"] if resolved >= "2009-04-04" else ["meta-data"]
@@ -48,15 +75,17 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
         if record.user_data is None:
             return None
         return Response(200, record.user_data, "application/octet-stream")
+    tree: Any
     if parts[0] == "meta-data":
         key = ("meta-data tree", resolved)
-        tree: Union[str, Tree, None] = trees.get(key) if trees is not None else None
+        tree = trees.get(key)
         if tree is None:
-            tree = meta_data_tree(record, resolved, configured_region)
-            if trees is not None:
-                trees[key] = tree
+            tree = trees[key] = meta_data_tree(record, resolved, configured_region, _live_leaf(record, live))
     elif parts[0] == "dynamic" and resolved >= "2009-04-04":
-        tree = {"instance-identity": {"document": identity_document(record, configured_region)}}
+        key = ("dynamic tree", resolved)
+        tree = trees.get(key)
+        if tree is None:
+            tree = trees[key] = _dynamic_tree(record, configured_region, live)
     else:
         return None
     for part in parts[1:]:
@@ -65,6 +94,50 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
         tree = tree[part]
     if isinstance(tree, str):
         return Response(200, tree)
+    if callable(tree):
+        return tree
     if parts[1:] == ["public-keys"]:
         return Response(200, "\n".join(f"{i}={k['name']}" for i, k in enumerate(record.ssh_keys)))
     return Response(200, "\n".join(f"{k}/" if isinstance(v, dict) else k for k, v in tree.items()))
+
+
+class _InstanceLeaves:
+    """``LiveLeaves`` of one instance (``instance_data.ec2``)."""
+
+    def __init__(self, issuer: CredentialIssuer, instance_id: str):
+        self.issuer = issuer
+        self.instance_id = instance_id
+
+    def credentials(self, kind: str, name: str) -> Callable[[], Response]:
+        return self.issuer.leaf(self.instance_id, kind, name)
+
+    def info(self, doc: dict) -> Callable[[], Response]:
+        return self.issuer.info_leaf(doc)
+
+
+def _live_leaf(record: InstanceRecord, live: Optional[Live]) -> Optional[_InstanceLeaves]:
+    return _InstanceLeaves(live.credentials, record.instance_id) if live is not None else None
+
+
+def _dynamic_tree(record: InstanceRecord, configured_region: str, live: Optional[Live]) -> Tree:
+    document = identity_document(record, configured_region)
+    identity: dict[str, Any] = {"document": document}
+    if live is not None:
+        signed: dict[str, str] = {}
+
+        def leaf(name: str) -> Callable[[], Response]:
+            answers: dict[str, Response] = {}
+
+            def answer() -> Response:
+                found = answers.get(name)
+                if found is None:
+                    if not signed:  # one signing per instance, on the first signed leaf asked for
+                        assert live is not None
+                        signed.update(live.signer.sign(document))
+                    found = answers[name] = Response(200, signed[name])
+                return found
+            return answer
+
+        for name in ("pkcs7", "signature", "rsa2048"):
+            identity[name] = leaf(name)
+    return {"instance-identity": identity}

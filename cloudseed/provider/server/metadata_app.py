@@ -47,6 +47,7 @@ class MetadataApp:
         self._proxy_peers: dict[str, bool] = {}
         self._ec2_versions = ec2_api.versions_listing()
         self._os_versions = openstack_api.versions_listing()
+        self._ec2_live = ec2_api.Live(registry)  # credentials and identity keys of this registry
 
     # -- entry point -----------------------------------------------------------------------
     def handle(self, request: Request) -> Answer:
@@ -268,7 +269,8 @@ class MetadataApp:
         record = instance.record
         region = self.config.region
         return self._cached(request, instance, f"ec2/{resolved}/{subpath.strip('/')}",
-                            lambda: ec2_api.render(record, resolved, subpath, region, instance.trees))
+                            lambda: ec2_api.render(record, resolved, subpath, region, instance.trees,
+                                           self._ec2_live))
 
     def _check_token(self, request: Request, instance: CachedInstance) -> Optional[Response]:
         """401 when tokens are required (by the instance or the server) and none is sent, or
@@ -296,7 +298,7 @@ class MetadataApp:
             return text_error(error.status, str(error))
         token = self.tokens.issue(instance.record.instance_id, ttl)
         return Response(200, token, headers=[("X-aws-ec2-metadata-token-ttl-seconds", str(ttl))],
-                        ip_ttl=self.config.token_hop_limit)
+                        ip_ttl=instance.record.ec2.get("hop_limit") or self.config.token_hop_limit)
 
     def _phone_home(self, request: Request, instance: CachedInstance, rest: str) -> Answer:
         if request.method != "POST":

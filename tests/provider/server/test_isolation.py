@@ -12,6 +12,25 @@ PATHS = ["/openstack/latest/meta_data.json", "/openstack/latest/user_data", "/op
          "/openstack/latest/network_data.json", "/openstack/latest/vendor_data.json",
          "/latest/meta-data/instance-id", "/latest/user-data", "/latest/meta-data/public-keys/0/openssh-key",
          "/latest/dynamic/instance-identity/document", "/nocloud/meta-data", "/nocloud/user-data"]
+# every EC2 category that can carry an instance's own data (the owner's values all contain "owner")
+EC2_MD = "/latest/meta-data/"
+MAC = "0a:0e:00:00:00:01"
+NIC = f"{EC2_MD}network/interfaces/macs/{MAC}/"
+PATHS += [EC2_MD + p for p in (
+    "iam/info", "iam/security-credentials/", "iam/security-credentials/owner-role", "tags/instance/",
+    "tags/instance/owner-tag", "security-groups", "placement/group-name", "placement/host-id", "spot/instance-action",
+    "events/maintenance/scheduled", "events/maintenance/history", "identity-credentials/ec2/info",
+    "identity-credentials/ec2/security-credentials/ec2-instance", "hostname", "local-hostname", "public-hostname",
+    "product-codes", "instance-life-cycle", "services/domain", "network/interfaces/macs/", "mac")] + [
+    NIC + p for p in ("security-groups", "security-group-ids", "subnet-id", "vpc-id", "local-hostname")] + [
+    "/latest/dynamic/instance-identity/pkcs7", "/latest/dynamic/instance-identity/rsa2048",
+    "/latest/dynamic/instance-identity/signature", "/latest/dynamic/instance-identity/"]
+OWNER_EC2 = {"iam_role": "owner-role", "security_groups": ["owner-sg"], "placement_group": "owner-pg",
+             "host_id": "owner-host", "spot": {"action": "stop", "time": "2026-11-24T23:00:00Z"},
+             "events": [{"description": "owner maintenance", "id": "owner-event"},
+                        {"description": "owner past", "state": "completed"}],
+             "product_codes": ["owner-code"], "subnet_ids": {"default": "subnet-owner"}, "vpc_id": "vpc-owner",
+             "security_group_ids": ["sg-owner"]}
 
 
 def test_overlapping_addresses_are_told_apart_by_listener_network(server):
@@ -33,7 +52,8 @@ def test_overlapping_addresses_are_told_apart_by_listener_network(server):
 def test_an_instance_never_sees_another_instances_data(server):
     owner = new_address()
     server.add(instance_id="i-owner", hostname="owner", addresses=[owner], user_data="owner-secret",
-               ssh_keys=["ssh-ed25519 AAAAowner owner@x"], vendor_data={"v": "owner"})
+               ssh_keys=["ssh-ed25519 AAAAowner owner@x"], vendor_data={"v": "owner"}, macs=[MAC],
+               tags={"owner-tag": "owner-value"}, ec2=OWNER_EC2)
     stranger = new_address()
     server.add(instance_id="i-stranger", hostname="stranger", addresses=[stranger])
     unknown = new_address()
@@ -48,6 +68,18 @@ def test_an_instance_never_sees_another_instances_data(server):
     assert server.get("/latest/meta-data/instance-id", stranger, headers=spoof).text == "i-stranger"
     assert server.get("/latest/meta-data/instance-id", unknown).status == 404
     assert server.get("/latest/meta-data/instance-id", owner).text == "i-owner"
+    # the owner does see its own (so the paths above are real ones), and credentials differ per instance
+    for path in ("tags/instance/owner-tag", "events/maintenance/scheduled", f"network/interfaces/macs/{MAC}/vpc-id",
+                 "placement/host-id", "iam/info"):
+        assert b"owner" in server.get(EC2_MD + path, owner).body, path
+    assert server.get(EC2_MD + "spot/instance-action", owner).json()["action"] == "stop"
+    assert server.get(EC2_MD + "spot/instance-action", stranger).status == 404
+    mine = server.get(EC2_MD + "identity-credentials/ec2/security-credentials/ec2-instance", owner).json()
+    theirs = server.get(EC2_MD + "identity-credentials/ec2/security-credentials/ec2-instance", stranger).json()
+    assert mine["AccessKeyId"] != theirs["AccessKeyId"] and mine["Token"] != theirs["Token"]
+    assert server.get(EC2_MD + "iam/security-credentials/owner-role", owner).json()["Code"] == "Success"
+    signature = "/latest/dynamic/instance-identity/signature"
+    assert server.get(signature, owner).text != server.get(signature, stranger).text
 
 
 def sign(instance_id: str, secret: str = PROXY_SECRET) -> str:
