@@ -58,6 +58,16 @@ _EC2_TREE = ["meta-data/", "meta-data/public-keys/", "meta-data/public-keys/0/op
     f"meta-data/{leaf}" for leaf in ("ami-id", "ami-launch-index", "ami-manifest-path", "hostname", "instance-id",
                                      "local-hostname", "local-ipv4", "reservation-id", "security-groups",
                                      "instance-type", "mac")]
+# --workload ec2: EC2 paths only, the documented categories real clients read (botocore's role
+# credentials, a live leaf; the signed identity; per-interface VPC keys)
+EC2_PATHS = [f"/latest/meta-data/{p}" for p in (
+    "instance-id", "local-ipv4", "iam/security-credentials/", "iam/security-credentials/bench-role", "iam/info",
+    "placement/availability-zone", "placement/region", "services/domain", "services/partition",
+    "instance-life-cycle", "instance-action", f"network/interfaces/macs/{MAC}/subnet-id",
+    f"network/interfaces/macs/{MAC}/vpc-id", f"network/interfaces/macs/{MAC}/security-group-ids",
+    "identity-credentials/ec2/security-credentials/ec2-instance", "")] + [
+    "/latest/dynamic/instance-identity/document", "/latest/dynamic/instance-identity/signature",
+    "/latest/user-data"]
 OPENSTACK_BOOT = [("GET", "/openstack"), ("GET", "/openstack")] + [
     ("GET", f"/openstack/2018-08-27/{f}") for f in
     ("meta_data.json", "user_data", "vendor_data.json", "vendor_data2.json", "network_data.json")] + [
@@ -81,7 +91,8 @@ def populate(db: str, count: int) -> float:
         batch.append(InstanceRecord(
             instance_id=f"i-{index:08d}", hostname=f"vm-{index}", macs=[MAC],
             addresses=[{"address": address_of(index), "network": "default"}], ssh_keys=[{"name": "k", "data": KEY}],
-            user_data=b"#cloud-config\nruncmd: [echo hello]\n", vendor_data={"cloud-init": "#cloud-config\n"}))
+            user_data=b"#cloud-config\nruncmd: [echo hello]\n", vendor_data={"cloud-init": "#cloud-config\n"},
+            ec2={"iam_role": "bench-role"}))
         if len(batch) == 5000:
             registry.add_many(batch)
             batch = []
@@ -111,11 +122,11 @@ def wait_port(port: int) -> None:
     raise RuntimeError(f"nothing listens on {port}")
 
 
-def static_tree(docroot: str, port: int) -> None:
+def static_tree(docroot: str, port: int, paths: list[str]) -> None:
     """Fetch instance 0's responses from cloudseed and store them as lighttpd static files."""
     import urllib.request
 
-    for path in MIXED:
+    for path in paths:
         body = urllib.request.urlopen(f"http://127.0.0.1:{port}{path}").read()
         target = os.path.join(docroot, path.lstrip("/"))
         if path.endswith("/"):
@@ -136,10 +147,10 @@ def start_lighttpd(docroot: str, port: int, tmp: str) -> subprocess.Popen:
     return proc
 
 
-def run_wrk(port: int, tmp: str, duration: int, connections: int) -> dict:
+def run_wrk(port: int, tmp: str, duration: int, connections: int, paths: list[str]) -> dict:
     script = os.path.join(tmp, "mixed.lua")
     with open(script, "w") as handle:
-        handle.write("paths = {" + ", ".join(f'"{p}"' for p in MIXED) + "}\ni = 0\n"
+        handle.write("paths = {" + ", ".join(f'"{p}"' for p in paths) + "}\ni = 0\n"
                      "request = function()\n  i = i % #paths + 1\n  return wrk.format('GET', paths[i])\nend\n")
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", script,
                           f"http://127.0.0.1:{port}/"], capture_output=True, text=True, check=True).stdout
@@ -218,6 +229,8 @@ def main() -> int:
                         help="also the Python many-source client; Python instead of C for the boot storm")
     parser.add_argument("--db", help="use this registry (already holding --instances instances) instead")
     parser.add_argument("--tree", default=ROOT, help="run the server from this source tree (an older revision)")
+    parser.add_argument("--workload", choices=("mixed", "ec2"), default="mixed",
+                        help="wrk paths: OpenStack and EC2 (default), or EC2 only (EC2_PATHS)")
     parser.add_argument("--skip", action="append", default=[], choices=("wrk", "sources", "storm"))
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="cloudseed-bench-")
@@ -239,18 +252,19 @@ def main() -> int:
             time.sleep(1.0 + 0.5 * args.processes)  # workers bind after the first process
             if "wrk" not in args.skip:
                 docroot = os.path.join(tmp, "static")
-                static_tree(docroot, port)
+                paths = EC2_PATHS if args.workload == "ec2" else MIXED
+                static_tree(docroot, port, paths)
                 lighttpd = start_lighttpd(docroot, static_port, tmp)
                 try:
                     with Busy(server.pid) as busy:
-                        ours = run_wrk(port, tmp, args.duration, args.connections)
+                        ours = run_wrk(port, tmp, args.duration, args.connections, paths)
                     ours["load"] = busy.text
-                    theirs = run_wrk(static_port, tmp, args.duration, args.connections)
+                    theirs = run_wrk(static_port, tmp, args.duration, args.connections, paths)
                     theirs["load"] = load()
                 finally:
                     lighttpd.send_signal(signal.SIGTERM)
                     lighttpd.wait()
-                print(f"wrk mixed workload, 1 source, {args.connections} connections, {args.duration}s, "
+                print(f"wrk {args.workload} workload, 1 source, {args.connections} connections, {args.duration}s, "
                       f"{args.processes} cloudseed process(es), 1 lighttpd process:")
                 print(f"  cloudseed: {ours['rps']:.0f} req/s  p50 {ours['p50_ms']:.2f} ms  p99 {ours['p99_ms']:.2f} ms"
                       f"  non-2xx {ours['non_2xx']}  ({ours['load']})")
