@@ -5,7 +5,9 @@ guest, the package found on sys.path, no editable-install hooks):
   - cold start of ``cloudseed status`` vs ``cloud-init status``;
   - import time of the local stage's code path (``python -X importtime``: the cumulative time
     of every top-level import made by ``cloudseed init --local``) vs ``import cloudinit.cmd.main``;
-  - the four stages from a NoCloud seed in a temporary root, seconds per stage from status.json.
+  - the four stages from a NoCloud seed in a temporary root, seconds per stage from status.json;
+  - a whole boot in a temporary root: four stage processes against one (``cloudseed boot``);
+  - the generator's decision: the POSIX shell generator against the Python one.
 Targets: boot-path import <= 50 ms, ``status`` <= 80 ms.
 
 Run: .venv/bin/python bench/agent_startup.py [--runs 15]
@@ -104,6 +106,48 @@ def stage_seconds(runs: int, env: dict[str, str]) -> dict[str, float]:
     return {k: round(statistics.median(v) * 1000, 1) for k, v in per_stage.items()}
 
 
+def boot_wall_ms(runs: int, env: dict[str, str]) -> dict[str, float]:
+    """Wall time of a whole boot in a temporary root: four stage processes against ``boot`` (one)."""
+    ways = {"four_processes": [["init", "--local"], ["init"], ["modules", "--mode", "config"],
+                               ["modules", "--mode", "final"]],
+            "one_process": [["boot"]]}
+    out = {}
+    for name, steps in ways.items():
+        samples = []
+        for _ in range(runs):
+            top = make_seed_root()
+            try:
+                start = time.perf_counter()
+                for argv in steps:
+                    subprocess.run([PY, "-m", "cloudseed", "--root", top, *argv], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                samples.append(time.perf_counter() - start)
+            finally:
+                shutil.rmtree(top, ignore_errors=True)
+        out[name] = round(statistics.median(samples) * 1000, 1)
+    return out
+
+
+def generator_ms(runs: int, env: dict[str, str]) -> dict[str, float]:
+    """The generator's decision (a machine where no datasource can exist, and one with a seed):
+    the POSIX shell generator the units use against ``cloudseed generator`` (Python)."""
+    shell = os.path.join(PROJECT, "cloudseed", "data", "systemd", "cloudseed-generator")
+    out = {}
+    for kind in ("nothing", "seed"):
+        top = make_seed_root()
+        if kind == "nothing":
+            shutil.rmtree(f"{top}/var/lib/cloud/seed")
+            os.remove(f"{top}/etc/cloudseed/cloud.cfg.d/00-bench.cfg")
+        try:
+            shell_env = {**env, "CLOUDSEED_ROOT": top}
+            out[f"shell_{kind}"] = round(wall(["/bin/sh", shell, f"{top}/gen"], shell_env, runs), 1)
+            out[f"python_{kind}"] = round(wall([PY, "-m", "cloudseed", "--root", top, "generator", "/gen"], env,
+                                               runs), 1)
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
@@ -124,6 +168,8 @@ def main() -> int:
             wall([PY, os.path.join(tree, "usr", "bin", "cloud-init"), "status"], ref, args.runs), 1)
         results["reference_import_ms"] = round(import_ms("import cloudinit.cmd.main", ref, args.runs), 1)
     results["stage_ms"] = stage_seconds(max(3, args.runs // 3), ours)
+    results["boot_wall_ms"] = boot_wall_ms(max(3, args.runs // 3), ours)
+    results["generator_ms"] = generator_ms(args.runs, ours)
     print(json.dumps(results, indent=2))
     return 0
 

@@ -1,10 +1,19 @@
 #!/usr/bin/env python3
-"""Boot-time benchmark: the same lab image with Debian's cloud-init and with cloudseed, same seed.
+"""Boot-time benchmark: the same lab image with no agent, with cloudseed and with Debian's cloud-init.
 
-Boots each image N times, alternating, in one run (TCG on these machines), and reports medians
-of: agent time per stage, total agent time, agent finished after power-on, and power-on to SSH
-ready. User-data as in LAB-NOTES: hostname/fqdn/manage_etc_hosts, a sudo user with an ed25519
-key, 3 write_files, 1 bootcmd, 2 runcmd. Usage: .venv/bin/python bench/boot_compare.py [-n 3]
+Boots each image N rounds, alternating in one run (TCG on these machines); each round is a first
+boot of a fresh instance and, with ``--reboot``, a second boot of the same disk. Same NoCloud seed
+for all (the image without an agent ignores it; a small unit runs ``ssh-keygen -A`` there, as a
+plain image needs). User-data as in LAB-NOTES: hostname/fqdn/manage_etc_hosts, a sudo user with
+an ed25519 key, 3 write_files, 1 bootcmd, 2 runcmd.
+
+Measured from outside the guest, seconds after power-on (host clock, console lines timestamped
+as they arrive): ``sysinit.target`` reached, SSH answering, every host key type the image's sshd
+offers served (``ssh-keyscan`` of rsa, ecdsa and ed25519), boot finished (the lab collector's
+line, after ``multi-user.target`` and, with an agent, its final stage); plus the agent's own stage
+times. Reported as medians, and as ratios and differences against the image without an agent.
+
+Usage: .venv/bin/python bench/boot_compare.py [-n 3] [--agents none,cloudseed,reference] [--reboot]
 """
 
 from __future__ import annotations
@@ -12,19 +21,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 from cloudseed.lab.accel import choose_accel
+from cloudseed.lab.agent_report import summarize
 from cloudseed.lab.image import lab_image
 from cloudseed.lab.session import BootResult, run_boot
 from cloudseed.provider.seeds.build import build_seed
 from cloudseed.provider.seeds.spec import InstanceSpec, SshKey
 
-REFERENCE_STAGES = {"init-local": "local", "init": "network", "modules-config": "config",
-                    "modules-final": "final"}
+SYSINIT = re.compile(r"Reached target (sysinit\.target|System Initialization)")
+KEY_TYPES = ("rsa", "ecdsa", "ed25519")
 
 
 def user_data(key: str) -> bytes:
@@ -50,17 +62,49 @@ runcmd:
 
 
 def stage_seconds(result: BootResult) -> dict[str, float]:
-    """Per-stage agent time: cloudseed's own markers, or the reference's status.json stamps."""
+    """Per-stage agent time: cloudseed's own markers, or the stamps of either agent's status."""
     own = {name: t.seconds for name, t in result.stages.items() if t.seconds is not None}
     if own:
         return own
-    v1 = (result.status or {}).get("v1", {}) if isinstance(result.status, dict) else {}
-    times = {}
-    for ref_name, name in REFERENCE_STAGES.items():
-        stage = v1.get(ref_name) or {}
-        if stage.get("start") and stage.get("finished"):
-            times[name] = float(stage["finished"]) - float(stage["start"])
-    return times
+    stages = summarize(result.status, result.result)["stages"]
+    return {name: s["seconds"] for name, s in stages.items() if s.get("seconds") is not None}
+
+
+def sysinit_at(result: BootResult) -> float | None:
+    console = result.vm.console if result.vm else None
+    for line in list(console.lines) if console else []:
+        if SYSINIT.search(line.text):
+            return line.at
+    return None
+
+
+def all_keys_at(result: BootResult, limit: float = 180.0) -> float | None:
+    """When sshd first served every key type (seconds after power-on), polling from the host."""
+    vm = result.vm
+    if vm is None or result.ssh_ready_at is None:
+        return None
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and vm.running():
+        proc = subprocess.run(["ssh-keyscan", "-T", "5", "-t", ",".join(KEY_TYPES), "-p", str(vm.ssh_port),
+                               "127.0.0.1"], capture_output=True, text=True, timeout=30)
+        offered = {line.split()[1] for line in proc.stdout.splitlines() if len(line.split()) >= 3}
+        if {"ssh-rsa", "ecdsa-sha2-nistp256", "ssh-ed25519"} <= offered:
+            return time.monotonic() - vm.started
+        time.sleep(0.5)
+    return None
+
+
+def measure(image, workdir: str, accel: str, reason: str, seed: str, timeout: float,
+            overlay: str | None = None) -> tuple[dict, BootResult]:
+    result = run_boot(image, workdir, accel=accel, accel_reason=reason, seeds=[seed], timeout=timeout,
+                      ssh_timeout=90, keep=True, overlay=overlay)
+    sample = {"stages": stage_seconds(result), "sysinit_at": sysinit_at(result), "ssh_ready_at": result.ssh_ready_at,
+              "finished_at": result.collected_at, "agent_done_at": result.agent_done_at,
+              "all_keys_at": all_keys_at(result), "timed_out": result.timed_out}
+    sample["agent_total"] = sum(sample["stages"].values()) if sample["stages"] else None
+    if result.vm:
+        result.vm.stop()
+    return sample, result
 
 
 def median(values: list[float | None]) -> float | None:
@@ -68,14 +112,39 @@ def median(values: list[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
-def fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
+def fmt(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.1f}{unit}"
+
+
+COLUMNS = (("sysinit_at", "sysinit.target"), ("ssh_ready_at", "SSH ready"), ("all_keys_at", "all host keys"),
+           ("finished_at", "boot finished"), ("agent_total", "agent time"))
+
+
+def table(title: str, samples: dict[str, list[dict]]) -> list[str]:
+    medians = {agent: {key: median([r[key] for r in runs]) for key, _ in COLUMNS} for agent, runs in samples.items()}
+    lines = [f"### {title} (medians, seconds after power-on)", "",
+             "| agent | " + " | ".join(label for _, label in COLUMNS) + " | finished vs none |",
+             "|---" * (len(COLUMNS) + 2) + "|"]
+    base = medians.get("none", {})
+    for agent, values in medians.items():
+        vs = "-"
+        if agent != "none" and values["finished_at"] is not None and base.get("finished_at"):
+            mine, theirs = values["finished_at"], base["finished_at"]
+            vs = f"{mine / theirs:.2f}x ({mine - theirs:+.1f} s)"
+        lines.append(f"| {agent} | " + " | ".join(fmt(values[key]) for key, _ in COLUMNS) + f" | {vs} |")
+    if base.get("sysinit_at") is not None:
+        for agent, values in medians.items():
+            if agent != "none" and values["sysinit_at"] is not None:
+                later = values["sysinit_at"] - base["sysinit_at"]
+                lines.append(f"\n{agent}: sysinit.target {later:+.1f} s against none")
+    return lines
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", "--boots", type=int, default=3, help="boots per image (default 3)")
-    parser.add_argument("--agents", default="reference,cloudseed", help="comma list (also: none)")
+    parser.add_argument("-n", "--boots", type=int, default=3, help="rounds per image (default 3)")
+    parser.add_argument("--agents", default="none,cloudseed,reference", help="comma list of none, cloudseed, reference")
+    parser.add_argument("--reboot", action="store_true", help="also a second boot of each instance")
     parser.add_argument("--json", metavar="FILE", help="also write all samples as JSON")
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
@@ -91,32 +160,42 @@ def main() -> int:
     images = {agent: lab_image(agent) for agent in agents}
     first = next(iter(images.values()))
     accel, reason = choose_accel("auto", first.kernel, first.initrd)
-    print(f"accelerator: {accel} ({reason}); {args.boots} boots per image, alternating", flush=True)
+    load = os.getloadavg()
+    print(f"accelerator: {accel} ({reason}); {args.boots} rounds, alternating; load at start "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
     samples: dict[str, list[dict]] = {agent: [] for agent in agents}
+    reboots: dict[str, list[dict]] = {agent: [] for agent in agents}
     for round_number in range(args.boots):
         for agent in agents:
             workdir = os.path.join(work, f"{agent}-{round_number}")
-            result = run_boot(images[agent], workdir, accel=accel, accel_reason=reason, seeds=[seed],
-                              timeout=args.timeout, ssh_timeout=60)
-            sample = {"stages": stage_seconds(result), "agent_done_at": result.agent_done_at,
-                      "ssh_ready_at": result.ssh_ready_at, "timed_out": result.timed_out}
-            sample["agent_total"] = sum(sample["stages"].values()) if sample["stages"] else None
+            sample, result = measure(images[agent], workdir, accel, reason, seed, args.timeout)
             samples[agent].append(sample)
-            print(f"  {agent:<10} boot {round_number + 1}: agent {fmt(sample['agent_total'])}s, "
-                  f"finished at {fmt(result.agent_done_at)}s, SSH at {fmt(result.ssh_ready_at)}s", flush=True)
+            print(f"  {agent:<10} boot {round_number + 1}: sysinit {fmt(sample['sysinit_at'])}, SSH "
+                  f"{fmt(sample['ssh_ready_at'])}, all keys {fmt(sample['all_keys_at'])}, finished "
+                  f"{fmt(sample['finished_at'])}, agent {fmt(sample['agent_total'])}", flush=True)
+            if args.reboot:
+                again, _ = measure(images[agent], workdir + "-reboot", accel, reason, seed, args.timeout,
+                                   overlay=result.overlay)
+                reboots[agent].append(again)
+                print(f"  {agent:<10} reboot {round_number + 1}: sysinit {fmt(again['sysinit_at'])}, SSH "
+                      f"{fmt(again['ssh_ready_at'])}, finished {fmt(again['finished_at'])}, "
+                      f"agent {fmt(again['agent_total'])}", flush=True)
             if os.path.exists(result.overlay):
                 os.unlink(result.overlay)
-    print()
+    load = os.getloadavg()
+    print(f"\nload at end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
+    print("\n".join(table("first boot", samples)))
+    if args.reboot:
+        print()
+        print("\n".join(table("reboot of the same instance", reboots)))
     stages = ("local", "network", "config", "final")
-    print("| agent | " + " | ".join(stages) + " | agent total | finished after power-on | SSH ready |")
-    print("|---" * (len(stages) + 4) + "|")
+    print("\n| agent | " + " | ".join(stages) + " |\n" + "|---" * (len(stages) + 1) + "|")
     for agent, runs in samples.items():
-        cells = [fmt(median([r["stages"].get(s) for r in runs])) for s in stages]
-        print(f"| {agent} | " + " | ".join(cells) + f" | {fmt(median([r['agent_total'] for r in runs]))} | "
-              f"{fmt(median([r['agent_done_at'] for r in runs]))} | {fmt(median([r['ssh_ready_at'] for r in runs]))} |")
+        if agent != "none":
+            print(f"| {agent} | " + " | ".join(fmt(median([r['stages'].get(s) for r in runs])) for s in stages) + " |")
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"accel": accel, "samples": samples}, handle, indent=2)
+            json.dump({"accel": accel, "samples": samples, "reboots": reboots}, handle, indent=2)
     return 0
 
 
