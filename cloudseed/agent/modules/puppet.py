@@ -116,10 +116,10 @@ puppet:
   exec_args: ['--test', '--waitforcert', '60']
   csr_attributes:
     custom_attributes:
-      1.2.840.113549.1.9.7: 342thbjkt82094y0uthhor289jnqthpc2290
+      1.2.840.113549.1.9.7: a-one-time-challenge-password
     extension_requests:
-      pp_uuid: ED803750-E3C7-44F5-BB08-41A04433FE2E
-      pp_image_name: my_ami_image
+      pp_uuid: 6f1c2a9e-3b7d-4e52-9a0c-d81f4b27e3a6
+      pp_image_name: web-frontend-2026
 """,
     ),
 )

@@ -187,7 +187,7 @@ PUPPET_DOCUMENTS = [
               "agent": {"runinterval": 1800, "usecacheonfailure": False}, "ca_cert": CA}},
     {"package_name": "puppet-agent", "version": "7.23.0-1",
      "csr_attributes": {"custom_attributes": {"1.2.840.113549.1.9.7": "challenge"},
-                        "extension_requests": {"pp_uuid": "ED803750", "pp_image_name": "my_ami"}}},
+                        "extension_requests": {"pp_uuid": "6f1c2a9e", "pp_image_name": "web-frontend"}}},
     {"conf": {"server": {"autosign": True}, "user": {"color": "false"}},
      "csr_attributes": {"extension_requests": {"pp_role": "web"}}},
     {"conf": {"agent": {"server": "ps.example.org", "certname": "NODE-%i", "environment": "dev"},
