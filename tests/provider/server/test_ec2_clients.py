@@ -240,3 +240,37 @@ def _served_macs(server) -> dict:
             lines = http(server.port, f"{base}{mac}/{leaf}").text.splitlines()
             nic[leaf] = lines if len(lines) > 1 else lines[0]
     return tree
+
+
+def test_optional_categories_follow_the_record(server):
+    from server_support import new_address
+
+    address = new_address()
+    server.add(instance_id="i-0ec2c11e4700000002", hostname="plain", availability_zone="cn-north-1a",
+               addresses=[address], tags={"env": "hidden"}, ec2={"instance_metadata_tags": "disabled"})
+    md = "/latest/meta-data/"
+    listing = server.get(md, address).text.splitlines()
+    assert "tags/" not in listing and "spot/" not in listing and "iam/" not in listing
+    assert {"services/", "events/", "identity-credentials/", "instance-life-cycle"} <= set(listing)
+    for path in ("tags/instance/", "tags/instance/env", "spot/instance-action", "spot/termination-time",
+                 "iam/info", "iam/security-credentials/"):
+        assert server.get(md + path, address).status == 404, path
+    assert server.get(md + "services/domain", address).text == "amazonaws.com.cn"
+    assert server.get(md + "services/partition", address).text == "aws-cn"
+    assert server.get(md + "events/maintenance/scheduled", address).json() == []
+    assert server.get(md + "instance-life-cycle", address).text == "on-demand"
+    # an older API version has only what AWS had then
+    assert "services/" not in server.get("/2009-04-04/meta-data/", address).text.splitlines()
+    # the instance that allows tags and has events sees them
+    assert http(server.port, md + "tags/instance/team").text == "core"
+    scheduled = http(server.port, md + "events/maintenance/scheduled").json()
+    assert scheduled[0]["Code"] == "system-reboot" and scheduled[0]["NotBefore"] == "01 Dec 2026 10:00:00 GMT"
+    assert http(server.port, md + "placement/partition-number").text == "2"
+
+
+def test_bad_ec2_settings_are_refused_naming_the_key(server):
+    for ec2, field in (({"life_cycle": "reserved"}, "ec2.life_cycle"), ({"hop_limit": 65}, "ec2.hop_limit"),
+                       ({"spot": {"action": "stop", "time": "soon"}}, "ec2.spot.time"),
+                       ({"iam_role": "a/b"}, "ec2.iam_role"), ({"colour": "red"}, "ec2.colour")):
+        reply = server.admin("POST", "/v1/instances", {"instance_id": "i-bad-ec2", "ec2": ec2})
+        assert reply.status == 400 and field in reply.text, (ec2, reply.text)
