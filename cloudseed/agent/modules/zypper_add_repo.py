@@ -43,15 +43,14 @@ MODULE = ModuleSpec(
 #cloud-config
 zypper:
   repos:
-    - id: opensuse-oss
-      name: os-oss
-      baseurl: http://dl.opensuse.org/dist/leap/v/repo/oss/
-      enabled: 1
-      autorefresh: 1
+    - id: company-tools
+      name: Company tools for Leap 15.6
+      baseurl: https://packages.example.com/suse/leap-15.6/
+      gpgcheck: true
+      priority: 90
   config:
-    reposdir: /etc/zypp/repos.dir
-    servicesdir: /etc/zypp/services.d
-    download.use_deltarpm: true
+    download.use_deltarpm: false
+    solver.onlyRequires: true
 """,
     ),
 )
