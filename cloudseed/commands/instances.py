@@ -40,6 +40,14 @@ def _record_flags(parser: argparse.ArgumentParser, adding: bool) -> None:
     ec2.add_argument("--spot-action", metavar="ACTION@TIME",
                      help="spot interruption, e.g. terminate@2026-11-24T21:00:00Z ('none' removes it)")
     ec2.add_argument("--security-group", action="append", metavar="NAME", help="security group name (repeatable)")
+    clouds = parser.add_argument_group("GCE, DigitalOcean, Hetzner, Oracle settings (update: replaced)")
+    clouds.add_argument("--clouds-json", metavar="FILE",
+                        help="JSON object {gce: {...}, digitalocean: {...}, hetzner: {...}, oracle: {...}} "
+                             "(keys in cloudseed/provider/registry/cloud_fields.py)")
+    clouds.add_argument("--gce-attribute", action="append", metavar="KEY=VALUE",
+                        help="GCE instance attribute (repeatable; e.g. enable-oslogin=FALSE)")
+    clouds.add_argument("--gce-project-attribute", action="append", metavar="KEY=VALUE",
+                        help="GCE project attribute (repeatable; e.g. ssh-keys=USER:KEY)")
     ec2.add_argument("--ec2-json", metavar="FILE",
                      help="EC2 settings as a JSON object (keys: see docs/metadata-server.md, EC2 section)")
 
@@ -140,6 +148,9 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
             key, _, value = item.partition("=")
             tags[key] = value
         fields["tags"] = tags
+    clouds = _cloud_fields(args)
+    if clouds:
+        fields["clouds"] = clouds
     ec2 = _ec2_fields(args)
     if ec2:
         fields["ec2"] = ec2
@@ -152,6 +163,26 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
             meta[key] = value
         fields["meta"] = meta
     return fields
+
+
+def _cloud_fields(args: argparse.Namespace) -> dict[str, Any]:
+    clouds: dict[str, Any] = {}
+    if getattr(args, "clouds_json", None):
+        try:
+            clouds = json.loads(_read(args.clouds_json, "--clouds-json"))
+        except ValueError as error:
+            raise InputError(f"--clouds-json {args.clouds_json}: not JSON: {error}")
+        if not isinstance(clouds, dict):
+            raise InputError(f"--clouds-json {args.clouds_json}: must be a JSON object")
+    for flag, key in (("gce_attribute", "attributes"), ("gce_project_attribute", "project_attributes")):
+        for item in getattr(args, flag, None) or []:
+            name, sep, value = item.partition("=")
+            if not sep or not name:
+                raise InputError(f"--{flag.replace('_', '-')} {item!r}: expected KEY=VALUE")
+            gce = clouds.setdefault("gce", {})
+            gce.setdefault(key, {})[name] = value
+    return clouds
+
 
 
 def _ec2_fields(args: argparse.Namespace) -> dict[str, Any]:

@@ -77,6 +77,7 @@ class InstanceRecord:
     ami_id: str = "ami-00000000"
     created_at: str = ""
     ec2: dict = dataclasses.field(default_factory=dict)  # EC2-only settings (registry/ec2_fields.py)
+    clouds: dict = dataclasses.field(default_factory=dict)  # GCE/DO/Hetzner/Oracle (registry/cloud_fields.py)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -177,6 +178,9 @@ class InstanceRecord:
         from cloudseed.provider.registry.ec2_fields import validate_ec2
 
         self.ec2 = validate_ec2(self.ec2)
+        from cloudseed.provider.registry.cloud_fields import validate_clouds
+
+        self.clouds = validate_clouds(self.clouds)
         if self.imds_tokens not in ("required", "optional"):
             raise RecordError("imds_tokens", f"{self.imds_tokens!r} must be 'required' or 'optional'")
         if self.password is not None:

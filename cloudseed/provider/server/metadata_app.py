@@ -24,7 +24,7 @@ from cloudseed.provider.server.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
 from cloudseed.provider.server.instance_cache import AMBIGUOUS, MAX_ROUTES, MISSING, CachedInstance, InstanceCache
 from cloudseed.provider.server.rate_limit import RateLimiter
-from cloudseed.provider.server.routes import NOCLOUD, OPENSTACK, PHONE_HOME, TOKEN, api_of
+from cloudseed.provider.server.routes import CLOUD_APIS, NOCLOUD, OPENSTACK, PHONE_HOME, TOKEN, api_of
 
 Answer = Union[Response, Awaitable[Response]]
 READ_METHODS = ("GET", "HEAD")
@@ -48,6 +48,7 @@ class MetadataApp:
         self._ec2_versions = ec2_api.versions_listing()
         self._os_versions = openstack_api.versions_listing()
         self._ec2_live = ec2_api.Live(registry)  # credentials and identity keys of this registry
+        self._cloud_apis: dict[str, Any] = {}  # gce, digitalocean, hetzner, oracle: their modules
 
     # -- entry point -----------------------------------------------------------------------
     def handle(self, request: Request) -> Answer:
@@ -174,6 +175,13 @@ class MetadataApp:
             return self._nocloud(request, instance, path[len("/nocloud"):])
         if api == PHONE_HOME:
             return self._phone_home(request, instance, path[len("/phone-home"):])
+        if api in CLOUD_APIS:
+            module = self._cloud_apis.get(api)
+            if module is None:
+                import importlib
+
+                module = self._cloud_apis[api] = importlib.import_module(f"cloudseed.provider.server.{api}_api")
+            return module.handle(self, request, instance)
         return self._ec2(request, instance, path)
 
     def _cached(self, request: Request, instance: CachedInstance, key: str, render: Any) -> Response:

@@ -1,0 +1,101 @@
+"""An instance as Google Compute Engine's metadata server describes it: the ``computeMetadata/v1`` tree.
+
+The tree uses the path names (``machine-type``, ``network-interfaces``); ``as_json`` turns it
+into the JSON the server answers to ``?recursive=true`` (camelCase keys, as GCE's, attribute
+names kept as written). Settings come from ``record.clouds["gce"]``; what is not given is derived:
+user-data and the record's SSH keys (as ``cloudinit:KEY``, the user cloud-init installs) become
+instance attributes unless the operator set those attributes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from typing import Any
+
+from cloudseed.provider.instance_data.network import interfaces
+from cloudseed.provider.registry import InstanceRecord
+
+Tree = dict[str, Any]
+
+
+def _number(*parts: str) -> int:
+    return int.from_bytes(hashlib.sha256("/".join(parts).encode()).digest()[:7], "big")
+
+
+def project_id(record: InstanceRecord) -> str:
+    return record.clouds.get("gce", {}).get("project_id") or record.project_id or "cloudseed-project"
+
+
+def tree(record: InstanceRecord) -> Tree:
+    """``{"instance": {...}, "project": {...}}`` for ``record``."""
+    gce = record.clouds.get("gce", {})
+    project = project_id(record)
+    number = gce.get("numeric_project_id") or _number("project", project)
+    zone = record.availability_zone
+    hostname = record.hostname if "." in record.hostname else f"{record.hostname}.{zone}.c.{project}.internal"
+    attributes = dict(gce.get("attributes") or {})
+    if record.user_data is not None and "user-data" not in attributes:
+        try:
+            attributes["user-data"] = record.user_data.decode("utf-8")
+        except UnicodeDecodeError:
+            import base64
+
+            attributes["user-data"] = base64.b64encode(record.user_data).decode("ascii")
+            attributes["user-data-encoding"] = "base64"
+    if record.ssh_keys and "ssh-keys" not in attributes:
+        attributes["ssh-keys"] = "\n".join(f"cloudinit:{key['data']}" for key in record.ssh_keys)
+    instance_id = record.instance_id
+    numeric = gce.get("numeric_id") or (int(instance_id) if instance_id.isdigit() else _number("instance", instance_id))
+    instance: Tree = {
+        "attributes": attributes,
+        "cpu-platform": "Intel Broadwell",
+        "description": "",
+        "hostname": hostname,
+        "id": numeric,
+        "image": f"projects/{project}/global/images/{record.ami_id}",
+        "machine-type": f"projects/{number}/machineTypes/{gce.get('machine_type') or record.instance_type}",
+        "maintenance-event": "NONE",
+        "name": record.name,
+        "network-interfaces": _interfaces(record, number),
+        "preempted": "FALSE",
+        "scheduling": {"automatic-restart": "TRUE", "on-host-maintenance": "MIGRATE", "preemptible": "FALSE"},
+        "tags": list(gce.get("tags") or []),
+        "zone": f"projects/{number}/zones/{zone}",
+    }
+    return {"instance": instance,
+            "project": {"attributes": dict(gce.get("project_attributes") or {}),
+                        "numeric-project-id": number, "project-id": project}}
+
+
+def _interfaces(record: InstanceRecord, number: int) -> list[Tree]:
+    result = []
+    for mac, addresses in interfaces(record):
+        private = [a for a in addresses if not a.get("public") and ":" not in a["address"]]
+        public = [a for a in addresses if a.get("public") and ":" not in a["address"]]
+        nic: Tree = {"access-configs": [{"external-ip": a["address"], "type": "ONE_TO_ONE_NAT"} for a in public],
+                     "dns-servers": ["169.254.169.254"], "forwarded-ips": [], "mac": mac, "mtu": 1460}
+        if private:
+            first = private[0]
+            net = ipaddress.ip_interface(f"{first['address']}/{first.get('prefix', 32)}").network
+            nic.update({"ip": first["address"], "subnetmask": str(net.netmask),
+                        "gateway": str(next(net.hosts(), net.network_address)) if net.prefixlen < 31
+                        else first["address"],
+                        "network": f"projects/{number}/networks/{first['network']}"})
+        result.append(nic)
+    return result
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("-")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def as_json(value: Any, under_attributes: bool = False) -> Any:
+    """The value as GCE's JSON answers show it (camelCase keys outside attribute maps)."""
+    if isinstance(value, dict):
+        return {(key if under_attributes else _camel(key)): as_json(item, key == "attributes" and not under_attributes)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_json(item) for item in value]
+    return value

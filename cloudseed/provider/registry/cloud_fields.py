@@ -1,0 +1,114 @@
+"""The per-cloud settings of an instance record (``InstanceRecord.clouds``) and their validation.
+
+``clouds`` is ``{"gce": {...}, "digitalocean": {...}, "hetzner": {...}, "oracle": {...}}``; every
+key is optional and what is not given is derived from the record's common fields when the
+metadata is built (``provider/instance_data/{gce,digitalocean,hetzner,oracle}.py``). Kept in the
+record's stored JSON body (``clouds`` in ``sql.py``'s body fields), so no schema migration.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,254}$")
+MAX_ATTRIBUTE = 256 * 1024  # GCE's limit for one metadata value
+
+# cloud -> key -> description ("attributes" kinds are {string: string})
+FIELDS: dict[str, dict[str, str]] = {
+    "gce": {
+        "project_id": "project/project-id (default: the record's project_id, else 'cloudseed-project')",
+        "numeric_project_id": "project/numeric-project-id (digits; default derived from the project id)",
+        "numeric_id": "instance/id (digits; default derived from the instance id)",
+        "machine_type": "instance/machine-type's last part (default: the record's instance_type)",
+        "attributes": "instance/attributes: {key: value} (user-data, ssh-keys, startup-script, "
+                      "enable-oslogin, block-project-ssh-keys...); record keys and user-data are added "
+                      "unless given here",
+        "project_attributes": "project/attributes: {key: value} (ssh-keys, enable-oslogin...)",
+        "tags": "instance/tags: network tags",
+    },
+    "digitalocean": {
+        "droplet_id": "droplet_id (digits; default derived from the instance id)",
+        "region": "region (default: the availability zone)",
+        "floating_ip": "floating_ip.ipv4.ip_address",
+        "anchor_ipv4": "{ip_address, netmask, gateway}: the public interface's anchor address",
+        "gateway": "the public IPv4 gateway (default: the first address of its subnet)",
+        "nameservers": "dns.nameservers (default 67.207.67.2, 67.207.67.3)",
+        "features": "features: {name: bool}",
+        "tags": "tags (default: the record's tag keys)",
+    },
+    "hetzner": {
+        "numeric_id": "instance-id (digits; default derived from the instance id)",
+        "region": "region (default: the availability zone minus its last '-part')",
+        "private_networks": "[{ip, alias_ips, interface_num, mac_address, network_id, network_name, "
+                            "network, subnet, gateway}] (default derived from the private addresses)",
+    },
+    "oracle": {
+        "region": "region (default: the availability zone minus its last '-part')",
+        "canonical_region": "canonicalRegionName",
+        "compartment_id": "compartmentId (default derived from the project id)",
+        "shape": "shape (default: the record's instance_type)",
+        "subnet_cidrs": "{network: CIDR} for vnics' subnetCidrBlock (default: the address prefix)",
+        "virtual_router_ips": "{network: IP} for vnics' virtualRouterIp (default: first address of the subnet)",
+    },
+}
+
+
+def validate_clouds(value: Any) -> dict:
+    """``value`` checked and normalised; raises ``RecordError`` (``clouds.CLOUD.KEY``) for the first bad key."""
+    from cloudseed.provider.registry.record import RecordError
+
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RecordError("clouds", "must be an object of per-cloud settings (gce, digitalocean, hetzner, oracle)")
+    clean: dict[str, Any] = {}
+    for cloud, settings in value.items():
+        known = FIELDS.get(cloud)
+        if known is None:
+            raise RecordError(f"clouds.{cloud}", f"unknown cloud (known: {', '.join(sorted(FIELDS))})")
+        if settings is None:
+            continue
+        if not isinstance(settings, dict):
+            raise RecordError(f"clouds.{cloud}", "must be an object")
+        out: dict[str, Any] = {}
+        for key, item in settings.items():
+            where = f"clouds.{cloud}.{key}"
+            if key not in known:
+                raise RecordError(where, f"unknown field (known: {', '.join(sorted(known))})")
+            if item is None:
+                continue
+            if key in ("attributes", "project_attributes"):
+                _attributes(where, item)
+            elif key in ("numeric_id", "numeric_project_id", "droplet_id"):
+                if isinstance(item, bool) or not (isinstance(item, int) and item >= 0
+                                                  or isinstance(item, str) and item.isascii() and item.isdigit()
+                                                  and len(item) <= 20):
+                    raise RecordError(where, "must be a number (digits)")
+                item = int(item)
+            elif key in ("tags", "nameservers"):
+                if not isinstance(item, list) or not all(isinstance(t, str) and _NAME_RE.match(t) for t in item):
+                    raise RecordError(where, "must be a list of names")
+            elif key in ("features", "anchor_ipv4", "subnet_cidrs", "virtual_router_ips"):
+                if not isinstance(item, dict) or not all(isinstance(k, str) for k in item):
+                    raise RecordError(where, "must be an object")
+            elif key == "private_networks":
+                if not isinstance(item, list) or not all(isinstance(n, dict) for n in item):
+                    raise RecordError(where, "must be a list of objects")
+            elif not isinstance(item, str) or not _NAME_RE.match(item):
+                raise RecordError(where, "must be a name: letters, digits, '.', '_', ':', '@', '/' or '-'")
+            out[key] = item
+        clean[cloud] = out
+    return clean
+
+
+def _attributes(where: str, item: Any) -> None:
+    from cloudseed.provider.registry.record import RecordError
+
+    if not isinstance(item, dict):
+        raise RecordError(where, "must be an object of attribute names to string values")
+    for key, text in item.items():
+        if not isinstance(key, str) or not re.match(r"^[A-Za-z0-9_-]{1,128}$", key):
+            raise RecordError(f"{where}.{key}", "an attribute name is 1-128 letters, digits, '_' or '-'")
+        if not isinstance(text, str) or len(text.encode("utf-8")) > MAX_ATTRIBUTE:
+            raise RecordError(f"{where}.{key}", f"must be a string of at most {MAX_ATTRIBUTE} bytes")

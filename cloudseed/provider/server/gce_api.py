@@ -1,0 +1,185 @@
+"""Google Compute Engine's metadata API (``/computeMetadata/v1/...``), as GCE's metadata server answers.
+
+Rules as GCE enforces them: a request without ``Metadata-Flavor: Google`` is a 403, a request
+carrying ``X-Forwarded-For`` (not from a trusted proxy) is a 403, and every answer carries
+``Metadata-Flavor: Google``. A directory lists its entries (``name/`` for directories);
+``?recursive=true`` answers a directory as one JSON document (camelCase keys); ``?alt=json``
+answers a leaf as JSON, ``?alt=text`` a directory as ``path value`` lines. Every answer has an
+``ETag``; ``?wait_for_change=true`` waits until the value's ETag differs from ``last_etag`` (or
+from the current one when none is given), at most ``timeout_sec`` (default 60, at most 300)
+seconds, polling the instance cache on the event loop: a waiting client holds no worker thread.
+
+The tree is ``provider/instance_data/gce.py``; answers are rendered once per instance and query,
+kept in the instance's ``responses`` (never in ``routes``: the header rules are checked on
+every request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any, Optional, Union
+from urllib.parse import parse_qsl
+
+from cloudseed.provider.instance_data import gce
+from cloudseed.provider.server.http import Response
+from cloudseed.provider.server.instance_cache import CachedInstance
+
+PREFIX = "/computeMetadata"
+FLAVOR = ("Metadata-Flavor", "Google")
+DEFAULT_WAIT = 60.0
+MAX_WAIT = 300.0
+POLL = 0.25
+TEXT = "application/text"
+JSON = "application/json"
+MISSING = object()
+
+
+def error(status: int, message: str) -> Response:
+    return Response(status, message.rstrip("\n") + "\n", "text/html; charset=UTF-8", headers=[FLAVOR])
+
+
+_NOT_FOUND = error(404, "Not Found")
+_NO_FLAVOR = error(403, "Your client does not have permission to get URL from this server. "
+                        "Missing Metadata-Flavor:Google header.")
+_FORWARDED = error(403, "Your client does not have permission to get URL from this server. "
+                        "Requests carrying X-Forwarded-For are refused.")
+
+
+def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
+    """The answer to ``request`` (a Response, or an awaitable of one for ``wait_for_change``)."""
+    if request.headers.get("metadata-flavor") != "Google":
+        return _NO_FLAVOR
+    if "x-forwarded-for" in request.headers and not app._is_proxy(request.peer):
+        return _FORWARDED
+    if request.method not in ("GET", "HEAD"):
+        return Response(405, "Method not allowed; use GET\n", headers=[FLAVOR, ("Allow", "GET, HEAD")])
+    rest = request.path[len(PREFIX):]
+    if rest in ("", "/"):
+        return _answer_text(instance, "root", "v1/\n")
+    if not (rest == "/v1" or rest.startswith("/v1/")):
+        return _NOT_FOUND
+    path = tuple(p for p in rest[len("/v1"):].split("/") if p)
+    query = {k.lower(): v for k, v in parse_qsl(request.query or "", keep_blank_values=True)}
+    recursive = query.get("recursive", "").lower() == "true"
+    alt = query.get("alt", "").lower()
+    if alt not in ("", "json", "text"):
+        return error(400, f"alt={alt!r}: use json or text")
+    key = f"gce/{'/'.join(path)}/{int(recursive)}{alt}"
+    answer = render_cached(instance, key, path, recursive, alt)
+    if query.get("wait_for_change", "").lower() != "true":
+        return answer
+    try:
+        timeout = min(MAX_WAIT, max(0.0, float(query.get("timeout_sec") or DEFAULT_WAIT)))
+    except ValueError:
+        return error(400, "timeout_sec must be a number of seconds")
+    last = query.get("last_etag") or _etag(answer)
+    if _etag(answer) != last:
+        return answer
+    return _wait(app, instance.instance_id, key, path, recursive, alt, last, timeout)
+
+
+def render_cached(instance: Any, key: str, path: tuple, recursive: bool, alt: str) -> Response:
+    found = instance.responses.get(key)
+    if found is None:
+        tree = instance.trees.get("gce")
+        if tree is None:
+            tree = instance.trees["gce"] = gce.tree(instance.record)
+        found = instance.responses[key] = render(tree, path, recursive, alt)
+    return found
+
+
+async def _wait(app: Any, instance_id: str, key: str, path: tuple, recursive: bool, alt: str, last: str,
+                timeout: float) -> Response:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    answer: Optional[Response] = None
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        await asyncio.sleep(min(POLL, remaining))
+        instance = app.cache.cached(instance_id)
+        if instance is None:
+            return _NOT_FOUND
+        if not isinstance(instance, CachedInstance):
+            instance = await app.cache.by_id(instance_id)
+            if instance is None:
+                return _NOT_FOUND
+        answer = render_cached(instance, key, path, recursive, alt)
+        if _etag(answer) != last:
+            return answer
+    if answer is None:
+        instance = await app.cache.by_id(instance_id)
+        if instance is None:
+            return _NOT_FOUND
+        answer = render_cached(instance, key, path, recursive, alt)
+    return answer  # the timeout ran out: the current value, as GCE answers
+
+
+def _etag(answer: Response) -> str:
+    for name, value in answer.headers:
+        if name == "ETag":
+            return value
+    return ""
+
+
+def render(tree: dict, path: tuple, recursive: bool, alt: str) -> Response:
+    node: Any = tree
+    for part in path:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _NOT_FOUND
+    directory = isinstance(node, (dict, list))
+    in_attributes = "attributes" in path[:-1] or (path and path[-1] == "attributes")
+    if directory and recursive:
+        value = gce.as_json(node, bool(in_attributes))
+        if alt == "text":
+            return _text("".join(f"{k} {v}\n" for k, v in _flatten(value, "")))
+        return _json(value)
+    if directory:
+        entries = node.items() if isinstance(node, dict) else enumerate(node)
+        names = [f"{k}/" if isinstance(v, (dict, list)) else str(k) for k, v in entries]
+        if alt == "json":
+            return _json(names)
+        return _text("".join(f"{name}\n" for name in names))
+    if alt == "json":
+        return _json(node)
+    return _text(str(node))
+
+
+def _answer_text(instance: Any, key: str, body: str) -> Response:
+    found = instance.responses.get("gce:" + key)
+    if found is None:
+        found = instance.responses["gce:" + key] = _text(body)
+    return found
+
+
+def _flatten(value: Any, prefix: str) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return [(prefix or "/", value)]
+    out: list[tuple[str, Any]] = []
+    for key, item in items:
+        out.extend(_flatten(item, f"{prefix}/{key}"))
+    return out
+
+
+def _with_etag(body: bytes, content_type: str) -> Response:
+    etag = hashlib.sha256(body).hexdigest()[:16]
+    return Response(200, body, content_type, headers=[FLAVOR, ("ETag", etag)])
+
+
+def _text(body: str) -> Response:
+    return _with_etag(body.encode("utf-8"), TEXT)
+
+
+def _json(value: Any) -> Response:
+    return _with_etag(json.dumps(value, sort_keys=True).encode("utf-8"), JSON)
