@@ -5,6 +5,10 @@
 a generated password) is still read. ``expire`` (default true) makes users change the password
 at first login. Generated passwords are printed on the console only: never in the log file,
 never in instance data. Passwords reach ``chpasswd`` on stdin.
+
+``admin_password: {post_to_metadata: true}`` is cloudbase-init's and Nova's admin password: a
+generated password for the default user, posted once to the OpenStack metadata service encrypted
+with the instance's first RSA SSH key, never shown anywhere (``cloudseed/agent/admin_password.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import re
 import string
 
+from cloudseed.agent.admin_password import SCHEMA as ADMIN_PASSWORD_SCHEMA
 from cloudseed.agent.distros import DistroError
 from cloudseed.agent.modules import STAGE_CONFIG, ModuleContext, ModuleError, ModuleSpec
 from cloudseed.agent.users import default_user_name
@@ -36,6 +41,7 @@ MODULE = ModuleSpec(
         }, "additionalProperties": False},
         "password": {"type": "string"},
         "ssh_pwauth": {"oneOf": [{"type": "boolean"}, {"type": "string"}]},
+        "admin_password": ADMIN_PASSWORD_SCHEMA,
     }},
     examples=(
         """\
@@ -58,6 +64,15 @@ password: change-me-at-first-login
 chpasswd:
   expire: true
 ssh_pwauth: true
+""",
+        """\
+#cloud-config
+# OpenStack: a generated password for the default user, posted once to the metadata service
+# encrypted with the instance's first RSA SSH key; read it with `nova get-password SERVER KEY`
+# (or `cloudseed instances password ID --key KEY` against cloudseed's own metadata server).
+admin_password:
+  post_to_metadata: true
+  length: 24
 """,
     ),
 )
@@ -162,5 +177,13 @@ def handle(ctx: ModuleContext) -> None:
             apply_password_auth(ctx)
     except ModuleError as e:
         problems.append(str(e))
+    if ctx.cfg.get("admin_password") is not None:
+        from cloudseed.agent.admin_password import AdminPasswordError, post_admin_password
+
+        try:
+            done = post_admin_password(ctx, default_user_name(ctx.cfg, distro.default_user()))
+            ctx.log.info("admin_password: %s", done)
+        except AdminPasswordError as e:
+            problems.append(str(e))
     if problems:
         raise ModuleError("; ".join(problems))
