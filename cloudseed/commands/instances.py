@@ -71,6 +71,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sub.add_parser("identity-certificate",
                    help="print the certificate that verifies EC2 instance identity signatures (pkcs7, rsa2048, "
                         "signature); made with the key on first use")
+    password = sub.add_parser("password", help="decrypt the admin password the instance posted, as nova "
+                                               "get-password does (admin_password: {post_to_metadata: true})")
+    password.add_argument("instance_id")
+    password.add_argument("--key", required=True, metavar="PRIVATE_KEY",
+                          help="private key of the instance's first ssh-rsa key (PEM or OpenSSH format)")
     remove = sub.add_parser("rm", help="remove instances")
     remove.add_argument("instance_ids", nargs="+", metavar="ID")
 
@@ -220,6 +225,21 @@ def _identity_certificate(registry: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def _password(registry: Any, args: argparse.Namespace) -> int:
+    from cloudseed.provider.password_decrypt import DecryptError, decrypt
+
+    record = registry.get(args.instance_id)
+    if record is None:
+        raise InputError(f"no instance {args.instance_id!r}")
+    if not record.password:
+        raise InputError(f"instance {args.instance_id} has not posted a password (yet)")
+    try:
+        print(decrypt(record.password, args.key))
+    except DecryptError as error:
+        raise InputError(str(error)) from None
+    return 0
+
+
 def _add(registry: Any, args: argparse.Namespace) -> int:
     from cloudseed.provider.registry import InstanceRecord
 
@@ -273,4 +293,4 @@ def _remove(registry: Any, args: argparse.Namespace) -> int:
 
 
 _ACTIONS = {"add": _add, "list": _list, "show": _show, "update": _update, "rm": _remove,
-            "identity-certificate": _identity_certificate}
+            "identity-certificate": _identity_certificate, "password": _password}
