@@ -5,8 +5,9 @@ lists ``0=name`` and ``0/openssh-key`` holds the key, as cloud-init's crawler ex
 itself (which key from which version) is ``provider/instance_data/ec2.py``, shared with the
 config drive's ``ec2/`` files; this file adds the live leaves: temporary credentials
 (``ec2_credentials.py``, a new set per rotation window) and the identity signatures
-(``ec2_identity.py``, signed once per instance). A live leaf is a function giving the answer,
-which the server keeps like any rendered answer (``MetadataApp._cached``).
+(``ec2_identity.py``, signed once per instance, in a thread). A live leaf is a function giving
+the answer (or, while the signature is being made, an awaitable of it), which the server keeps
+like any rendered answer (``MetadataApp._cached``).
 """
 
 from __future__ import annotations
@@ -123,21 +124,45 @@ def _dynamic_tree(record: InstanceRecord, configured_region: str, live: Optional
     document = identity_document(record, configured_region)
     identity: dict[str, Any] = {"document": document}
     if live is not None:
-        signed: dict[str, str] = {}
-
-        def leaf(name: str) -> Callable[[], Response]:
-            answers: dict[str, Response] = {}
-
-            def answer() -> Response:
-                found = answers.get(name)
-                if found is None:
-                    if not signed:  # one signing per instance, on the first signed leaf asked for
-                        assert live is not None
-                        signed.update(live.signer.sign(document))
-                    found = answers[name] = Response(200, signed[name])
-                return found
-            return answer
-
+        signing = _Signing(live, document)
         for name in ("pkcs7", "signature", "rsa2048"):
-            identity[name] = leaf(name)
+            identity[name] = signing.leaf(name)
     return {"instance-identity": identity}
+
+
+class _Signing:
+    """One instance's signatures: made once, off the event loop (openssl runs in a thread, so a
+    boot storm of new instances does not stall the server), then answered from memory."""
+
+    def __init__(self, live: Live, document: str):
+        self.live = live
+        self.document = document
+        self.answers: dict[str, Response] = {}
+        self.pending: Any = None  # the asyncio task signing, while it runs
+
+    def leaf(self, name: str) -> Callable[[], Any]:
+        def answer() -> Any:
+            found = self.answers.get(name)
+            return found if found is not None else self._wait(name)
+        return answer
+
+    async def _wait(self, name: str) -> Response:
+        import asyncio
+
+        if self.pending is None:
+            self.pending = asyncio.ensure_future(self._sign())
+        try:
+            await asyncio.shield(self.pending)
+        finally:
+            if self.pending is not None and self.pending.done():
+                failed = self.pending.exception() if not self.pending.cancelled() else None
+                if failed is not None:
+                    self.pending = None  # try again on the next request
+        return self.answers[name]
+
+    async def _sign(self) -> None:
+        import asyncio
+
+        live, document = self.live, self.document
+        signed = await asyncio.get_running_loop().run_in_executor(None, lambda: live.signer.sign(document))
+        self.answers.update({k: Response(200, v) for k, v in signed.items()})

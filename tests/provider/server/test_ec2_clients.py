@@ -274,3 +274,19 @@ def test_bad_ec2_settings_are_refused_naming_the_key(server):
                        ({"iam_role": "a/b"}, "ec2.iam_role"), ({"colour": "red"}, "ec2.colour")):
         reply = server.admin("POST", "/v1/instances", {"instance_id": "i-bad-ec2", "ec2": ec2})
         assert reply.status == 400 and field in reply.text, (ec2, reply.text)
+
+
+def test_many_new_instances_asking_for_signatures_at_once(server):
+    """Signing runs in threads while the server answers: every instance gets its own signature."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from server_support import new_address
+
+    addresses = [new_address() for _ in range(12)]
+    for index, address in enumerate(addresses):
+        server.add(instance_id=f"i-0ec2519e{index:010d}", hostname=f"sig-{index}", addresses=[address])
+    path = "/latest/dynamic/instance-identity/signature"
+    with ThreadPoolExecutor(12) as pool:
+        replies = list(pool.map(lambda a: (server.get(path, a), server.get(path, a)), addresses))
+    assert all(first.status == 200 and first.body == again.body for first, again in replies)
+    assert len({first.body for first, _again in replies}) == len(addresses)
