@@ -74,7 +74,10 @@ OPENSTACK_BOOT = [("GET", "/openstack"), ("GET", "/openstack")] + [
     ("GET", f"/latest/{p}") for p in _EC2_TREE]
 EC2_BOOT = [("PUT", "/latest/api/token"), ("GET", "/2021-03-23/meta-data/instance-id"),
             ("GET", "/2021-03-23/user-data")] + [("GET", f"/2021-03-23/{p}") for p in _EC2_TREE] + [
-    ("GET", "/2021-03-23/dynamic/instance-identity"), ("GET", "/2021-03-23/dynamic/instance-identity/document")]
+    ("GET", "/2021-03-23/dynamic/instance-identity"), ("GET", "/2021-03-23/dynamic/instance-identity/document")] + [
+    # cloud-init 22.4 reads every leaf the identity listing names: the signed ones too (each new
+    # instance costs the server one openssl signing, in a thread)
+    ("GET", f"/2021-03-23/dynamic/instance-identity/{leaf}") for leaf in ("pkcs7", "signature", "rsa2048")]
 
 
 def address_of(index: int) -> str:

@@ -86,7 +86,7 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
         key = ("dynamic tree", resolved)
         tree = trees.get(key)
         if tree is None:
-            tree = trees[key] = _dynamic_tree(record, configured_region, live)
+            tree = trees[key] = _dynamic_tree(record, configured_region, live, trees)
     else:
         return None
     for part in parts[1:]:
@@ -120,11 +120,13 @@ def _live_leaf(record: InstanceRecord, live: Optional[Live]) -> Optional[_Instan
     return _InstanceLeaves(live.credentials, record.instance_id) if live is not None else None
 
 
-def _dynamic_tree(record: InstanceRecord, configured_region: str, live: Optional[Live]) -> Tree:
+def _dynamic_tree(record: InstanceRecord, configured_region: str, live: Optional[Live], trees: dict) -> Tree:
     document = identity_document(record, configured_region)
     identity: dict[str, Any] = {"document": document}
     if live is not None:
-        signing = _Signing(live, document)
+        signing = trees.get("identity signing")  # the same document in every version: signed once
+        if signing is None:
+            signing = trees["identity signing"] = _Signing(live, document)
         for name in ("pkcs7", "signature", "rsa2048"):
             identity[name] = signing.leaf(name)
     return {"instance-identity": identity}
