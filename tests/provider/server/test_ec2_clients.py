@@ -290,3 +290,27 @@ def test_many_new_instances_asking_for_signatures_at_once(server):
         replies = list(pool.map(lambda a: (server.get(path, a), server.get(path, a)), addresses))
     assert all(first.status == 200 and first.body == again.body for first, again in replies)
     assert len({first.body for first, _again in replies}) == len(addresses)
+
+
+def test_instances_cli_sets_and_merges_ec2_settings(tmp_path):
+    db = str(tmp_path / "cli.db")
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", db, *args],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    cli("add", "--id", "i-cli", "--iam-role", "app", "--spot-action", "terminate@2026-11-24T23:30:00Z",
+        "--security-group", "web", "--security-group", "db", "--hop-limit", "2", "--instance-metadata-tags", "disabled")
+    cli("update", "i-cli", "--life-cycle", "spot")  # merged: the other settings stay
+    ec2 = json.loads(cli("show", "i-cli"))["ec2"]
+    assert ec2 == {"iam_role": "app", "spot": {"action": "terminate", "time": "2026-11-24T23:30:00Z"},
+                   "security_groups": ["web", "db"], "hop_limit": 2, "instance_metadata_tags": "disabled",
+                   "life_cycle": "spot"}
+    cli("update", "i-cli", "--spot-action", "none")
+    assert "spot" not in json.loads(cli("show", "i-cli"))["ec2"]
+    bad = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", db, "update", "i-cli",
+                          "--spot-action", "explode@2026-11-24T23:30:00Z"], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert bad.returncode == 2 and "ec2.spot.action" in bad.stderr
