@@ -1,0 +1,173 @@
+"""DigitalOcean: the droplet metadata service, ``http://169.254.169.254/metadata/v1.json``.
+
+Possible only where DMI ``sys_vendor`` is ``DigitalOcean`` (the droplet id is the DMI serial), or
+when ``datasource: DigitalOcean: {metadata_url: ...}`` is configured. One request. Read as
+cloud-init 22.4 reads it: instance id ``droplet_id``, hostname, ``public_keys``, the region as
+availability zone, ``user_data``, ``vendor_data``; network config version 1 converted from
+``interfaces`` the way cloud-init converts it (the ``public`` NIC named eth0, ``private`` eth1,
+static addresses from ``ipv4``, ``ipv6``, ``anchor_ipv4``; a gateway only on the public NIC's
+non-anchor subnets; ``dns.nameservers``). DigitalOcean has no DHCP: in the local stage, when the
+first NIC has no IPv4 address, a random link-local address (169.254.R.R/16) is put on it while
+the service is read, and removed afterwards, as cloud-init does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import subprocess
+import time
+from typing import Any, Iterator
+
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import ServiceLimits
+
+LOG = logging.getLogger("cloudseed.datasources.digitalocean")
+
+DEFAULT_URL = "http://169.254.169.254/metadata/v1.json"
+NIC_NAMES = {"public": "eth0", "private": "eth1"}
+MAX_DOCUMENT = 4 * 1024 * 1024
+
+
+def identified(ctx: DatasourceContext) -> str | None:
+    if ctx.dmi("sys_vendor") == "DigitalOcean":
+        return "DMI sys_vendor is 'DigitalOcean'"
+    return None
+
+
+def _subnet(raw: dict, keep_gateway: bool) -> dict:
+    address = str(raw.get("ip_address") or "")
+    subnet: dict[str, Any] = {"type": "static", "control": "auto", "address": address}
+    if ":" in address:
+        subnet["address"] = f"{address}/{raw.get('cidr')}"
+    else:
+        subnet["netmask"] = raw.get("netmask")
+    if keep_gateway and raw.get("gateway"):
+        subnet["gateway"] = raw.get("gateway")
+    return subnet
+
+
+def network_config(interfaces: Any, nameservers: Any, system_macs: dict[str, str]) -> dict | None:
+    """cloud-init 22.4's conversion of DO's ``interfaces`` (version 1). Unlike 22.4, a MAC the
+    system does not have is kept (matched by MAC) instead of failing the whole config."""
+    if not isinstance(interfaces, dict) or not interfaces:
+        return None
+    config: list[dict] = []
+    for nics in interfaces.values():
+        if not isinstance(nics, list) or not nics or not isinstance(nics[0], dict):
+            continue
+        nic = nics[0]
+        mac = str(nic.get("mac") or "").lower()
+        nic_type = nic.get("type", "unknown")
+        name = NIC_NAMES.get(nic_type) or system_macs.get(mac) or f"eth{len(config)}"
+        subnets = [_subnet(nic[key], nic_type == "public" and "anchor" not in key)
+                   for key in ("ipv4", "ipv6", "anchor_ipv4", "anchor_ipv6") if isinstance(nic.get(key), dict)]
+        config.append({"type": "physical", "mac_address": mac, "name": name, "subnets": subnets})
+    if nameservers:
+        config.append({"type": "nameserver", "address": list(nameservers)})
+    return {"version": 1, "config": config}
+
+
+def _system_macs() -> dict[str, str]:
+    found: dict[str, str] = {}
+    base = "/sys/class/net"
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            with open(f"{base}/{name}/address") as f:
+                mac = f.read().strip().lower()
+        except OSError:
+            continue
+        if mac and mac != "00:00:00:00:00:00" and name != "lo":
+            found.setdefault(mac, name)
+    return found
+
+
+@contextlib.contextmanager
+def link_local(ctx: DatasourceContext) -> Iterator[None]:
+    """A random 169.254.R.R/16 on the first NIC while the body runs, when it has no IPv4 (local stage)."""
+    if ctx.stage != LOCAL:
+        yield
+        return
+    from cloudseed.agent.ephemeral import _has_ipv4, fallback_interface
+
+    nic = ctx.ds_cfg("DigitalOcean").get("interface") or fallback_interface(ctx.root)
+    if not nic or _has_ipv4(nic):
+        yield
+        return
+    address = f"169.254.{random.randint(1, 168)}.{random.randint(0, 255)}/16"
+    added = subprocess.run(["ip", "addr", "add", address, "dev", nic], capture_output=True).returncode == 0
+    subprocess.run(["ip", "link", "set", "dev", nic, "up"], capture_output=True)
+    LOG.debug("DigitalOcean: link-local %s on %s: %s", address, nic, "added" if added else "failed")
+    try:
+        yield
+    finally:
+        if added:
+            subprocess.run(["ip", "addr", "del", address, "dev", nic], capture_output=True)
+
+
+class DigitalOcean(Datasource):
+    name = "DigitalOcean"
+    stages = (LOCAL, NETWORK)
+    platform = "digitalocean"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "digitalocean"
+        self.metadata_address: str | None = None
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        found = identified(ctx)
+        if found:
+            return found
+        if ctx.ds_cfg(cls.name).get("metadata_url"):
+            return "datasource.DigitalOcean.metadata_url is configured"
+        return None
+
+    def fetch(self) -> bool:
+        from cloudseed.core.http import FetchError, fetch
+
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        if limits.max_wait <= 0:
+            return False
+        url = str(section.get("metadata_url") or DEFAULT_URL)
+        started = time.monotonic()
+        with link_local(self.ctx):
+            try:
+                body = fetch(url, timeout=limits.max_wait, retries=limits.retries, max_bytes=MAX_DOCUMENT,
+                             max_wait=limits.max_wait * (limits.retries + 1) + 2)
+            except FetchError as e:
+                LOG.info("DigitalOcean: %s", e)
+                return False
+        try:
+            md = json.loads(body.decode("utf-8", "replace"))
+        except ValueError as e:
+            raise ValueError(f"{url}: not JSON: {e}") from None
+        if not isinstance(md, dict):
+            raise ValueError(f"{url}: not a JSON object")
+        serial = self.ctx.dmi("product_serial")
+        self.metadata_address = url
+        instance_id = md.get("droplet_id", serial)
+        self.metadata = {"instance-id": str(instance_id), "local-hostname": str(md.get("hostname", instance_id)),
+                         "interfaces": md.get("interfaces"), "public-keys": md.get("public_keys"),
+                         "availability_zone": md.get("region", "default")}
+        self.availability_zone = str(md.get("region", "default"))
+        self.region = self.availability_zone
+        keys = md.get("public_keys") or []
+        self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+        for attr, key in (("userdata_raw", "user_data"), ("vendordata_raw", "vendor_data")):
+            value = md.get(key)
+            setattr(self, attr, str(value).encode("utf-8") if value else None)
+        dns = md.get("dns") if isinstance(md.get("dns"), dict) else {}
+        self.network_config = network_config(md.get("interfaces"), dns.get("nameservers"), _system_macs())
+        self.raw = {k: v for k, v in md.items() if k not in ("user_data", "vendor_data", "auth_key")}
+        self.subplatform = f"metadata ({url})"
+        LOG.info("DigitalOcean: read droplet %s from %s in %.2fs", instance_id, url, time.monotonic() - started)
+        return True
+
+
+DATASOURCE = DigitalOcean
