@@ -73,8 +73,8 @@ def install_verb_available() -> bool:
 def install_cloudseed(tree: str) -> str:
     """Install cloudseed from the working tree into ``tree``; returns how it was installed."""
     if install_verb_available():
-        run([sys.executable, "-m", "cloudseed", "--root", tree, "install", "--with-package"])
-        method = "cloudseed install --with-package"
+        run([sys.executable, "-m", "cloudseed", "--root", tree, "install", "--with-package", "--cloud-init-compat"])
+        method = "cloudseed install --with-package --cloud-init-compat"
     else:
         _copy_package(tree)
         _write_fallback_units(tree)
