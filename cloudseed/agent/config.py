@@ -28,7 +28,7 @@ CONFIG_FILES = (
 )
 
 BUILTIN: dict[str, Any] = {
-    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "Ec2", "GCE", "DigitalOcean", "None"],
+    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "Ec2", "GCE", "DigitalOcean", "LXD", "None"],
     "users": ["default"],
     "disable_root": True,
     "preserve_hostname": False,
