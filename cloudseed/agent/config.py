@@ -28,7 +28,8 @@ CONFIG_FILES = (
 )
 
 BUILTIN: dict[str, Any] = {
-    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "Ec2", "GCE", "DigitalOcean", "LXD", "None"],
+    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "Ec2", "GCE", "DigitalOcean", "Hetzner",
+                        "LXD", "None"],
     "users": ["default"],
     "disable_root": True,
     "preserve_hostname": False,

@@ -1,0 +1,116 @@
+"""Hetzner: Hetzner Cloud's metadata service, ``http://169.254.169.254/hetzner/v1/``.
+
+Possible only where DMI ``sys_vendor`` is ``Hetzner`` (the server id is the DMI serial), or when
+``datasource: Hetzner: {metadata_url: ...}`` is configured. Two requests: ``metadata`` (YAML) and
+``userdata`` (base64-decoded when it is valid base64, as cloud-init does). Read as cloud-init
+22.4 reads it: ``instance-id`` (which must equal the DMI serial: a disk moved to another server
+is refused), ``hostname``, ``public-keys``, ``vendor_data``, and the ``network-config`` as given;
+region and availability zone from ``region`` and ``availability-zone``. In the local stage the
+service is read through a temporary DHCP lease (Hetzner has DHCP).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable
+
+LOG = logging.getLogger("cloudseed.datasources.hetzner")
+
+BASE_URL = "http://169.254.169.254/hetzner/v1"
+MAX_DOCUMENT = 4 * 1024 * 1024
+
+
+def identified(ctx: DatasourceContext) -> str | None:
+    if ctx.dmi("sys_vendor") == "Hetzner":
+        return "DMI sys_vendor is 'Hetzner'"
+    return None
+
+
+def maybe_b64decode(data: bytes) -> bytes:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return data
+
+
+class Hetzner(Datasource):
+    name = "Hetzner"
+    stages = (LOCAL, NETWORK)
+    platform = "hetzner"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "hetzner"
+        self.metadata_address: str | None = None
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        found = identified(ctx)
+        if found:
+            return found
+        if ctx.ds_cfg(cls.name).get("metadata_url"):
+            return "datasource.Hetzner.metadata_url is configured"
+        return None
+
+    def fetch(self) -> bool:
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        if limits.max_wait <= 0:
+            return False
+        if self.ctx.stage == LOCAL and not identified(self.ctx):
+            return False
+        md_url = str(section.get("metadata_url") or f"{BASE_URL}/metadata")
+        ud_url = str(section.get("userdata_url") or f"{BASE_URL}/userdata")
+        with reachable(self.ctx, self.name) as ok:
+            if not ok:
+                return False
+            return self._read(md_url, ud_url, limits)
+
+    def _read(self, md_url: str, ud_url: str, limits: ServiceLimits) -> bool:
+        import yaml
+
+        from cloudseed.core.http import FetchError, fetch
+
+        started = time.monotonic()
+        try:
+            body = fetch(md_url, timeout=limits.max_wait, retries=0, max_bytes=MAX_DOCUMENT,
+                         max_wait=limits.max_wait + 2)
+        except FetchError as e:
+            LOG.info("Hetzner: %s", e)
+            return False
+        md: Any = yaml.safe_load(body.decode("utf-8", "replace"))
+        if not isinstance(md, dict) or md.get("instance-id") in (None, ""):
+            raise ValueError(f"{md_url}: not a Hetzner metadata document (no instance-id)")
+        userdata = fetch(ud_url, timeout=limits.timeout, retries=limits.retries, max_bytes=MAX_DOCUMENT,
+                         max_wait=limits.timeout * (limits.retries + 1) + 2)
+        instance_id = str(md["instance-id"])
+        serial = self.ctx.dmi("product_serial")
+        if identified(self.ctx) and serial and serial != instance_id:
+            raise ValueError(f"Hetzner: the DMI serial {serial!r} does not match instance-id {instance_id!r} "
+                             f"from {md_url}")
+        self.metadata_address = md_url
+        self.metadata = {"instance-id": instance_id, "local-hostname": str(md.get("hostname") or instance_id),
+                         "network-config": md.get("network-config"), "public-keys": md.get("public-keys")}
+        keys = md.get("public-keys") or []
+        self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+        self.userdata_raw = maybe_b64decode(userdata) if userdata else None
+        vendor = md.get("vendor_data")
+        self.vendordata_raw = str(vendor).encode("utf-8") if vendor else None
+        network = md.get("network-config")
+        self.network_config = network if isinstance(network, dict) and network else None
+        self.region = str(md["region"]) if md.get("region") else None
+        self.availability_zone = str(md["availability-zone"]) if md.get("availability-zone") else None
+        self.raw = {k: v for k, v in md.items() if k != "vendor_data"}
+        self.subplatform = f"metadata ({md_url})"
+        LOG.info("Hetzner: read server %s from %s in %.2fs", instance_id, md_url, time.monotonic() - started)
+        return True
+
+
+DATASOURCE = Hetzner
