@@ -5,7 +5,8 @@ answer wins; the token goes on every request and is renewed on a 401. IMDSv1 (no
 the service does not offer v2 (404/405 on the PUT) and ``datasource: Ec2: {imdsv1: false}`` is not
 set; a 403 means the service is disabled and nothing more is asked. The ``meta-data/`` tree is
 crawled (bounded: entries, depth, size; IAM credentials are never fetched), with ``user-data`` and
-``dynamic/instance-identity/document``. Network config v2 is built from the per-MAC data.
+``dynamic/instance-identity/`` (the document and the signatures the service lists). Network
+config v2 is built from the per-MAC data.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ MAX_DEPTH = 10
 MAX_LEAF = 1024 * 1024
 MAX_USERDATA = 16 * 1024 * 1024
 NEVER_CRAWLED = ("security-credentials",)
+SIGNED_IDENTITY = ("pkcs7", "signature", "rsa2048")
 
 
 class ImdsError(Exception):
@@ -335,12 +337,27 @@ class Ec2(Datasource):
                 LOG.warning("Ec2: %s", msg)
                 self.warnings.append(msg)
         self._fill(meta, userdata, identity)
-        self.raw = {"meta-data": meta, "dynamic": {"instance-identity": {"document": identity}},
+        signed = self._signed_identity(imds, version)
+        self.raw = {"meta-data": meta, "dynamic": {"instance-identity": {"document": identity, **signed}},
                     "_metadata_api_version": version, "imds": self.imds_version}
         self.subplatform = f"metadata ({imds.base})"
         LOG.info("Ec2: read %s (%s, %d requests) from %s in %.2fs", version, self.imds_version, imds.requests,
                  imds.base, time.monotonic() - started)
         return True
+
+    @staticmethod
+    def _signed_identity(imds: Imds, version: str) -> dict[str, str]:
+        """The identity's signatures the service lists (``pkcs7``, ``signature``, ``rsa2048``), as
+        cloud-init 22.4 reads them, so ``query ds.dynamic.instance-identity.pkcs7`` answers."""
+        listing = imds.get(f"{version}/dynamic/instance-identity/") or b""
+        names = {line.strip() for line in listing.decode("utf-8", "replace").splitlines()}
+        signed = {}
+        for name in SIGNED_IDENTITY:
+            if name in names:
+                blob = imds.get(f"{version}/dynamic/instance-identity/{name}", max_bytes=64 * 1024)
+                if blob:
+                    signed[name] = blob.decode("ascii", "replace").strip()
+        return signed
 
     def _fill(self, meta: dict[str, Any], userdata: bytes | None, identity: dict[str, Any]) -> None:
         md = dict(meta)

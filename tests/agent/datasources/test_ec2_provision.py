@@ -70,6 +70,10 @@ def test_ec2_datasource_provisions_a_root_from_our_server(cloud):
     assert v1["instance_id"] == INSTANCE and v1["local_hostname"] == "ec2-guest"
     assert v1["region"] == "ap-south-1" and v1["availability_zone"] == "ap-south-1c"
     assert json.dumps(data).count('"spot"') >= 1, data.get("ds")  # instance-life-cycle, from the crawl
+    # the signed identity, read as cloud-init 22.4 reads it, so `query ds.dynamic.instance-identity.pkcs7` works
+    identity = data["ds"]["dynamic"]["instance-identity"]
+    assert identity["document"]["instanceId"] == INSTANCE
+    assert identity["pkcs7"].startswith("MII") and identity["rsa2048"].startswith("MII") and identity["signature"]
     # the role's temporary credentials are never fetched, so never written anywhere in the root
     for top, _dirs, files in os.walk(root):
         for name in files:
