@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cloudseed.provider.registry import LIST_FILTERS
+from cloudseed.provider.registry.ec2_fields import FIELDS as EC2_FIELDS
 
 
 def _instance_schema() -> dict[str, Any]:
@@ -30,6 +31,8 @@ def _instance_schema() -> dict[str, Any]:
             "imds_tokens": {"enum": ["required", "optional"]},
             "launch_index": {"type": "integer", "minimum": 0}, "instance_type": string, "ami_id": string,
             "created_at": string,
+            "ec2": {"type": "object", "additionalProperties": False, "description": "EC2-only settings",
+                    "properties": {key: {"description": text} for key, text in EC2_FIELDS.items()}},
             "password_set": {"type": "boolean", "readOnly": True},
         },
     }
