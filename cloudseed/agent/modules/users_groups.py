@@ -30,7 +30,7 @@ from cloudseed.agent.users import (
     normalize_users,
     split_names,
 )
-from cloudseed.core.root import CommandError, RootError
+from cloudseed.core.root import RootError
 from cloudseed.core.values import as_bool
 
 _NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1},
@@ -242,20 +242,6 @@ def _apply_redirect(ctx: ModuleContext, request: UserRequest, default_name: str 
         install_authorized_keys(ctx.root, request.name, keys)
 
 
-def _apply_import_ids(ctx: ModuleContext, request: UserRequest, problems: list[str]) -> None:
-    ids = request.spec.get("ssh_import_id")
-    if not ids:
-        return
-    ids = [ids] if isinstance(ids, str) else list(ids)
-    if not ctx.root.which("ssh-import-id"):
-        problems.append(f"{request.where}.ssh_import_id: ssh-import-id is not installed; keys not imported")
-        return
-    try:
-        ctx.root.run(["sudo", "-Hu", request.name, "ssh-import-id", *[str(i) for i in ids]], timeout=120)
-    except CommandError as e:
-        problems.append(f"{request.where}.ssh_import_id: {e}")
-
-
 def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | None, problems: list[str]) -> None:
     """Create/update one user; problems that leave the rest of the user usable go to ``problems``."""
     distro = ctx.distro
@@ -303,7 +289,7 @@ def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | Non
             problems.append(f"{e}; no doas rules installed for {request.name}")
     _apply_keys(ctx, request, problems)
     _apply_redirect(ctx, request, default_name, problems)
-    _apply_import_ids(ctx, request, problems)
+    # a user's ssh_import_id list is imported by the ssh_import_id module (config stage), as in cloud-init
 
 
 def _add_members(ctx: ModuleContext, group: GroupRequest, problems: list[str]) -> None:
