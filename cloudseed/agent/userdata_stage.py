@@ -72,7 +72,8 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     user_cfg = merge_vendor_under_user(vendor_cfg, user.cloud_config) if vendor_cfg else (user.cloud_config or {})
     _validate(user_cfg, warnings, root)
     root.write(f"{idir}/cloud-config.json", json.dumps(user_cfg, indent=1, default=str), mode=0o600)
-    return merge_config(state.system_cfg, user_cfg)
+    # a datasource's own config (Azure's admin user) sits over the system config, under user-data
+    return merge_config(merge_config(state.system_cfg, ds.extra.get("cloud_config") or {}), user_cfg)
 
 
 def _place_scripts(state: BootState, idir: str, processed: Any, vendor: bool) -> None:

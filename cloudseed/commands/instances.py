@@ -269,7 +269,11 @@ def _show(registry: Any, args: argparse.Namespace) -> int:
     if record is None:
         print(f"cloudseed instances show: no instance {args.instance_id}", file=sys.stderr)
         return 1
-    print(json.dumps(record.to_dict(), indent=1))
+    shown = record.to_dict()
+    health = [p for p in registry.phone_home(record.instance_id) if "azure_health" in p["fields"]]
+    if health:  # the last health report the Azure wire server accepted
+        shown["azure_health"] = {**health[-1]["fields"]["azure_health"], "received_at": health[-1]["received_at"]}
+    print(json.dumps(shown, indent=1))
     return 0
 
 

@@ -17,8 +17,8 @@ HELP = "build seed images: NoCloud (cidata) or OpenStack config drive (config-2)
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="seed_action", metavar="ACTION", required=True)
     build = sub.add_parser("build", help="write a seed image", description=HELP)
-    build.add_argument("--kind", choices=("nocloud", "configdrive"), default="nocloud",
-                       help="seed layout (default nocloud)")
+    build.add_argument("--kind", choices=("nocloud", "configdrive", "azure"), default="nocloud",
+                       help="seed layout (default nocloud; azure: the provisioning ISO with ovf-env.xml)")
     build.add_argument("--fs", choices=("iso9660", "vfat"), default="iso9660",
                        help="filesystem of the image (default iso9660)")
     build.add_argument("-o", "--output", required=True, metavar="OUT", help="image file to write")

@@ -43,6 +43,15 @@ FIELDS: dict[str, dict[str, str]] = {
         "private_networks": "[{ip, alias_ips, interface_num, mac_address, network_id, network_name, "
                             "network, subnet, gateway}] (default derived from the private addresses)",
     },
+    "azure": {
+        "subscription_id": "compute.subscriptionId (default: a UUID derived from the project id)",
+        "resource_group": "compute.resourceGroupName (default: the project id)",
+        "location": "compute.location (default: the availability zone)",
+        "zone": "compute.zone (default: none)",
+        "vm_size": "compute.vmSize (default: the record's instance_type)",
+        "admin_username": "the admin user (ovf-env.xml UserName, osProfile.adminUsername; default azureuser)",
+        "admin_password": "ovf-env.xml UserPassword (a name-like string; default: none, password logins off)",
+    },
     "oracle": {
         "region": "region (default: the availability zone minus its last '-part')",
         "canonical_region": "canonicalRegionName",

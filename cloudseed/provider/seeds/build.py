@@ -18,7 +18,7 @@ from cloudseed.provider.seeds.content import (
 from cloudseed.provider.seeds.errors import SeedError
 from cloudseed.provider.seeds.spec import InstanceSpec
 
-KINDS = ("nocloud", "configdrive")
+KINDS = ("nocloud", "configdrive", "azure")
 FILESYSTEMS = ("iso9660", "vfat")
 
 
@@ -28,6 +28,10 @@ def seed_files(kind: str, spec: InstanceSpec) -> tuple[dict[str, bytes], str]:
         return nocloud_files(spec), NOCLOUD_LABEL
     if kind == "configdrive":
         return configdrive_files(spec), CONFIGDRIVE_LABEL
+    if kind == "azure":
+        from cloudseed.provider.seeds.azure import AZURE_LABEL, azure_files
+
+        return azure_files(spec), AZURE_LABEL
     raise SeedError(f"--kind {kind!r}: must be one of {', '.join(KINDS)}")
 
 

@@ -1,0 +1,298 @@
+"""Azure: the provisioning media (``ovf-env.xml``), IMDS, and the wire server's "ready" report.
+
+Possible only where DMI's chassis asset tag is Azure's (``7783-7084-3265-9085-8269-3286-77``),
+a seed directory holds ``ovf-env.xml`` (``/var/lib/cloud/seed/azure``), or a device carries the
+provisioning media (ISO 9660 labelled ``rd_rdfe_stable*``, or UDF). Read as cloud-init 22.4 reads it:
+
+- ``ovf-env.xml`` (``_azure_ovf``): the admin user (the default user, its password hashed, SSH
+  password logins as ``DisableSshPasswordAuthentication`` says), SSH keys, hostname and
+  ``CustomData`` (the user-data); the media is read in userspace (ISO 9660) or mounted (UDF);
+- IMDS ``/metadata/instance?api-version=2021-08-01`` (``Metadata: true``): the instance id
+  (``vmId``), location and zone, keys (``compute.publicKeys`` before the OVF's), and the network
+  config: DHCP on every NIC that has addresses, named ``ethN`` and matched by MAC, route metric
+  100 x (N+1), secondary addresses static, DHCPv6 where the NIC has IPv6 addresses;
+- then the VM is reported ready to the wire server (``_azure_wireserver``), once per instance;
+  a failure is a warning in the status, bounded in time, never a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable
+
+LOG = logging.getLogger("cloudseed.datasources.azure")
+
+ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"
+SEED_DIRS = ("/var/lib/cloudseed/seed/azure", "/var/lib/cloud/seed/azure")
+LABEL_PREFIX = "rd_rdfe_stable"
+IMDS_URL = "http://169.254.169.254/metadata/instance"
+API_VERSION = "2021-08-01"
+MAX_DOCUMENT = 4 * 1024 * 1024
+READY_MARKER = "azure-reported-ready"
+
+
+def _is_udf(device: str) -> bool:
+    """A UDF volume recognition sequence (``NSR02``/``NSR03`` after ``BEA01``) from sector 16 on."""
+    try:
+        with open(device, "rb") as f:
+            f.seek(32768)
+            head = f.read(8 * 2048)
+    except OSError:
+        return False
+    return b"BEA01" in head and (b"NSR02" in head or b"NSR03" in head)
+
+
+def _media_devices() -> list[str]:
+    """Block devices holding Azure's provisioning media: ISO 9660 labelled rd_rdfe_stable*, or UDF.
+
+    Superblocks read in this process (a few KiB per device, no process started), as the other
+    seed datasources read labels; the shell generator decides the same from blkid's answer.
+    """
+    from cloudseed.agent import devices
+
+    found = []
+    for device in devices._block_devices():
+        probe = devices._label_of(device)
+        if probe is not None:
+            if probe[0] == "iso9660" and probe[1].lower().startswith(LABEL_PREFIX):
+                found.append(device)
+        elif _is_udf(device):
+            found.append(device)
+    return found
+
+
+def _hash_password(password: str) -> str | None:
+    try:
+        import crypt  # deprecated, gone in 3.13
+
+        return crypt.crypt(password, crypt.mksalt(crypt.METHOD_SHA512))
+    except ImportError:
+        import subprocess
+
+        try:
+            proc = subprocess.run(["openssl", "passwd", "-6", "-stdin"], input=password, capture_output=True,
+                                  text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def network_config(imds_network: Any) -> dict | None:
+    """cloud-init 22.4's version 2 config from IMDS ``network`` (None: nothing usable)."""
+    if not isinstance(imds_network, dict) or not isinstance(imds_network.get("interface"), list):
+        return None
+    ethernets: dict[str, Any] = {}
+    for index, nic in enumerate(imds_network["interface"]):
+        if not isinstance(nic, dict) or not nic.get("macAddress"):
+            continue
+        name = f"eth{index}"
+        override = {"route-metric": (index + 1) * 100}
+        entry: dict[str, Any] = {"dhcp4": True, "dhcp4-overrides": override, "dhcp6": False}
+        has_address = False
+        for kind, default_prefix in (("ipv4", "24"), ("ipv6", "128")):
+            family = nic.get(kind) if isinstance(nic.get(kind), dict) else {}
+            addresses = family.get("ipAddress") or []
+            if not addresses:
+                continue
+            has_address = True
+            if kind == "ipv6":
+                entry["dhcp6"] = True
+                entry["dhcp6-overrides"] = override
+            subnets = family.get("subnet") or [{}]
+            prefix = subnets[0].get("prefix", default_prefix) if isinstance(subnets[0], dict) else default_prefix
+            for address in addresses[1:]:
+                entry.setdefault("addresses", []).append(f"{address['privateIpAddress']}/{prefix}")
+        if not has_address:
+            continue
+        mac = str(nic["macAddress"]).replace("-", "").replace(":", "").lower()
+        mac = ":".join(mac[i:i + 2] for i in range(0, len(mac), 2))
+        entry.update({"match": {"macaddress": mac}, "set-name": name})
+        ethernets[name] = entry
+    return {"version": 2, "ethernets": ethernets} if ethernets else None
+
+
+def fallback_network_config() -> dict:
+    return {"version": 2, "ethernets": {"eth0": {"dhcp4": True, "match": {"name": "eth0"}}}}
+
+
+class Azure(Datasource):
+    name = "Azure"
+    stages = (LOCAL, NETWORK)
+    platform = "azure"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "azure"
+        self.warnings: list[str] = []
+        self.reported_ready: str | None = None
+
+    @classmethod
+    def _seed_dirs(cls, ctx: DatasourceContext) -> list[str]:
+        return [d for d in SEED_DIRS if ctx.root.isfile(f"{d}/ovf-env.xml")]
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        if ctx.dmi("chassis_asset_tag") == ASSET_TAG:
+            return f"DMI chassis_asset_tag is Azure's ({ASSET_TAG})"
+        seeds = cls._seed_dirs(ctx)
+        if seeds:
+            return f"seed directory {seeds[0]} holds ovf-env.xml"
+        media = _media_devices()
+        if media:
+            return f"Azure provisioning media on {', '.join(media)}"
+        return None
+
+    # -- the provisioning media
+    def _read_ovf(self) -> tuple[Any, str] | None:
+        from cloudseed.agent.datasources._azure_ovf import MAX_BYTES, parse
+
+        for directory in self._seed_dirs(self.ctx):
+            path = self.ctx.root.path(f"{directory}/ovf-env.xml")
+            with open(path, "rb") as f:
+                return parse(f.read(MAX_BYTES + 1)), f"seed-dir ({directory})"
+        from cloudseed.agent.devices import MountError, mounted_readonly
+
+        for device in _media_devices():
+            try:
+                with mounted_readonly(device, fstypes=("iso9660", "udf")) as top:
+                    path = os.path.join(top, "ovf-env.xml")
+                    if not os.path.isfile(path):
+                        LOG.info("Azure: %s holds no ovf-env.xml", device)
+                        continue
+                    with open(path, "rb") as f:
+                        return parse(f.read(MAX_BYTES + 1)), f"provisioning media ({device})"
+            except MountError as e:
+                LOG.warning("Azure: %s", e)
+                self.warnings.append(f"Azure: {e}")
+        return None
+
+    # -- IMDS
+    def _imds(self, url: str, limits: ServiceLimits) -> dict | None:
+        from cloudseed.core.http import FetchError, fetch
+
+        try:
+            body = fetch(f"{url}?api-version={API_VERSION}", headers={"Metadata": "true"}, timeout=limits.timeout,
+                         retries=limits.retries, max_bytes=MAX_DOCUMENT,
+                         max_wait=limits.max_wait + limits.timeout * limits.retries)
+        except FetchError as e:
+            LOG.info("Azure: IMDS %s: %s", url, e)
+            return None
+        try:
+            document = json.loads(body.decode("utf-8", "replace"))
+        except ValueError as e:
+            LOG.warning("Azure: IMDS answer is not JSON: %s", e)
+            return None
+        return document if isinstance(document, dict) else None
+
+    def fetch(self) -> bool:
+        from cloudseed.agent.datasources._azure_ovf import OvfError
+
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        started = time.monotonic()
+        try:
+            found = self._read_ovf()
+        except OvfError as e:
+            LOG.error("Azure: %s", e)
+            raise
+        imds: dict | None = None
+        if limits.max_wait > 0:
+            with reachable(self.ctx, self.name) as ok:
+                if ok:
+                    imds = self._imds(str(section.get("imds_url") or IMDS_URL), limits)
+                    if imds is not None:
+                        self._report_ready(section, imds)
+        if found is None and imds is None:
+            return False
+        if imds is None and self.ctx.stage == LOCAL and self.ctx.dmi("chassis_asset_tag") == ASSET_TAG:
+            LOG.info("Azure: IMDS not reachable in the local stage; leaving it to the network stage")
+            return False
+        self._fill(found, imds or {})
+        if imds is None:
+            self._report_ready(section, {})
+        LOG.info("Azure: instance %s from %s in %.2fs", self.instance_id, self.subplatform,
+                 time.monotonic() - started)
+        return True
+
+    def _fill(self, found: tuple[Any, str] | None, imds: dict) -> None:
+        ovf, where = found if found else (None, "")
+        compute = imds.get("compute") if isinstance(imds.get("compute"), dict) else {}
+        profile = compute.get("osProfile") if isinstance(compute.get("osProfile"), dict) else {}
+        instance_id = compute.get("vmId") or self.ctx.dmi("product_uuid") or ""
+        hostname = (ovf.hostname if ovf else None) or profile.get("computerName") or compute.get("name")
+        self.metadata = {"instance-id": str(instance_id).lower() if instance_id else "iid-azure"}
+        if hostname:
+            self.metadata["local-hostname"] = str(hostname)
+        location = compute.get("location") or None
+        zone = compute.get("zone") or None
+        self.region = str(location) if location else None
+        # as cloud-init 22.4: the availability zone is the platform fault domain (the zone stays in the metadata)
+        fault_domain = compute.get("platformFaultDomain")
+        self.availability_zone = str(fault_domain) if fault_domain not in (None, "") else None
+        if zone:
+            self.metadata["zone"] = str(zone)
+        imds_keys = [str(k.get("keyData")).strip() for k in compute.get("publicKeys") or []
+                     if isinstance(k, dict) and k.get("keyData")]
+        self.public_keys = imds_keys or (ovf.key_values if ovf else [])
+        self.metadata["public-keys"] = list(self.public_keys)
+        config: dict[str, Any] = {}
+        user: dict[str, Any] = {}
+        username = (ovf.username if ovf else None) or profile.get("adminUsername")
+        if username:
+            user["name"] = str(username)
+        if ovf is not None:
+            if ovf.disable_ssh_password_auth is not None:
+                config["ssh_pwauth"] = not ovf.disable_ssh_password_auth
+            elif ovf.password:
+                config["ssh_pwauth"] = True
+            if ovf.password:
+                user["lock_passwd"] = False
+                from cloudseed.agent.datasources._azure_ovf import PASSWORD_REDACTED
+
+                if ovf.password != PASSWORD_REDACTED:
+                    hashed = _hash_password(ovf.password)
+                    if hashed:
+                        user["hashed_passwd"] = hashed
+                    else:
+                        self.warnings.append("Azure: the admin password could not be hashed; not set")
+            if ovf.custom_data:
+                self.userdata_raw = ovf.custom_data
+        if user:
+            config["system_info"] = {"default_user": user}
+        self.extra["cloud_config"] = config  # under the system config's, over it; user-data wins
+        self.network_config = network_config(imds.get("network")) or fallback_network_config()
+        self.raw = {"imds": imds}
+        sources = [s for s in (where, "IMDS" if imds else "") if s]
+        self.subplatform = " + ".join(sources)
+
+    # -- the wire server
+    def _report_ready(self, section: dict, imds: dict) -> None:
+        from cloudseed.agent.datasources._azure_wireserver import (
+            WELL_KNOWN,
+            WireServerError,
+            endpoint_from_leases,
+            report_ready,
+        )
+
+        vm_id = str(((imds.get("compute") or {}) if isinstance(imds.get("compute"), dict) else {}).get("vmId")
+                    or self.ctx.dmi("product_uuid") or "unknown").lower()
+        marker = f"{self.ctx.paths.instance_dir(vm_id)}/sem/{READY_MARKER}"
+        if section.get("report_ready") is False or self.ctx.root.exists(marker):
+            return
+        endpoint = str(section.get("wireserver") or endpoint_from_leases() or WELL_KNOWN)
+        try:
+            self.reported_ready = report_ready(endpoint, deadline=float(section.get("ready_deadline", 30)))
+        except (WireServerError, ValueError) as e:
+            LOG.error("Azure: reporting ready failed: %s", e)
+            self.warnings.append(f"Azure: the VM could not be reported ready: {e}")
+            return
+        self.ctx.root.write(marker, f"{self.reported_ready}\n", mode=0o644)
+
+
+DATASOURCE = Azure

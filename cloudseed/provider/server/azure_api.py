@@ -1,0 +1,122 @@
+"""Azure's instance metadata service (``/metadata/instance``, ``/metadata/attested/document``) and,
+for ``/machine`` paths, its wire server (``azure_wireserver.py``).
+
+Rules as Azure's IMDS enforces them: a request without ``Metadata: true`` is a 400, as is one
+carrying ``X-Forwarded-For`` or one without an ``api-version`` query parameter. ``/metadata/instance``
+answers the whole document; ``/metadata/instance/compute/...`` and ``.../network/...`` walk
+into it (``interface/0/macAddress``); ``?format=text`` answers a leaf as plain text (the default
+for leaves is JSON, as for directories). ``/metadata/attested/document`` answers
+``{"encoding": "pkcs7", "signature": ...}``: a PKCS#7 with the attested JSON inside (nonce, vmId,
+subscriptionId, timeStamp...), signed with the registry's identity key (the same key and
+certificate as EC2's identity documents: ``cloudseed instances identity-certificate``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Union
+from urllib.parse import parse_qsl
+
+from cloudseed.provider.instance_data import azure
+from cloudseed.provider.server.http import Response
+
+JSON = "application/json; charset=utf-8"
+VERSIONS = ("2017-03-01", "2017-04-02", "2017-08-01", "2017-12-01", "2018-02-01", "2018-04-02",
+            "2018-10-01", "2019-02-01", "2019-03-11", "2019-04-30", "2019-06-01", "2019-06-04",
+            "2019-08-01", "2019-08-15", "2019-11-01", "2020-06-01", "2020-07-15", "2020-09-01",
+            "2020-10-01", "2020-12-01", "2021-01-01", "2021-02-01", "2021-03-01", "2021-05-01",
+            "2021-08-01", "2021-10-01", "2021-11-01", "2021-11-15", "2021-12-13")
+
+
+def error(status: int, message: str) -> Response:
+    return Response(status, json.dumps({"error": message}), JSON)
+
+
+_NO_METADATA = error(400, "Bad request. Required metadata header not specified")
+_FORWARDED = error(400, "Bad request. Requests carrying X-Forwarded-For are refused")
+_NO_VERSION = error(400, "Bad request. api-version was not specified in the request. For more information "
+                         "refer to aka.ms/azureimds")
+_BAD_VERSION = error(400, "Bad request. api-version is invalid or was not specified in the request.")
+_NOT_FOUND = error(404, "Not found")
+
+
+def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
+    if request.path.startswith("/machine"):
+        from cloudseed.provider.server import azure_wireserver
+
+        return azure_wireserver.handle(app, request, instance)
+    if request.headers.get("metadata", "").lower() != "true":
+        return _NO_METADATA
+    if "x-forwarded-for" in request.headers and not app._is_proxy(request.peer):
+        return _FORWARDED
+    query = dict(parse_qsl(request.query or "", keep_blank_values=True))
+    if request.path.rstrip("/") == "/metadata/versions":
+        return Response(200, json.dumps({"apiVersions": list(VERSIONS)}), JSON)
+    version = query.get("api-version")
+    if not version:
+        return _NO_VERSION
+    if version not in VERSIONS:
+        return _BAD_VERSION
+    if request.path.rstrip("/") == "/metadata/attested/document":
+        if request.method not in ("GET", "HEAD"):
+            return error(405, "Method not allowed")
+        return _attested(app, instance, query.get("nonce", ""))
+    if request.method not in ("GET", "HEAD"):
+        return error(405, "Method not allowed")
+    parts = [p for p in request.path.split("/") if p][1:]
+    if not parts or parts[0] != "instance":
+        return _NOT_FOUND
+    fmt = query.get("format", "json")
+    if fmt not in ("json", "text"):
+        return error(400, "Bad request. Invalid format; use json or text")
+    key = f"azure/{'/'.join(parts)}/{fmt}"
+    found = instance.responses.get(key)
+    if found is None:
+        tree = instance.trees.get("azure")
+        if tree is None:
+            tree = instance.trees["azure"] = azure.document(instance.record)
+        found = instance.responses[key] = render(tree, parts[1:], fmt)
+    return found
+
+
+def render(tree: Any, path: list, fmt: str) -> Response:
+    node = tree
+    for part in path:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _NOT_FOUND
+    if fmt == "text":
+        if isinstance(node, (dict, list)):
+            if not path:
+                return error(400, "Bad request. Query parameter 'format=text' is not supported for this path")
+            names = node.keys() if isinstance(node, dict) else (str(i) for i in range(len(node)))
+            return Response(200, "\n".join(names), "text/plain; charset=utf-8")
+        return Response(200, str(node), "text/plain; charset=utf-8")
+    return Response(200, json.dumps(node), JSON)
+
+
+def _attested(app: Any, instance: Any, nonce: str) -> Any:
+    if len(nonce) > 32 or not nonce.isalnum() and nonce:
+        return error(400, "Bad request. nonce must be at most 32 letters and digits")
+    return _sign(app, instance.record, nonce)
+
+
+async def _sign(app: Any, record: Any, nonce: str) -> Response:
+    import asyncio
+    import datetime
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    fmt = "%m/%d/%y %H:%M:%S -0000"
+    compute = azure.compute(record)
+    attested = {"licenseType": "", "nonce": nonce or now.strftime("%Y%m%d-%H%M%S"),
+                "plan": {"name": "", "product": "", "publisher": ""},
+                "timeStamp": {"createdOn": now.strftime(fmt),
+                              "expiresOn": (now + datetime.timedelta(hours=6)).strftime(fmt)},
+                "vmId": compute["vmId"], "subscriptionId": compute["subscriptionId"], "sku": compute["sku"]}
+    document = json.dumps(attested)
+    live = app._ec2_live  # the registry's identity key (EC2's), made on first use
+    signed = await asyncio.get_running_loop().run_in_executor(None, lambda: live.signer.sign(document))
+    return Response(200, json.dumps({"encoding": "pkcs7", "signature": signed["rsa2048"]}), JSON)
