@@ -59,6 +59,7 @@ FIELDS: dict[str, dict[str, str]] = {
         "shape": "shape (default: the record's instance_type)",
         "subnet_cidrs": "{network: CIDR} for vnics' subnetCidrBlock (default: the address prefix)",
         "virtual_router_ips": "{network: IP} for vnics' virtualRouterIp (default: first address of the subnet)",
+        "bare_metal": "true: vnics carry nicIndex, as on bare metal shapes (default false: a VM)",
     },
 }
 
@@ -101,6 +102,9 @@ def validate_clouds(value: Any) -> dict:
             elif key in ("features", "anchor_ipv4", "subnet_cidrs", "virtual_router_ips"):
                 if not isinstance(item, dict) or not all(isinstance(k, str) for k in item):
                     raise RecordError(where, "must be an object")
+            elif key == "bare_metal":
+                if not isinstance(item, bool):
+                    raise RecordError(where, "must be true or false")
             elif key == "private_networks":
                 if not isinstance(item, list) or not all(isinstance(n, dict) for n in item):
                     raise RecordError(where, "must be a list of objects")

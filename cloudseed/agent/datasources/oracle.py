@@ -1,0 +1,165 @@
+"""Oracle: Oracle Cloud Infrastructure's instance metadata service (IMDS), ``/opc/v2/`` then ``/opc/v1/``.
+
+Possible only where DMI ``chassis_asset_tag`` is ``OracleCloud.com``, or when
+``datasource: Oracle: {metadata_url: ...}`` is configured. Read as cloud-init 22.4 reads it:
+``instance/`` with ``Authorization: Bearer Oracle`` (v2), falling back to v1 when v2 fails; then
+``vnics/`` of the same version. Instance id ``id``, hostname, availability zone ``ociAdName``,
+``metadata.ssh_authorized_keys`` and ``metadata.user_data`` (base64). Network config (version 1)
+as cloud-init builds it from the VNICs: the primary by DHCP and every secondary VNIC statically
+(``privateIp`` with the ``subnetCidrBlock`` prefix), MTU 9000, each matched by MAC; a VNIC whose
+MAC the system does not have is skipped. Unlike 22.4, when the initramfs configured the primary
+NIC (iSCSI root: ``/run/net-*.cfg``, which cloud-init re-reads in klibc format) no config is
+given here, so the initramfs's stays in charge of the root disk's network.
+In the local stage the service is read through a temporary DHCP lease.
+"""
+
+from __future__ import annotations
+
+import base64
+import glob
+import ipaddress
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable
+
+LOG = logging.getLogger("cloudseed.datasources.oracle")
+
+BASE_URL = "http://169.254.169.254/opc"
+V2_HEADERS = {"Authorization": "Bearer Oracle"}
+CHASSIS_ASSET_TAG = "OracleCloud.com"
+MTU = 9000
+MAX_DOCUMENT = 4 * 1024 * 1024
+
+
+def identified(ctx: DatasourceContext) -> str | None:
+    if ctx.dmi("chassis_asset_tag") == CHASSIS_ASSET_TAG:
+        return f"DMI chassis_asset_tag is {CHASSIS_ASSET_TAG!r}"
+    return None
+
+
+def network_config(vnics: Any, system_macs: dict[str, str]) -> dict | None:
+    """cloud-init 22.4's IMDS network config (version 1) from ``vnics``, primary set from IMDS."""
+    if not isinstance(vnics, list) or not vnics:
+        return None
+    config = []
+    for index, vnic in enumerate(vnics):
+        mac = str(vnic.get("macAddr", "")).lower()
+        name = system_macs.get(mac)
+        if not name:
+            LOG.warning("Oracle: no interface with MAC %s here; VNIC skipped", mac)
+            continue
+        if index == 0:
+            subnet: dict[str, Any] = {"type": "dhcp"}
+        else:
+            prefix = ipaddress.ip_network(vnic["subnetCidrBlock"], strict=False).prefixlen
+            subnet = {"type": "static", "address": f"{vnic['privateIp']}/{prefix}"}
+        config.append({"name": name, "type": "physical", "mac_address": mac, "mtu": MTU, "subnets": [subnet]})
+    return {"version": 1, "config": config}
+
+
+def _system_macs() -> dict[str, str]:
+    found: dict[str, str] = {}
+    base = "/sys/class/net"
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            with open(f"{base}/{name}/address") as f:
+                mac = f.read().strip().lower()
+        except OSError:
+            continue
+        if mac and mac != "00:00:00:00:00:00" and name != "lo":
+            found.setdefault(mac, name)
+    return found
+
+
+class Oracle(Datasource):
+    name = "Oracle"
+    stages = (LOCAL, NETWORK)
+    platform = "oracle"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "oracle"
+        self.metadata_address: str | None = None
+        self.imds_version = ""
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        found = identified(ctx)
+        if found:
+            return found
+        if ctx.ds_cfg(cls.name).get("metadata_url"):
+            return "datasource.Oracle.metadata_url is configured"
+        return None
+
+    def fetch(self) -> bool:
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        if limits.max_wait <= 0:
+            return False
+        if self.ctx.stage == LOCAL and not identified(self.ctx):
+            return False
+        base = str(section.get("metadata_url") or BASE_URL).rstrip("/")
+        with reachable(self.ctx, self.name) as ok:
+            if not ok:
+                return False
+            return self._read(base, limits)
+
+    def _get(self, url: str, version: int, timeout: float, retries: int) -> Any:
+        from cloudseed.core.http import fetch
+
+        body = fetch(url, timeout=timeout, retries=retries, headers=V2_HEADERS if version > 1 else {},
+                     max_bytes=MAX_DOCUMENT, max_wait=timeout * (retries + 1) + 2)
+        return json.loads(body.decode("utf-8", "replace"))
+
+    def _read(self, base: str, limits: ServiceLimits) -> bool:
+        from cloudseed.core.http import FetchError
+
+        started = time.monotonic()
+        data: Any = None
+        version = 2
+        try:
+            data = self._get(f"{base}/v2/instance/", 2, limits.max_wait, 0)
+        except (FetchError, ValueError) as e:
+            LOG.info("Oracle: IMDS v2 unusable (%s); trying v1", e)
+            version = 1
+            try:
+                data = self._get(f"{base}/v1/instance/", 1, limits.max_wait, 0)
+            except (FetchError, ValueError) as e1:
+                LOG.info("Oracle: no metadata service at %s: %s", base, e1)
+                return False
+        if not isinstance(data, dict) or not data.get("id"):
+            raise ValueError(f"{base}/v{version}/instance/: no instance id")
+        iscsi = bool(glob.glob(os.path.join(self.ctx.root.top, "run", "net-*.cfg")))
+        vnics = None
+        if not iscsi:
+            try:
+                vnics = self._get(f"{base}/v{version}/vnics/", version, limits.timeout, limits.retries)
+            except (FetchError, ValueError) as e:
+                LOG.warning("Oracle: %s/v%d/vnics/ unreadable: %s", base, version, e)
+        self.imds_version = f"v{version}"
+        self.metadata_address = f"{base}/v{version}/"
+        meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+        self.metadata = {"availability-zone": data.get("ociAdName"), "instance-id": str(data["id"]),
+                         "launch-index": 0, "local-hostname": data.get("hostname"), "name": data.get("displayName"),
+                         "public_keys": meta.get("ssh_authorized_keys")}
+        if meta.get("user_data"):
+            self.userdata_raw = base64.b64decode(meta["user_data"])
+        keys = meta.get("ssh_authorized_keys") or []
+        if isinstance(keys, str):
+            keys = keys.splitlines()
+        self.public_keys = [str(k).strip() for k in keys if str(k).strip() and not str(k).startswith("#")]
+        self.availability_zone = str(data["ociAdName"]) if data.get("ociAdName") else None
+        self.region = str(data.get("canonicalRegionName") or data.get("region") or "") or None
+        self.network_config = None if iscsi else network_config(vnics, _system_macs())
+        self.raw = {"instance": {k: v for k, v in data.items() if k != "metadata"}, "vnics": vnics}
+        self.subplatform = f"metadata ({self.metadata_address})"
+        LOG.info("Oracle: read instance %s (IMDS v%d) in %.2fs", data["id"], version, time.monotonic() - started)
+        return True
+
+
+DATASOURCE = Oracle

@@ -1,0 +1,84 @@
+"""An instance as Oracle Cloud's instance metadata service (IMDS) describes it: ``instance`` and ``vnics``.
+
+Settings come from ``record.clouds["oracle"]``; the rest is derived: the instance id is the
+record's id, ``ociAdName`` the availability zone (``availabilityDomain`` its ``XXXX:``-prefixed
+upper-case form), the region its first ``-part``... unless set; ``metadata.ssh_authorized_keys``
+the record's keys one a line, ``metadata.user_data`` the user-data in base64. One VNIC per NIC
+(first address of each), ``subnetCidrBlock`` from the address prefix (/24 when none) and
+``virtualRouterIp`` the first address of that subnet unless set.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+from typing import Any
+
+from cloudseed.provider.instance_data.network import interfaces
+from cloudseed.provider.registry import InstanceRecord
+
+
+def _ocid(kind: str, record: InstanceRecord, *extra: str) -> str:
+    digest = hashlib.sha256("/".join((kind, record.instance_id, *extra)).encode()).hexdigest()[:60]
+    return f"ocid1.{kind}.oc1..{digest}"
+
+
+def region(record: InstanceRecord) -> str:
+    oracle = record.clouds.get("oracle", {})
+    zone = record.availability_zone
+    return oracle.get("region") or (zone.split("-", 1)[0] if "-" in zone else zone)
+
+
+def instance(record: InstanceRecord) -> dict[str, Any]:
+    oracle = record.clouds.get("oracle", {})
+    zone = record.availability_zone
+    meta: dict[str, Any] = {}
+    if record.ssh_keys:
+        meta["ssh_authorized_keys"] = "\n".join(k["data"] for k in record.ssh_keys)
+    if record.user_data is not None:
+        meta["user_data"] = base64.b64encode(record.user_data).decode("ascii")
+    name = region(record)
+    return {
+        "agentConfig": {"allPluginsDisabled": False, "managementDisabled": False, "monitoringDisabled": False},
+        "availabilityDomain": f"EMIr:{zone.upper()}",
+        "canonicalRegionName": oracle.get("canonical_region") or name,
+        "compartmentId": oracle.get("compartment_id") or _ocid("compartment", record, record.project_id),
+        "definedTags": {},
+        "displayName": record.name,
+        "faultDomain": "FAULT-DOMAIN-1",
+        "freeformTags": dict(record.tags),
+        "hostname": record.hostname,
+        "id": record.instance_id,
+        "image": _ocid("image", record, record.ami_id),
+        "metadata": meta,
+        "ociAdName": zone,
+        "region": name,
+        "regionInfo": {"realmDomainComponent": "oraclecloud.com", "realmKey": "oc1", "regionIdentifier": name,
+                       "regionKey": name[:3].upper()},
+        "shape": oracle.get("shape") or record.instance_type,
+        "state": "Running",
+        "timeCreated": 0,
+    }
+
+
+def vnics(record: InstanceRecord) -> list[dict[str, Any]]:
+    oracle = record.clouds.get("oracle", {})
+    cidrs = oracle.get("subnet_cidrs") or {}
+    routers = oracle.get("virtual_router_ips") or {}
+    found = []
+    for index, (mac, addresses) in enumerate(interfaces(record)):
+        v4 = [a for a in addresses if ":" not in a["address"] and not a.get("public")]
+        if not v4:
+            continue
+        entry = v4[0]
+        network = cidrs.get(entry["network"]) or str(
+            ipaddress.ip_interface(f"{entry['address']}/{entry.get('prefix', 24)}").network)
+        net = ipaddress.ip_network(network, strict=False)
+        vnic: dict[str, Any] = {"macAddr": mac, "privateIp": entry["address"], "subnetCidrBlock": str(net),
+                                "virtualRouterIp": routers.get(entry["network"]) or str(net.network_address + 1),
+                                "vlanTag": index, "vnicId": _ocid("vnic", record, mac)}
+        if oracle.get("bare_metal"):
+            vnic["nicIndex"] = index
+        found.append(vnic)
+    return found

@@ -1,0 +1,60 @@
+"""Oracle Cloud's instance metadata API: ``/opc/v2/{instance,vnics}/...`` and the ``/opc/v1/`` fallback.
+
+v2 requires ``Authorization: Bearer Oracle`` (missing or different: 401, as OCI's IMDS), v1
+requires nothing. ``instance/`` and ``vnics/`` are JSON documents
+(``provider/instance_data/oracle.py``); a sub-path names a key (``instance/metadata/user_data``,
+``vnics/0/privateIp``): JSON for objects and lists, text for strings and numbers. Answers are
+rendered once per instance and path, kept in the instance's ``responses`` (never in ``routes``:
+the bearer rule is checked on every request).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from cloudseed.provider.instance_data import oracle
+from cloudseed.provider.server.http import Response, text_error
+
+_NOT_FOUND = text_error(404, "not found")
+_UNAUTHORIZED = text_error(401, "Authorization: Bearer Oracle is required for /opc/v2",
+                           [("WWW-Authenticate", "Bearer")])
+
+
+def handle(app: Any, request: Any, instance: Any) -> Any:
+    parts = [p for p in request.path.split("/") if p]  # "opc", version, document, keys...
+    if len(parts) < 2 or parts[1] not in ("v1", "v2"):
+        return _NOT_FOUND
+    if parts[1] == "v2" and request.headers.get("authorization") != "Bearer Oracle":
+        return _UNAUTHORIZED
+    if request.method not in ("GET", "HEAD"):
+        return text_error(405, "method not allowed; use GET", [("Allow", "GET, HEAD")])
+    key = "opc/" + "/".join(parts[2:])
+    found = instance.responses.get(key)
+    if found is None:
+        found = render(instance.record, tuple(parts[2:]))
+        if found is None:
+            return _NOT_FOUND
+        instance.responses[key] = found
+    return found
+
+
+def render(record: Any, parts: tuple) -> Optional[Response]:
+    if not parts:
+        return Response(200, "instance/\nvnics/\n")
+    if parts[0] == "instance":
+        node: Any = oracle.instance(record)
+    elif parts[0] == "vnics":
+        node = oracle.vnics(record)
+    else:
+        return None
+    for part in parts[1:]:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    if isinstance(node, (dict, list)):
+        return Response(200, json.dumps(node, indent=2), "application/json")
+    return Response(200, str(node), "text/plain")
