@@ -333,6 +333,10 @@ def _update(ctx: ModuleContext, problems: list[str], added: list[tuple[str, _Pla
     if proc.returncode != 0 and not blamed:
         problems.append("apt-get update after adding sources failed: " + (" | ".join(lines[:6]) or
                                                                           f"exit status {proc.returncode}"))
+    elif proc.returncode == 0 and not blamed:
+        from cloudseed.agent.package_managers.base import note_refreshed
+
+        note_refreshed(ctx.root, "apt")   # package_update in the final stage need not fetch the lists again
 
 
 def _take_back(ctx: ModuleContext, sub: _Plan) -> None:

@@ -34,6 +34,12 @@ DEFAULT_LOCK_TIMEOUT = 300.0  # waiting for another apt/dpkg to let go of the lo
 _UPDATED: set[tuple[str, str]] = set()  # (root, manager) whose index this agent run refreshed
 
 
+def note_refreshed(root: TargetRoot, manager: str) -> None:
+    """Record that ``manager``'s index of ``root`` was refreshed in this run by other means
+    (apt_configure's own ``apt-get update``), so a later ``update`` does not repeat it."""
+    _UPDATED.add((root.top, manager))
+
+
 def forget_refreshes() -> None:
     """Make the next ``update`` refresh again (a source was added, or a new agent run begins)."""
     _UPDATED.clear()

@@ -556,9 +556,12 @@ def test_one_document_adds_a_source_then_installs_from_it(apt_repo, debian_root)
             "packages": ["hello-cs"]}
         configured, _ = run(debian_root, "apt_configure", cfg)
         installed, _ = run(debian_root, "package_update_upgrade_install", cfg, stage="final")
+        index_fetches = [p for p in served.requests if p.endswith(("InRelease", "/Release"))]
     assert configured.status == "ok", configured.reason
     assert installed.status == "ok", installed.reason
     assert debian_root.read_text("/usr/share/hello-cs/version") == "1.0\n"
+    # the lists apt_configure fetched are not fetched again by the package module in the same run
+    assert len(index_fetches) == 1, index_fetches
 
 
 def test_sources_are_not_repeated_on_a_second_run(target):
