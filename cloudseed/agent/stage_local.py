@@ -50,6 +50,7 @@ def _run_local(state: BootState, errors: list[str], warnings: list[str]) -> int:
         ds = same_instance_as_last_boot(state) or find(state, LOCAL, errors)
         new_instance = adopt(state, ds) if ds else False
         warnings.extend(getattr(ds, "warnings", []) if ds else [])
+        errors.extend(getattr(ds, "errors", []) if ds else [])  # e.g. Azure: the VM not reported ready
         apply_network(state, ds, new_instance, errors, warnings)
         instance_data.save(paths, instance_data.build(root, ds, state.system_cfg))
         if new_instance or (ds is None and first_boot):
@@ -117,6 +118,11 @@ def apply_network(state: BootState, ds: Datasource | None, new_instance: bool,
     except Exception as e:
         LOG.error("network configuration failed: %s", e)
         errors.append(f"network: {e}")
+        return
+    # what was written is in the status too: a config that fell back to DHCP is an error, an
+    # option the renderer had to leave out a warning (never only a line in the log)
+    errors.extend(f"network: {e}" for e in report.get("errors", []))
+    warnings.extend(f"network: {w}" for w in report.get("warnings", []))
 
 
 def network_is_up(root: TargetRoot) -> bool:

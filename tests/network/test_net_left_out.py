@@ -190,3 +190,25 @@ def test_every_leftover_is_reported_in_the_boot_report(tmp_path):
     assert report["warnings"] == ["interface 'eth0' (ethernets.eth0): the eni renderer cannot express "
                                   "dhcp6-overrides route-metric; rendered without it"]
     assert "iface eth0 inet6 dhcp" in (top / "etc/network/interfaces.d/50-cloudseed").read_text()
+
+
+def test_the_local_stage_puts_what_was_left_out_in_the_status(shell_target):
+    """At boot, an option the renderer could not write is a status warning (degraded), not only a log line."""
+    import json
+
+    root = shell_target
+    for d in ("/etc/network/interfaces.d", "/usr/sbin"):
+        root.makedirs(d)
+    root.write("/etc/network/interfaces", "source /etc/network/interfaces.d/*\n")
+    for tool in ("ifup", "ifdown", "ifquery"):
+        root.write(f"/usr/sbin/{tool}", "#!/bin/sh\n", mode=0o755)
+    root.write("/var/lib/cloud/seed/nocloud/meta-data", "instance-id: iid-net-warn\n")
+    root.write("/var/lib/cloud/seed/nocloud/user-data", "#cloud-config\n{}\n")
+    root.write("/var/lib/cloud/seed/nocloud/network-config",
+               "version: 2\nethernets:\n  eth0:\n    dhcp6: true\n    dhcp6-overrides: {route-metric: 50}\n")
+    from cloudseed.agent.stages import Agent
+
+    Agent(root).run_local()
+    status = json.loads(root.read_text("/run/cloudseed/status.json"))
+    assert "network: interface 'eth0' (ethernets.eth0): the eni renderer cannot express dhcp6-overrides " \
+           "route-metric; rendered without it" in status["v1"]["init-local"]["warnings"]
