@@ -67,6 +67,7 @@ def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> in
                 warnings.append("no datasource found; using the None datasource")
             adopt(state, ds)
             warnings.extend(getattr(ds, "warnings", []))
+            errors.extend(getattr(ds, "errors", []))  # e.g. Azure: the VM not reported ready
         state.datasource = ds
         data = instance_data.build(state.root, ds, None)
         cfg = _consume_userdata(state, data, errors, warnings)

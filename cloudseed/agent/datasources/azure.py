@@ -12,7 +12,7 @@ provisioning media (ISO 9660 labelled ``rd_rdfe_stable*``, or UDF). Read as clou
   config: DHCP on every NIC that has addresses, named ``ethN`` and matched by MAC, route metric
   100 x (N+1), secondary addresses static, DHCPv6 where the NIC has IPv6 addresses;
 - then the VM is reported ready to the wire server (``_azure_wireserver``), once per instance;
-  a failure is a warning in the status, bounded in time, never a hang.
+  a failure is an error in the status, bounded in time, never a hang.
 """
 
 from __future__ import annotations
@@ -130,6 +130,7 @@ class Azure(Datasource):
         super().__init__(ctx)
         self.cloud_name = "azure"
         self.warnings: list[str] = []
+        self.errors: list[str] = []  # the stage reports them in the status
         self.reported_ready: str | None = None
 
     @classmethod
@@ -290,7 +291,7 @@ class Azure(Datasource):
             self.reported_ready = report_ready(endpoint, deadline=float(section.get("ready_deadline", 30)))
         except (WireServerError, ValueError) as e:
             LOG.error("Azure: reporting ready failed: %s", e)
-            self.warnings.append(f"Azure: the VM could not be reported ready: {e}")
+            self.errors.append(f"Azure: the VM could not be reported ready: {e}")
             return
         self.ctx.root.write(marker, f"{self.reported_ready}\n", mode=0o644)
 

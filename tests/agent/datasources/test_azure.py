@@ -269,6 +269,25 @@ def test_boot_provisions_a_root(azure):
         root.close()
 
 
+def test_a_failed_ready_report_is_an_error_in_the_status_not_a_hang(azure):
+    root = DebianRoot()
+    try:
+        write_tree(root.top, {f"sys/class/dmi/id/{k}": v + "\n" for k, v in DMI.items()})
+        cfg = AGENT_CFG + (f"datasource:\n  Azure:\n    wireserver: '{azure.lab.cloud_ip}:9'\n"
+                           "    ready_deadline: 3\n")
+        write_tree(root.top, {"etc/cloudseed/cloud.cfg.d/90-azure.cfg": cfg})
+        started = time.monotonic()
+        proc = azure.lab.guest_exec(PYTHON, "-m", "cloudseed", "--root", root.top, "init", "--local", check=False,
+                                    timeout=120)
+        assert time.monotonic() - started < 30, proc.stderr[-2000:]
+        status = json.loads(root.read("/run/cloudseed/status.json"))
+        errors = status["v1"]["init-local"]["errors"]
+        assert any("could not be reported ready" in e and ":9" in e for e in errors), (errors, proc.stderr[-2000:])
+        assert status["v1"]["datasource"], status  # provisioned all the same
+    finally:
+        root.close()
+
+
 def _read(path: str) -> str:
     try:
         with open(path, errors="replace") as f:
