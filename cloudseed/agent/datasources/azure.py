@@ -68,8 +68,12 @@ def _media_devices() -> list[str]:
 
 
 def _hash_password(password: str) -> str | None:
+    import warnings
+
     try:
-        import crypt  # deprecated, gone in 3.13
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import crypt  # deprecated, gone in 3.13: then openssl
 
         return crypt.crypt(password, crypt.mksalt(crypt.METHOD_SHA512))
     except ImportError:

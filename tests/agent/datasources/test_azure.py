@@ -18,7 +18,7 @@ import threading
 import time
 
 import pytest
-from cloudlab import CLOUDSEED, KEY, DebianRoot
+from cloudlab import CLOUDSEED, KEY, DebianRoot, generators
 from netlab import PYTHON, NetLab, find_in_guest, write_tree
 from reference import reference_python
 
@@ -148,6 +148,35 @@ def test_a_wire_server_that_never_answers_is_bounded():
         for conn in held:
             conn.close()
         listener.close()
+
+
+# ---------------------------------------------------------------- detection
+def test_both_generators_enable_the_agent_on_azure(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the generators write under the root as root")
+    for kind, verdict in generators(str(tmp_path), {"chassis_asset_tag": ASSET_TAG}).items():
+        assert verdict.startswith("enabled") and "Azure (DMI chassis_asset_tag" in verdict, (kind, verdict)
+
+
+def test_detection_from_the_seed_directory_and_the_media(tmp_path):
+    from cloudseed.agent.datasources import DatasourceContext
+    from cloudseed.agent.datasources.azure import Azure, _media_devices
+    from cloudseed.agent.state import Paths
+    from cloudseed.core.root import TargetRoot
+
+    root = TargetRoot(str(tmp_path))
+    ctx = DatasourceContext(root=root, cfg={}, cmdline="", paths=Paths(root), stage="local")
+    if not _media_devices():  # (another run's media attached on this host would be found)
+        assert Azure.why(ctx) is None
+    write_tree(tmp_path, {"var/lib/cloud/seed/azure/ovf-env.xml": OVF})
+    assert "seed directory /var/lib/cloud/seed/azure" in Azure.why(ctx)
+    ctx.cfg = {"datasource": {"Azure": {"max_wait": 0, "report_ready": False}}}  # media only: no network here
+    ds = Azure(ctx)
+    assert ds.fetch() is True
+    assert ds.local_hostname == "ovf-host" and ds.public_keys == [KEY] and ds.userdata_raw == USER_DATA.encode()
+    user = ds.extra["cloud_config"]["system_info"]["default_user"]
+    assert user["name"] == "alice" and user["lock_passwd"] is False and user["hashed_passwd"].startswith("$6$")
+    assert ds.extra["cloud_config"]["ssh_pwauth"] is True
 
 
 # ---------------------------------------------------------------- against cloudseed serve
