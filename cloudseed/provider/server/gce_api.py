@@ -55,6 +55,19 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
         return _FORWARDED
     if request.method not in ("GET", "HEAD"):
         return Response(405, "Method not allowed; use GET\n", headers=[FLAVOR, ("Allow", "GET, HEAD")])
+    seen = "gce?" + request.path + "?" + request.query  # the answer to this exact target, once rendered
+    waits = "wait_for_change" in request.query
+    if not waits:
+        found = instance.responses.get(seen)
+        if found is not None:
+            return found
+    answer = _answer(app, request, instance)
+    if not waits and answer.__class__ is Response and answer.status == 200 and len(instance.responses) < 1024:
+        instance.responses[seen] = answer
+    return answer
+
+
+def _answer(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
     rest = request.path[len(PREFIX):]
     if rest in ("", "/"):
         return _answer_text(instance, "root", "v1/\n")

@@ -33,6 +33,8 @@ def _instance_schema() -> dict[str, Any]:
             "created_at": string,
             "ec2": {"type": "object", "additionalProperties": False, "description": "EC2-only settings",
                     "properties": {key: {"description": text} for key, text in EC2_FIELDS.items()}},
+            "clouds": {"type": "object", "description": "per-cloud settings (gce, digitalocean, hetzner, oracle, "
+                       "azure...): keys in cloudseed/provider/registry/cloud_fields.py"},
             "password_set": {"type": "boolean", "readOnly": True},
         },
     }

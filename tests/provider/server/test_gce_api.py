@@ -135,8 +135,8 @@ def test_invalid_cloud_settings_are_refused(server):
     reply = server.admin("POST", "/v1/instances", {"instance_id": "bad-gce", "addresses": [address],
                                                    "clouds": {"gce": {"attributes": {"x": 5}}}})
     assert reply.status == 400 and reply.json()["field"] == "clouds.gce.attributes.x"
-    reply = server.admin("POST", "/v1/instances", {"instance_id": "bad-gce", "clouds": {"azure": {}}})
-    assert reply.status == 400 and reply.json()["field"] == "clouds.azure"
+    reply = server.admin("POST", "/v1/instances", {"instance_id": "bad-gce", "clouds": {"nimbus": {}}})
+    assert reply.status == 400 and reply.json()["field"] == "clouds.nimbus"
 
 
 # -- Debian's cloud-init 22.4 DataSourceGCE as a client, at metadata.google.internal ------------------
