@@ -39,6 +39,8 @@ def build_seed(kind: str, fs: str, spec: InstanceSpec, out_path: str, epoch: int
     """Write the seed image to ``out_path``; returns a summary (label, files, size)."""
     if fs not in FILESYSTEMS:
         raise SeedError(f"--fs {fs!r}: must be one of {', '.join(FILESYSTEMS)}")
+    if kind == "azure" and fs != "iso9660":
+        raise SeedError("--kind azure: Azure's provisioning media is ISO 9660 (or UDF); use --fs iso9660")
     files, label = seed_files(kind, spec)
     directory = os.path.dirname(os.path.abspath(out_path))
     if not os.path.isdir(directory):

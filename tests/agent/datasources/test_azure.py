@@ -150,6 +150,28 @@ def test_a_wire_server_that_never_answers_is_bounded():
         listener.close()
 
 
+# ---------------------------------------------------------------- the seed builder
+def test_seed_build_from_files_is_reproducible_and_read_back(tmp_path):
+    from cloudseed.agent.seedfs import extract, read_label
+
+    (tmp_path / "ud").write_text(USER_DATA)
+    (tmp_path / "k.pub").write_text(KEY + "\n")
+    args = [CLOUDSEED, "seed", "build", "--kind", "azure", "--instance-id", "i-files", "--hostname", "files-vm",
+            "--user-data", str(tmp_path / "ud"), "--ssh-key", str(tmp_path / "k.pub")]
+    for out in ("a.iso", "b.iso"):
+        subprocess.run([*args, "-o", str(tmp_path / out)], check=True, capture_output=True, timeout=60)
+    assert (tmp_path / "a.iso").read_bytes() == (tmp_path / "b.iso").read_bytes()
+    assert read_label(str(tmp_path / "a.iso")) == ("iso9660", "rd_rdfe_stable.0")
+    extract(str(tmp_path / "a.iso"), str(tmp_path / "x"))
+    env = parse((tmp_path / "x" / "ovf-env.xml").read_bytes())
+    assert (env.username, env.hostname, env.key_values, env.custom_data) == ("azureuser", "files-vm", [KEY],
+                                                                              USER_DATA.encode())
+    assert env.disable_ssh_password_auth is True and env.password is None
+    refused = subprocess.run([*args, "--fs", "vfat", "-o", str(tmp_path / "c.img")], capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode != 0 and "use --fs iso9660" in refused.stderr
+
+
 # ---------------------------------------------------------------- detection
 def test_both_generators_enable_the_agent_on_azure(tmp_path):
     if os.geteuid() != 0:
