@@ -25,6 +25,12 @@ PATHS += [EC2_MD + p for p in (
     NIC + p for p in ("security-groups", "security-group-ids", "subnet-id", "vpc-id", "local-hostname")] + [
     "/latest/dynamic/instance-identity/pkcs7", "/latest/dynamic/instance-identity/rsa2048",
     "/latest/dynamic/instance-identity/signature", "/latest/dynamic/instance-identity/"]
+# GCE, DigitalOcean, Hetzner and Oracle (every request carries the headers GCE and Oracle v2 require)
+PATHS += ["/computeMetadata/v1/instance/?recursive=true", "/computeMetadata/v1/instance/attributes/user-data",
+          "/computeMetadata/v1/instance/hostname", "/metadata/v1.json", "/metadata/v1/hostname",
+          "/metadata/v1/user-data", "/hetzner/v1/metadata", "/hetzner/v1/userdata", "/opc/v2/instance/",
+          "/opc/v1/instance/", "/opc/v2/vnics/"]
+CLOUD_HEADERS = {"Metadata-Flavor": "Google", "Authorization": "Bearer Oracle"}
 OWNER_EC2 = {"iam_role": "owner-role", "security_groups": ["owner-sg"], "placement_group": "owner-pg",
              "host_id": "owner-host", "spot": {"action": "stop", "time": "2026-11-24T23:00:00Z"},
              "events": [{"description": "owner maintenance", "id": "owner-event"},
@@ -59,7 +65,8 @@ def test_an_instance_never_sees_another_instances_data(server):
     unknown = new_address()
     spoof = {"X-Forwarded-For": owner, "X-Instance-ID": "i-owner", "X-Neutron-Network-ID": "default",
              "X-Instance-ID-Signature": "0" * 64}
-    for source, headers in ((stranger, {}), (stranger, spoof), (unknown, {}), (unknown, spoof)):
+    for source, headers in ((stranger, CLOUD_HEADERS), (stranger, {**spoof, **CLOUD_HEADERS}),
+                            (unknown, CLOUD_HEADERS), (unknown, {**spoof, **CLOUD_HEADERS})):
         for path in PATHS:
             reply = server.get(path, source, headers=headers)
             assert b"owner" not in reply.body, (source, path, reply.body)
@@ -72,6 +79,9 @@ def test_an_instance_never_sees_another_instances_data(server):
     for path in ("tags/instance/owner-tag", "events/maintenance/scheduled", f"network/interfaces/macs/{MAC}/vpc-id",
                  "placement/host-id", "iam/info"):
         assert b"owner" in server.get(EC2_MD + path, owner).body, path
+    for path in ("/computeMetadata/v1/instance/attributes/user-data", "/metadata/v1/user-data",
+                 "/hetzner/v1/userdata", "/opc/v2/instance/"):
+        assert b"owner" in server.get(path, owner, headers=CLOUD_HEADERS).body, path
     assert server.get(EC2_MD + "spot/instance-action", owner).json()["action"] == "stop"
     assert server.get(EC2_MD + "spot/instance-action", stranger).status == 404
     mine = server.get(EC2_MD + "identity-credentials/ec2/security-credentials/ec2-instance", owner).json()
