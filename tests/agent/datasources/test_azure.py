@@ -320,6 +320,40 @@ def test_boot_provisions_a_root(azure):
         root.close()
 
 
+FABRIC = """
+import json, sys
+from cloudinit.sources.helpers import azure as helpers
+helpers.report_failure_to_fabric("168.63.129.16", description="cloudseed test: provisioning failed")
+print(json.dumps({"step": "failure"}))
+sys.stdout.flush()
+input()
+helpers.get_metadata_from_fabric("168.63.129.16")
+print(json.dumps({"step": "ready"}))
+"""
+
+
+def test_cloud_init_22_4_reports_failure_then_ready_to_the_wire_server(azure):
+    from reference import SYSTEM_PYTHON, _env, reference_tree
+
+    if reference_tree() is None:
+        pytest.skip("Debian's cloud-init could not be fetched")
+    proc = subprocess.Popen(["ip", "netns", "exec", azure.lab.guest, SYSTEM_PYTHON, "-c", FABRIC], env=_env(),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(proc.stdout.readline()) == {"step": "failure"}, proc.stderr.read()[-3000:]
+        failed = azure.show()["azure_health"]
+        assert failed["state"] == "NotReady" and failed["substatus"] == "ProvisioningFailed"
+        assert failed["description"] == "cloudseed test: provisioning failed"
+        out, err = proc.communicate("\n", timeout=120)
+        assert proc.returncode == 0 and json.loads(out.strip().splitlines()[-1]) == {"step": "ready"}, err[-3000:]
+        ready = azure.show()["azure_health"]
+        assert ready["state"] == "Ready" and ready["instance"] == f"{IID}.az-vm" and ready["incarnation"] == "1"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def test_a_failed_ready_report_is_an_error_in_the_status_not_a_hang(azure):
     root = DebianRoot()
     try:
