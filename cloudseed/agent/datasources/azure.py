@@ -196,31 +196,40 @@ class Azure(Datasource):
         return document if isinstance(document, dict) else None
 
     def fetch(self) -> bool:
+        """OVF, then IMDS and the ready report while the network is up (in the local stage: a
+        temporary lease, only when DMI says Azure; a seed directory or a disc alone waits for the
+        network stage, so a UDF disc on another platform costs no DHCP)."""
         from cloudseed.agent.datasources._azure_ovf import OvfError
 
         section = self.ctx.ds_cfg(self.name)
         limits = ServiceLimits.from_cfg(section)
         started = time.monotonic()
+        identified = self.ctx.dmi("chassis_asset_tag") == ASSET_TAG
+        if self.ctx.stage == LOCAL and not identified and limits.max_wait > 0:
+            LOG.info("Azure: not identified by DMI; IMDS and the ready report wait for the network stage")
+            return False
         try:
             found = self._read_ovf()
         except OvfError as e:
             LOG.error("Azure: %s", e)
             raise
-        imds: dict | None = None
-        if limits.max_wait > 0:
-            with reachable(self.ctx, self.name) as ok:
-                if ok:
-                    imds = self._imds(str(section.get("imds_url") or IMDS_URL), limits)
-                    if imds is not None:
-                        self._report_ready(section, imds)
-        if found is None and imds is None:
+        if found is None and not identified:
+            LOG.info("Azure: no ovf-env.xml and no Azure DMI tag; not Azure")
             return False
-        if imds is None and self.ctx.stage == LOCAL and self.ctx.dmi("chassis_asset_tag") == ASSET_TAG:
-            LOG.info("Azure: IMDS not reachable in the local stage; leaving it to the network stage")
-            return False
-        self._fill(found, imds or {})
-        if imds is None:
-            self._report_ready(section, {})
+        if limits.max_wait <= 0:  # IMDS switched off: the media alone
+            self._fill(found, {})
+            if self.ctx.stage != LOCAL:
+                self._report_ready(section, {})
+            return found is not None
+        with reachable(self.ctx, self.name) as ok:
+            imds = self._imds(str(section.get("imds_url") or IMDS_URL), limits) if ok else None
+            if imds is None and self.ctx.stage == LOCAL:
+                LOG.info("Azure: IMDS not reachable in the local stage; leaving it to the network stage")
+                return False
+            if found is None and imds is None:
+                return False
+            self._fill(found, imds or {})
+            self._report_ready(section, imds or {})  # while the (temporary) network is up
         LOG.info("Azure: instance %s from %s in %.2fs", self.instance_id, self.subplatform,
                  time.monotonic() - started)
         return True

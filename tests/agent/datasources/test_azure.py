@@ -192,6 +192,8 @@ def test_detection_from_the_seed_directory_and_the_media(tmp_path):
         assert Azure.why(ctx) is None
     write_tree(tmp_path, {"var/lib/cloud/seed/azure/ovf-env.xml": OVF})
     assert "seed directory /var/lib/cloud/seed/azure" in Azure.why(ctx)
+    started = time.monotonic()  # local stage, no Azure DMI tag: no temporary DHCP, the network stage reads it
+    assert Azure(ctx).fetch() is False and time.monotonic() - started < 1
     ctx.cfg = {"datasource": {"Azure": {"max_wait": 0, "report_ready": False}}}  # media only: no network here
     ds = Azure(ctx)
     assert ds.fetch() is True
