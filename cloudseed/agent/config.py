@@ -29,7 +29,7 @@ CONFIG_FILES = (
 
 BUILTIN: dict[str, Any] = {
     "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "Ec2", "GCE", "DigitalOcean", "Hetzner", "Oracle",
-                        "Azure", "OpenNebula", "VMware", "LXD", "None"],
+                        "Azure", "OpenNebula", "OVF", "VMware", "LXD", "None"],
     "users": ["default"],
     "disable_root": True,
     "preserve_hostname": False,
