@@ -78,6 +78,7 @@ def test_agent_parser_survives_fuzzed_inputs(target, tmp_path):
         {"userdata": _seed_userdata, "network": _seed_network, "dhcp": _seed_dhcp}[target](corpus)
     run = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_agent.py"), target, f"-runs={RUNS[target]}",
                           "-seed=1", "-max_total_time=150", "-rss_limit_mb=1024", "-print_final_stats=1",
+                          f"-artifact_prefix={tmp_path}/",
                           str(corpus)], capture_output=True, text=True, timeout=400)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-4000:]

@@ -19,7 +19,8 @@ def test_identity_check_survives_fuzzed_inputs(target, tmp_path):
     corpus.mkdir()
     (corpus / "seed").write_bytes(b"\x01\x01i-1\x00" + b"A" * 64)
     run = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_identity.py"), target, "-runs=20000",
-                          "-seed=1", "-max_total_time=120", "-print_final_stats=1", str(corpus)],
+                          "-seed=1", "-max_total_time=120", "-print_final_stats=1", f"-artifact_prefix={tmp_path}/",
+                          str(corpus)],
                          capture_output=True, text=True, timeout=300)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-4000:]
