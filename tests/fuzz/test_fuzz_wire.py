@@ -18,7 +18,8 @@ def test_wire_parser_survives_20000_fuzzed_inputs(tmp_path):
     corpus = tmp_path / "corpus"
     shutil.copytree(os.path.join(HERE, "seeds", "wire"), corpus)
     run = subprocess.run([sys.executable, os.path.join(HERE, "fuzz_wire.py"), "-runs=20000", "-seed=1",
-                          "-max_total_time=120", "-print_final_stats=1", str(corpus)],
+                          "-max_total_time=120", "-print_final_stats=1", f"-artifact_prefix={tmp_path}/",
+                          str(corpus)],
                          capture_output=True, text=True, timeout=300)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-4000:]
