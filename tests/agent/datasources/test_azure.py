@@ -66,14 +66,20 @@ def test_ovf_fields_and_cloud_init_reads_the_same(tmp_path):
     assert env.key_values == [KEY] and len(env.public_keys) == 2  # one given by fingerprint only
     path = tmp_path / "ovf-env.xml"
     path.write_text(OVF)
+    md, ud, cfg = reference_ovf(path)
+    assert md["local-hostname"] == env.hostname and ud == USER_DATA
+    assert cfg["system_info"]["default_user"]["name"] == env.username and cfg["ssh_pwauth"] is True
+    assert [k["value"] for k in cfg["_pubkeys"] if k.get("value")] == env.key_values
+
+
+def reference_ovf(path) -> tuple[dict, str, dict]:
+    """cloud-init 22.4's read_azure_ovf on the file: (meta-data, user-data, config)."""
     out = reference_python(
         "import json,sys\nfrom cloudinit.sources.DataSourceAzure import read_azure_ovf\n"
         "md, ud, cfg = read_azure_ovf(open(sys.argv[1]).read())\n"
         "print(json.dumps([md, ud if isinstance(ud, str) else ud.decode(), cfg], default=str))", str(path))
     md, ud, cfg = json.loads(out.stdout.strip().splitlines()[-1])
-    assert md["local-hostname"] == env.hostname and ud == USER_DATA
-    assert cfg["system_info"]["default_user"]["name"] == env.username and cfg["ssh_pwauth"] is True
-    assert [k["value"] for k in cfg["_pubkeys"] if k.get("value")] == env.key_values
+    return md, ud, cfg
 
 
 @pytest.mark.parametrize("document,why", [
@@ -167,6 +173,10 @@ def test_seed_build_from_files_is_reproducible_and_read_back(tmp_path):
     assert (env.username, env.hostname, env.key_values, env.custom_data) == ("azureuser", "files-vm", [KEY],
                                                                               USER_DATA.encode())
     assert env.disable_ssh_password_auth is True and env.password is None
+    md, ud, cfg = reference_ovf(tmp_path / "x" / "ovf-env.xml")  # cloud-init 22.4 reads our ISO's document
+    assert md == {"local-hostname": "files-vm"} and ud == USER_DATA and cfg["ssh_pwauth"] is False
+    assert cfg["system_info"]["default_user"] == {"name": "azureuser"}
+    assert [k["value"] for k in cfg["_pubkeys"]] == [KEY]
     refused = subprocess.run([*args, "--fs", "vfat", "-o", str(tmp_path / "c.img")], capture_output=True, text=True,
                              timeout=60)
     assert refused.returncode != 0 and "use --fs iso9660" in refused.stderr
@@ -293,6 +303,14 @@ def test_imds_and_media_are_read_and_ready_is_reported(azure, tmp_path):
     health = azure.show()["azure_health"]
     assert health["state"] == "Ready" and health["incarnation"] == "1"
     assert health["instance"] == f"{IID}.az-vm"
+    # cloud-init 22.4 reads the same user, keys, hostname and custom data from this ISO
+    from cloudseed.agent.seedfs import extract
+
+    extract(azure.iso, str(tmp_path / "iso"))
+    md, ud, cfg = reference_ovf(tmp_path / "iso" / "ovf-env.xml")
+    assert md["local-hostname"] == ds["metadata"]["local-hostname"] and ud == ds["userdata_raw"]
+    assert cfg["system_info"]["default_user"]["name"] == "azadmin"
+    assert [k["value"] for k in cfg["_pubkeys"]] == ds["public_keys"]
 
 
 def test_boot_provisions_a_root(azure):
