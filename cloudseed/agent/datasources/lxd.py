@@ -1,6 +1,8 @@
 """LXD and Incus: the devlxd API on the Unix socket ``/dev/lxd/sock`` (in the target root).
 
-Possible only where that socket exists (LXD's ``security.devlxd``, on by default). HTTP/1.0 over
+Possible where that socket exists (LXD's ``security.devlxd``, on by default), or where DMI
+``board_name`` is ``LXD`` (a VM: the socket comes once lxd-agent runs; the network stage waits
+``socket_wait`` seconds for it, default 10, the local stage does not wait). HTTP/1.0 over
 the socket, standard library only, every request bounded in time and size:
 ``/1.0/meta-data`` (YAML: ``instance-id``, ``local-hostname``), ``/1.0/config`` (the listing of
 the instance's ``cloud-init.*`` and ``user.*`` keys, each then read), ``/1.0/devices``. User-data,
@@ -31,6 +33,7 @@ MAX_REPLY = 16 * 1024 * 1024
 MAX_CONFIG_KEYS = 1000
 DEFAULT_TIMEOUT = 5.0  # one request
 DEFAULT_MAX_WAIT = 15.0  # the whole crawl
+DEFAULT_SOCKET_WAIT = 10.0  # an LXD VM, network stage: for lxd-agent to create the socket
 ALIASES = {
     "cloud-init.user-data": "user-data",
     "cloud-init.network-config": "network-config",
@@ -139,22 +142,42 @@ class LXD(Datasource):
         self.cloud_name = "lxd"
 
     @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        """The devlxd socket exists in the root (an lstat: nothing is connected to)."""
+    def _has_socket(cls, ctx: DatasourceContext) -> bool:
         try:
-            mode = os.lstat(ctx.root.path_nofollow(SOCKET_PATH)).st_mode
+            return stat.S_ISSOCK(os.lstat(ctx.root.path_nofollow(SOCKET_PATH)).st_mode)
         except OSError:
-            return None
-        return f"socket {SOCKET_PATH}" if stat.S_ISSOCK(mode) else None
+            return False
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        """The devlxd socket exists in the root (an lstat: nothing is connected to), or DMI
+        ``board_name`` is ``LXD`` (an LXD VM, whose socket appears once lxd-agent runs)."""
+        if cls._has_socket(ctx):
+            return f"socket {SOCKET_PATH}"
+        if ctx.dmi("board_name") == "LXD":
+            return "DMI board_name is 'LXD' (a VM: the socket comes with lxd-agent)"
+        return None
 
     def fetch(self) -> bool:
         cfg = self.ctx.ds_cfg("LXD")
         try:
             timeout = float(cfg.get("timeout", DEFAULT_TIMEOUT))
             max_wait = float(cfg.get("max_wait", DEFAULT_MAX_WAIT))
+            socket_wait = float(cfg.get("socket_wait", DEFAULT_SOCKET_WAIT))
         except (TypeError, ValueError):
-            LOG.warning("datasource.LXD timeout/max_wait must be numbers; using the defaults")
-            timeout, max_wait = DEFAULT_TIMEOUT, DEFAULT_MAX_WAIT
+            LOG.warning("datasource.LXD timeout/max_wait/socket_wait must be numbers; using the defaults")
+            timeout, max_wait, socket_wait = DEFAULT_TIMEOUT, DEFAULT_MAX_WAIT, DEFAULT_SOCKET_WAIT
+        if not self._has_socket(self.ctx):
+            if self.ctx.stage == LOCAL:
+                LOG.info("LXD VM without %s yet; left to the network stage", SOCKET_PATH)
+                return False
+            deadline = time.monotonic() + socket_wait
+            while not self._has_socket(self.ctx):
+                if time.monotonic() >= deadline:
+                    LOG.warning("LXD VM: %s did not appear within %gs (is lxd-agent running?)",
+                                SOCKET_PATH, socket_wait)
+                    return False
+                time.sleep(0.1)
         path = self.ctx.root.path_nofollow(SOCKET_PATH)
         crawled = crawl(path, timeout, max_wait)
         from cloudseed.agent.config import ConfigFileError, load_yaml_mapping

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
+from cloudseed.agent.datasources import NETWORK as NETWORK_STAGE
 from cloudseed.agent.datasources.lxd import LXD, DevLXDError, crawl
 from cloudseed.agent.state import Paths
 
@@ -115,6 +116,21 @@ def test_detected_only_by_the_socket(target, devlxd):
     os.unlink(target.path("/dev/lxd/sock"))
     devlxd()
     assert LXD.why(context(target)) == "socket /dev/lxd/sock"
+
+
+def test_an_lxd_vm_waits_for_the_socket_in_the_network_stage(target, devlxd):
+    target.write("/sys/class/dmi/id/board_name", "LXD\n")
+    assert "board_name" in LXD.why(context(target))
+    start = time.monotonic()
+    assert find_datasource(context(target), ["LXD"]).datasource is None  # local stage: no wait
+    assert time.monotonic() - start < 0.5
+    cfg = {"datasource": {"LXD": {"socket_wait": 0.5}}}
+    assert find_datasource(context(target, stage=NETWORK_STAGE, cfg=cfg), ["LXD"]).datasource is None
+    timer = threading.Timer(0.5, devlxd)  # lxd-agent starts a moment later
+    timer.start()
+    ds = find_datasource(context(target, stage=NETWORK_STAGE), ["LXD"]).datasource
+    timer.join()
+    assert ds is not None and ds.instance_id == "c1-lxd"
 
 
 def test_no_socket_costs_nothing(target):
@@ -287,3 +303,10 @@ def test_both_generators_enable_the_agent_on_the_socket(tmp_path):
                 assert "LXD (socket /dev/lxd/sock)" in enabled.read_text(), kind
             else:  # disabled, unless another test's seed device is attached: never for LXD
                 assert not enabled.exists() or "LXD" not in enabled.read_text(), kind
+
+
+def test_both_generators_enable_the_agent_on_an_lxd_vm(tmp_path):
+    from cloudlab import generators
+
+    for kind, verdict in generators(str(tmp_path), {"board_name": "LXD"}).items():
+        assert verdict.startswith("enabled") and "board_name" in verdict, (kind, verdict)
