@@ -23,7 +23,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="agent in the lab image (reference = Debian's cloud-init); default cloudseed")
     image.add_argument("--image", metavar="FILE", help="boot this qcow2/raw cloud image instead")
     source = parser.add_argument_group("datasource")
-    source.add_argument("--datasource", choices=("nocloud", "configdrive", "openstack", "ec2"),
+    source.add_argument("--datasource", choices=("nocloud", "configdrive", "openstack", "ec2", "gce",
+                                                 "digitalocean", "hetzner", "oracle"),
                         default="nocloud", help="how the instance data reaches the guest (default nocloud)")
     source.add_argument("--fs", choices=("iso9660", "vfat"), default="iso9660", help="seed filesystem")
     source.add_argument("--seed", metavar="FILE", action="append", default=[],
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         seeds = list(args.seed)
         server: contextlib.AbstractContextManager = contextlib.nullcontext()
         platform = None
-        if args.datasource in ("openstack", "ec2"):
+        if args.datasource in ("openstack", "ec2", "gce", "digitalocean", "hetzner", "oracle"):
             server = MetadataServer(spec, workdir, imds_tokens=args.imds_tokens)
             platform = args.datasource
         elif not seeds:

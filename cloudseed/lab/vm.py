@@ -26,6 +26,11 @@ from cloudseed.lab.image import Image
 PLATFORMS = {
     "openstack": "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova",
     "ec2": "type=1,manufacturer=Amazon EC2,product=t3.micro,uuid=ec2e1916-9099-7caf-fd21-012345abcdef",
+    # the DMI facts each cloud's detection reads (several -smbios options where it reads several tables)
+    "gce": ("type=0,vendor=Google", "type=1,manufacturer=Google,product=Google Compute Engine,serial=GoogleCloud-LAB"),
+    "digitalocean": "type=1,manufacturer=DigitalOcean,product=Droplet,serial=4242",
+    "hetzner": "type=1,manufacturer=Hetzner,product=vServer,serial=4242",  # = the instance-id (lab/metadata.py)
+    "oracle": ("type=1,manufacturer=QEMU,product=Standard PC", "type=3,manufacturer=QEMU,asset=OracleCloud.com"),
 }
 
 
@@ -125,8 +130,8 @@ class VirtualMachine:
         for seed in spec.seeds:
             argv += ["-drive", f"file={seed},if=virtio,format=raw,readonly=on"]
         smbios = PLATFORMS.get(spec.platform or "", spec.platform)
-        if smbios:
-            argv += ["-smbios", smbios]
+        for entry in (smbios,) if isinstance(smbios, str) else smbios or ():
+            argv += ["-smbios", entry]
         return argv
 
     def start(self) -> None:
