@@ -18,7 +18,7 @@ the step and the command's last line of output.
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.modules._config_management import install_packages, section
+from cloudseed.agent.modules._system_tools import checked, install_packages
 from cloudseed.core.root import CommandError
 
 KEY = "ansible"
@@ -220,7 +220,7 @@ def _telling_line(proc) -> str:
 
 
 def handle(ctx: ModuleContext) -> None:
-    cfg = section(ctx, KEY, MODULE.schema)
+    cfg = checked(ctx, KEY, MODULE.schema)
     controller = cfg.get("setup_controller")
     if controller is not None and not (controller.get("repositories") or controller.get("run_ansible")):
         raise ModuleError("ansible.setup_controller: give repositories or run_ansible")

@@ -27,12 +27,12 @@ from __future__ import annotations
 import json
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.modules._config_management import (
+from cloudseed.agent.modules._system_tools import (
+    checked,
     fetch_script,
     install_packages,
     require_absolute,
     run_script,
-    section,
 )
 from cloudseed.agent.state import PER_BOOT
 from cloudseed.core.root import CommandError
@@ -193,7 +193,7 @@ def firstboot(cfg: dict) -> dict:
 
 
 def handle(ctx: ModuleContext) -> None:
-    cfg = section(ctx, KEY, MODULE.schema)
+    cfg = checked(ctx, KEY, MODULE.schema)
     for required in ("server_url", "validation_name"):
         if not cfg.get(required):
             raise ModuleError(f"chef.{required}: required (client.rb cannot reach a Chef server without it)")

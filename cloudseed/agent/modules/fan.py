@@ -43,7 +43,7 @@ fan:
 
 
 def handle(ctx: ModuleContext) -> None:
-    from cloudseed.agent.modules._platform_tools import checked, enable_service, install, restart_service
+    from cloudseed.agent.modules._system_tools import checked, enable_service, install, restart_service
 
     cfg = checked(ctx, "fan", MODULE.schema)
     text = cfg.get("config") or ""

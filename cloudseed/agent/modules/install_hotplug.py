@@ -96,7 +96,7 @@ def hotplug_supported(datasource) -> str | None:
 
 def handle(ctx: ModuleContext) -> None:
     if ctx.cfg.get("updates") is not None:
-        from cloudseed.agent.modules._platform_tools import checked
+        from cloudseed.agent.modules._system_tools import checked
 
         checked(ctx, "updates", MODULE.schema)
     wanted = hotplug_wanted(ctx.cfg)

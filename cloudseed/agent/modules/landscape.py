@@ -101,7 +101,7 @@ def merged(existing: str, client: dict) -> dict[str, str]:
 
 
 def handle(ctx: ModuleContext) -> None:
-    from cloudseed.agent.modules._platform_tools import checked, install
+    from cloudseed.agent.modules._system_tools import checked, install
 
     cfg = checked(ctx, "landscape", MODULE.schema)
     client = cfg.get("client") or {}

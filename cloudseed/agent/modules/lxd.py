@@ -215,7 +215,7 @@ def storage_drivers(cfg: dict) -> list[str]:
 
 
 def handle(ctx: ModuleContext) -> None:
-    from cloudseed.agent.modules._platform_tools import checked
+    from cloudseed.agent.modules._system_tools import checked
 
     cfg = checked(ctx, "lxd", MODULE.schema)
     check(cfg)

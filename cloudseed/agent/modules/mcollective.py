@@ -18,7 +18,7 @@ import re
 import stat
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.modules._config_management import enable_service, install_packages, restart_service, section
+from cloudseed.agent.modules._system_tools import checked, enable_service, install_packages, restart_service
 
 KEY = "mcollective"
 SERVER_CFG = "/etc/mcollective/server.cfg"
@@ -98,7 +98,7 @@ def merge(existing: str, settings: dict[str, str]) -> str:
 
 
 def handle(ctx: ModuleContext) -> None:
-    cfg = section(ctx, KEY, MODULE.schema)
+    cfg = checked(ctx, KEY, MODULE.schema)
     conf = cfg.get("conf") or {}
     settings: dict[str, str] = {}
     certs: list[tuple[str, str, int]] = []

@@ -20,13 +20,13 @@ runs ``puppet agent`` once with ``exec_args`` (default ``--test``), bounded in t
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.modules._config_management import (
+from cloudseed.agent.modules._system_tools import (
+    checked,
     enable_service,
     fetch_script,
     install_packages,
     require_absolute,
     run_script,
-    section,
     systemd_running,
 )
 from cloudseed.core.root import CommandError
@@ -178,7 +178,7 @@ def merge_conf(existing: str, sections: dict[str, dict[str, str]]) -> str:
 
 
 def handle(ctx: ModuleContext) -> None:
-    cfg = section(ctx, KEY, MODULE.schema)
+    cfg = checked(ctx, KEY, MODULE.schema)
     install_type = cfg.get("install_type", "packages")
     binary, default_package, ssl_owner, *default_paths = LAYOUTS[install_type]
     for name in ("conf_file", "ssl_dir", "csr_attributes_path", "aio_install_url"):

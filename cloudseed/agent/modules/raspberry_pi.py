@@ -122,7 +122,7 @@ def _is_pi_five(ctx: ModuleContext) -> bool:
 
 
 def handle(ctx: ModuleContext) -> None:
-    from cloudseed.agent.modules._platform_tools import checked
+    from cloudseed.agent.modules._system_tools import checked
 
     cfg = checked(ctx, "rpi", MODULE.schema)
     why_not = is_pi_os(ctx)

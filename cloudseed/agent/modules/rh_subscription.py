@@ -136,7 +136,7 @@ def register_args(cfg: dict) -> list[str]:
 
 
 def handle(ctx: ModuleContext) -> None:
-    from cloudseed.agent.modules._platform_tools import checked
+    from cloudseed.agent.modules._system_tools import checked
 
     cfg = checked(ctx, KEY, MODULE.schema)
     check(cfg)

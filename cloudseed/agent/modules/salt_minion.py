@@ -14,12 +14,12 @@ configuration. Everything is checked before anything is written.
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.modules._config_management import (
+from cloudseed.agent.modules._system_tools import (
+    checked,
     enable_service,
     install_packages,
     require_absolute,
     restart_service,
-    section,
 )
 
 KEY = "salt_minion"
@@ -92,7 +92,7 @@ def dump_yaml(value: dict) -> str:
 
 
 def handle(ctx: ModuleContext) -> None:
-    cfg = section(ctx, KEY, MODULE.schema)
+    cfg = checked(ctx, KEY, MODULE.schema)
     package = cfg.get("pkg_name") or DEFAULT_PACKAGE
     service = cfg.get("service_name") or DEFAULT_SERVICE
     config_dir = require_absolute(f"{KEY}.config_dir", cfg.get("config_dir") or DEFAULT_CONFIG_DIR).rstrip("/")

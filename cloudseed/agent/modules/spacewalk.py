@@ -10,7 +10,7 @@ or the status (``rhnreg_ks`` takes it only on its command line).
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_CONFIG, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.modules._platform_tools import reason as tool_reason
+from cloudseed.agent.modules._system_tools import reason as tool_reason
 from cloudseed.core.root import CommandError
 
 CA_CERT = "/usr/share/rhn/RHN-ORG-TRUSTED-SSL-CERT"
@@ -53,7 +53,7 @@ def command(server: str, profile: str, proxy: str | None, key: str | None) -> li
 
 
 def handle(ctx: ModuleContext) -> None:
-    from cloudseed.agent.modules._platform_tools import checked, install
+    from cloudseed.agent.modules._system_tools import checked, install
 
     cfg = checked(ctx, "spacewalk", MODULE.schema)
     server = cfg.get("server")

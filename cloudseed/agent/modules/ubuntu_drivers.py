@@ -10,7 +10,7 @@ through the package manager when ``ubuntu-drivers`` is missing.
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.modules._platform_tools import reason as tool_reason
+from cloudseed.agent.modules._system_tools import reason as tool_reason
 from cloudseed.core.root import CommandError
 
 TEMPLATE = """\
@@ -58,7 +58,7 @@ def command(version: str | None) -> list[str]:
 
 
 def handle(ctx: ModuleContext) -> None:
-    from cloudseed.agent.modules._platform_tools import checked, install
+    from cloudseed.agent.modules._system_tools import checked, install
 
     cfg = checked(ctx, "drivers", MODULE.schema)
     nvidia = cfg.get("nvidia") or {}

@@ -112,7 +112,7 @@ class Client:
 
 def settings(ctx: ModuleContext) -> tuple[str, dict]:
     """(the key used, its section) with ``ubuntu_pro`` winning over the deprecated ``ubuntu_advantage``."""
-    from cloudseed.agent.modules._platform_tools import checked
+    from cloudseed.agent.modules._system_tools import checked
 
     if ctx.cfg.get("ubuntu_pro") not in (None, {}):
         if ctx.cfg.get("ubuntu_advantage") not in (None, {}):
@@ -136,7 +136,7 @@ def handle(ctx: ModuleContext) -> None:
     token = str(cfg.get("token") or "")
     tool = ctx.root.which("pro") and "pro" or ctx.root.which("ua") and "ua"
     if not tool:
-        from cloudseed.agent.modules._platform_tools import install
+        from cloudseed.agent.modules._system_tools import install
 
         install(ctx, key, [PACKAGE], hint="the Ubuntu Pro client")
         tool = "pro" if ctx.root.which("pro") else "ua"

@@ -57,7 +57,7 @@ def test_failing_registration_masks_the_key(shell_target, rhel_target, caplog):
 
 def test_missing_tool_names_the_package(rhel_target):
     result, _ = run(rhel_target, "spacewalk", CFG, datasource=DS)  # no rhnreg_ks and no dnf in this root
-    assert result.status == "failed" and "rhn-setup is not installed" in result.reason
+    assert result.status == "failed" and "spacewalk: installing rhn-setup:" in result.reason
 
 
 def test_no_server_does_nothing(shell_target, rhel_target):
