@@ -43,7 +43,7 @@ def ours() -> dict:
 def apply_once() -> float:
     from net_support import add_dev
 
-    from cloudseed.agent.root import TargetRoot
+    from cloudseed.core.root import TargetRoot
     from cloudseed.network.apply import apply_network
 
     with tempfile.TemporaryDirectory() as d:
