@@ -100,3 +100,24 @@ def test_generators_enable_the_agent_on_oracle(tmp_path, facts, enabled):
         assert ("Oracle (DMI" in verdict) == enabled, (kind, verdict)
         if enabled:
             assert verdict.startswith("enabled"), (kind, verdict)
+
+
+FACTS = {"GCE": {"product_name": "Google Compute Engine", "bios_vendor": "Google"},
+         "DigitalOcean": {"sys_vendor": "DigitalOcean", "product_serial": "31337"},
+         "Hetzner": {"sys_vendor": "Hetzner", "product_serial": "4711"},
+         "Oracle": {"chassis_asset_tag": "OracleCloud.com"},
+         "plain KVM": {"sys_vendor": "QEMU", "product_name": "Standard PC (Q35 + ICH9, 2009)"}}
+
+
+@pytest.mark.parametrize("where", list(FACTS))
+def test_each_cloud_is_detected_only_on_its_own_facts(target, where):
+    """The four public clouds over each one's DMI facts: exactly the right one is possible, and
+    where none is, none is tried (no request, so no wait)."""
+    from cloudseed.agent.datasources import datasource_class
+
+    write_tree(target.top, {f"sys/class/dmi/id/{k}": v + "\n" for k, v in FACTS[where].items()})
+    names = ["GCE", "DigitalOcean", "Hetzner", "Oracle"]
+    possible = [n for n in names if datasource_class(n).why(context(target)) is not None]
+    assert possible == ([where] if where in names else [])
+    if where not in names:
+        assert find_datasource(context(target), names).tried == []
