@@ -167,6 +167,29 @@ def install_reference(tree: str) -> None:
                 os.unlink(path)
 
 
+def install_deb_over_cloud_init(tree: str, deb: str) -> None:
+    """cloudseed's .deb installed with apt on a tree that has Debian's cloud-init, as a user would.
+
+    apt resolves the package's Conflicts/Replaces: cloud-init is removed, its /etc/cloud settings
+    kept, cloudseed's units enabled; nothing runs at install time.
+    """
+    inside = f"/tmp/{os.path.basename(deb)}"
+    shutil.copyfile(deb, os.path.join(tree, inside.lstrip("/")))
+    try:
+        with chroot_mounts(tree):
+            log(f"installing {os.path.basename(deb)} over Debian's cloud-init in the image")
+            run(["chroot", tree, "apt-get", "update", "-q"])
+            run(["chroot", tree, "apt-get", "install", "-y", "-q", "--no-install-recommends", inside])
+            run(["chroot", tree, "apt-get", "clean"])
+    finally:
+        os.unlink(os.path.join(tree, inside.lstrip("/")))
+    shutil.rmtree(os.path.join(tree, "var/lib/apt/lists"), ignore_errors=True)
+    os.makedirs(os.path.join(tree, "var/lib/apt/lists/partial"), exist_ok=True)
+    if os.path.exists(os.path.join(tree, "usr/bin/cloud-init")) and not os.path.exists(
+            os.path.join(tree, "usr/bin/cloudseed")):
+        raise ImageBuildError("the .deb did not replace cloud-init in the image")
+
+
 def _write(path: str, text: str, mode: int = 0o644) -> None:
     """Replace ``path`` atomically (never writes through a hard link into the cached base)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)

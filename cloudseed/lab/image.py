@@ -9,6 +9,7 @@ at 1 MiB, made by ``mke2fs -d`` from the tree: no loop device, no root mount nee
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import struct
@@ -21,7 +22,7 @@ from cloudseed.lab.rootfs import ImageBuildError, base_rootfs, kernel_files, log
 
 PARTITION_OFFSET = 1024 * 1024
 IMAGE_VERSION = "4"  # bump when the way images are assembled changes
-AGENTS = ("cloudseed", "reference", "none")
+AGENTS = ("cloudseed", "reference", "none", "deb")  # deb: cloudseed's .deb installed over Debian's cloud-init
 
 
 def external_image(path: str) -> Image:
@@ -60,20 +61,29 @@ def package_hash() -> str:
     return digest(items)
 
 
-def lab_image(agent: str = "cloudseed") -> Image:
-    """The cached image for ``agent``, building what is missing."""
+def lab_image(agent: str = "cloudseed", deb: str | None = None) -> Image:
+    """The cached image for ``agent``, building what is missing.
+
+    ``deb`` (for agent ``deb``): a cloudseed .deb (``dpkg-buildpackage -us -uc -b``), installed
+    with apt over the reference image's Debian cloud-init, as a user switching an image would.
+    """
     if agent not in AGENTS:
         raise ImageBuildError(f"unknown agent {agent!r}: one of {', '.join(AGENTS)}")
+    if (agent == "deb") != bool(deb):
+        raise ImageBuildError("a .deb is given with agent 'deb', and only then")
     base = base_rootfs()
     parts = [IMAGE_VERSION, os.path.basename(base), agent]
     if agent == "cloudseed":
         parts.append(package_hash())
+    if deb:
+        with open(deb, "rb") as handle:
+            parts.append(hashlib.sha256(handle.read()).hexdigest())
     key = f"{agent}-{digest(parts)}"
     images = lab_dir("images")
     disk = os.path.join(images, f"{key}.raw")
     with build_lock(f"image-{agent}"):
         if not os.path.exists(disk):
-            _build(agent, base, disk, key)
+            _build(agent, base, disk, key, deb)
         kernel = os.path.join(images, f"{key}.vmlinuz")
         initrd = os.path.join(images, f"{key}.initrd")
         method_file = os.path.join(images, f"{key}.method")
@@ -84,21 +94,31 @@ def lab_image(agent: str = "cloudseed") -> Image:
     return Image(disk=disk, kernel=kernel, initrd=initrd, agent=agent, key=key, install_method=method)
 
 
-def _build(agent: str, base: str, disk: str, key: str) -> None:
+def _reference_tree(base: str) -> str:
+    """The base tree with Debian's cloud-init installed by apt (cached)."""
+    tree = os.path.join(lab_dir("rootfs"), f"reference-{os.path.basename(base)}")
+    if not os.path.exists(os.path.join(tree, ".cloudseed-reference-ready")):
+        shutil.rmtree(tree, ignore_errors=True)
+        run(["cp", "-a", base, tree + ".partial"])
+        agent_install.install_reference(tree + ".partial")
+        open(os.path.join(tree + ".partial", ".cloudseed-reference-ready"), "w").close()
+        os.rename(tree + ".partial", tree)
+    return tree
+
+
+def _build(agent: str, base: str, disk: str, key: str, deb: str | None = None) -> None:
     images = os.path.dirname(disk)
     stage = os.path.join(lab_dir("staging"), key)
     method = "none"
     log(f"assembling {agent} image {key}")
     if agent == "reference":
-        tree = os.path.join(lab_dir("rootfs"), f"reference-{os.path.basename(base)}")
-        if not os.path.exists(os.path.join(tree, ".cloudseed-reference-ready")):
-            shutil.rmtree(tree, ignore_errors=True)
-            run(["cp", "-a", base, tree + ".partial"])
-            agent_install.install_reference(tree + ".partial")
-            open(os.path.join(tree + ".partial", ".cloudseed-reference-ready"), "w").close()
-            os.rename(tree + ".partial", tree)
-        agent_install.copy_tree_linked(tree, stage)
+        agent_install.copy_tree_linked(_reference_tree(base), stage)
         method = "Debian cloud-init package"
+    elif agent == "deb":
+        shutil.rmtree(stage, ignore_errors=True)
+        run(["cp", "-a", _reference_tree(base), stage])   # a full copy: apt changes files in place
+        agent_install.install_deb_over_cloud_init(stage, deb)
+        method = "cloudseed .deb installed by apt over Debian's cloud-init"
     else:
         agent_install.copy_tree_linked(base, stage)
         if agent == "cloudseed":

@@ -11,6 +11,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -19,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.dirname(os.path.dirname(HERE))
 CACHE = os.environ.get("CLOUDSEED_CACHE") or os.path.expanduser("~/.cache/cloudseed")
 DEBIAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+sys.path.insert(0, HERE)  # deb_build
 
 _spec = importlib.util.spec_from_file_location(
     "cloudseed_modules_conftest", os.path.join(PROJECT, "tests", "agent", "modules", "conftest.py"))
@@ -31,24 +33,11 @@ debian_root = _modules_conftest.debian_root
 @pytest.fixture(scope="session")
 def deb_package(tmp_path_factory) -> str:
     """``dpkg-buildpackage -us -uc -b`` run on a copy of the tree: the path of cloudseed_*.deb."""
-    if not shutil.which("dpkg-buildpackage") or not os.path.exists("/usr/share/perl5/Debian/Debhelper"):
+    import deb_build
+
+    if not deb_build.can_build():
         pytest.skip("needs dpkg-dev, debhelper, dh-python, pybuild-plugin-pyproject (scripts/setup.sh)")
-    top = tmp_path_factory.mktemp("deb")
-    src = top / "src"
-    src.mkdir()
-    for name in ("cloudseed", "packaging"):
-        shutil.copytree(os.path.join(PROJECT, name), src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    # debian/ without what an earlier build in the tree left
-    shutil.copytree(os.path.join(PROJECT, "debian"), src / "debian",
-                    ignore=shutil.ignore_patterns("cloudseed", "files", "*.substvars", "*debhelper*", ".debhelper"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(os.path.join(PROJECT, name), src / name)
-    build = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, capture_output=True, text=True,
-                           env={**os.environ, "PATH": DEBIAN_PATH})
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    debs = glob.glob(str(top / "cloudseed_*_all.deb"))
-    assert len(debs) == 1, os.listdir(top)
-    return debs[0]
+    return deb_build.build_deb(str(tmp_path_factory.mktemp("deb")))
 
 
 @pytest.fixture(scope="session")
