@@ -182,3 +182,30 @@ def test_reference_gce_datasource_reads_the_emulation(gce_cloud, tmp_path, block
     assert result["userdata"] == USER_DATA
     expected = [KEY, PROJECT_KEY.replace("bob", "deb")] + ([] if blocked else [PROJECT_KEY])
     assert result["keys"] == expected
+
+
+def test_cli_sets_gce_attributes(tmp_path):
+    """``cloudseed instances add/update`` with --gce-attribute, --gce-project-attribute and --clouds-json."""
+    import json
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "cli.db")
+    (tmp_path / "clouds.json").write_text(json.dumps({"gce": {"project_id": "from-json"},
+                                                      "hetzner": {"region": "eu-central"}}))
+
+    def cli(*args):
+        proc = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", db, *args],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    cli("add", "--id", "77", "--clouds-json", str(tmp_path / "clouds.json"), "--gce-attribute", "enable-oslogin=TRUE",
+        "--gce-project-attribute", f"ssh-keys=cloudinit:{KEY}")
+    clouds = json.loads(cli("show", "77"))["clouds"]
+    assert clouds == {"gce": {"project_id": "from-json", "attributes": {"enable-oslogin": "TRUE"},
+                              "project_attributes": {"ssh-keys": f"cloudinit:{KEY}"}},
+                      "hetzner": {"region": "eu-central"}}
+    bad = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", db, "add", "--id", "78",
+                          "--gce-attribute", "no-equals-sign"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "KEY=VALUE" in bad.stderr
