@@ -189,7 +189,6 @@ def _cloud_fields(args: argparse.Namespace) -> dict[str, Any]:
     return clouds
 
 
-
 def _ec2_fields(args: argparse.Namespace) -> dict[str, Any]:
     ec2: dict[str, Any] = {}
     if args.ec2_json:
