@@ -1,4 +1,5 @@
-"""Shared by the HTTP metadata datasources (OpenStack, Ec2): time limits and the local-stage network.
+"""Shared by the HTTP metadata datasources (OpenStack, Ec2, GCE, DigitalOcean, Hetzner, Oracle): time
+limits, the local-stage network, the system's NICs by MAC, and detection by DMI or a configured URL.
 
 ``datasource: <Name>: {max_wait, timeout, retries}``: ``max_wait`` bounds the wait for the
 service's first answer (seconds, default 2; 0 or less: do not try), ``timeout`` bounds each later
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -75,3 +77,28 @@ def reachable(ctx: DatasourceContext, name: str) -> Iterator[bool]:
         yield True
     finally:
         cm.__exit__(None, None, None)
+
+
+def system_macs() -> dict[str, str]:
+    """lowercase MAC -> interface name of the running system (loopback and zero MACs left out)."""
+    found: dict[str, str] = {}
+    base = "/sys/class/net"
+    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            with open(f"{base}/{name}/address") as f:
+                mac = f.read().strip().lower()
+        except OSError:
+            continue
+        if mac and mac != "00:00:00:00:00:00" and name != "lo":
+            found.setdefault(mac, name)
+    return found
+
+
+def identified_or_configured(ctx: DatasourceContext, name: str, identified: Any) -> str | None:
+    """Detection of a cloud's service: its DMI facts (``identified(ctx)``), or a configured metadata_url."""
+    found = identified(ctx)
+    if found:
+        return found
+    if ctx.ds_cfg(name).get("metadata_url"):
+        return f"datasource.{name}.metadata_url is configured"
+    return None

@@ -16,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import random
 import subprocess
 import time
 from typing import Any, Iterator
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured, system_macs
 
 LOG = logging.getLogger("cloudseed.datasources.digitalocean")
 
@@ -71,18 +70,6 @@ def network_config(interfaces: Any, nameservers: Any, system_macs: dict[str, str
     return {"version": 1, "config": config}
 
 
-def _system_macs() -> dict[str, str]:
-    found: dict[str, str] = {}
-    base = "/sys/class/net"
-    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-        try:
-            with open(f"{base}/{name}/address") as f:
-                mac = f.read().strip().lower()
-        except OSError:
-            continue
-        if mac and mac != "00:00:00:00:00:00" and name != "lo":
-            found.setdefault(mac, name)
-    return found
 
 
 @contextlib.contextmanager
@@ -120,12 +107,7 @@ class DigitalOcean(Datasource):
 
     @classmethod
     def why(cls, ctx: DatasourceContext) -> str | None:
-        found = identified(ctx)
-        if found:
-            return found
-        if ctx.ds_cfg(cls.name).get("metadata_url"):
-            return "datasource.DigitalOcean.metadata_url is configured"
-        return None
+        return identified_or_configured(ctx, cls.name, identified)
 
     def fetch(self) -> bool:
         from cloudseed.core.http import FetchError, fetch
@@ -163,7 +145,7 @@ class DigitalOcean(Datasource):
             value = md.get(key)
             setattr(self, attr, str(value).encode("utf-8") if value else None)
         dns = md.get("dns") if isinstance(md.get("dns"), dict) else {}
-        self.network_config = network_config(md.get("interfaces"), dns.get("nameservers"), _system_macs())
+        self.network_config = network_config(md.get("interfaces"), dns.get("nameservers"), system_macs())
         self.raw = {k: v for k, v in md.items() if k not in ("user_data", "vendor_data", "auth_key")}
         self.subplatform = f"metadata ({url})"
         LOG.info("DigitalOcean: read droplet %s from %s in %.2fs", instance_id, url, time.monotonic() - started)

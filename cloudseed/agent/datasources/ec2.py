@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable, urls_from_cfg
+from cloudseed.agent.datasources._metadata_service import system_macs as running_system_macs
 
 LOG = logging.getLogger("cloudseed.datasources.ec2")
 
@@ -170,16 +170,6 @@ def identified(ctx: DatasourceContext) -> str | None:
 # ------------------------------------------------------------------------------ network config
 
 
-def _system_macs() -> dict[str, str]:
-    found = {}
-    base = "/sys/class/net"
-    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-        mac = _read(f"{base}/{name}/address").lower()
-        if mac and mac != "00:00:00:00:00:00" and name != "lo":
-            found.setdefault(mac, name)
-    return found
-
-
 def _as_list(value: Any) -> list[str]:
     if isinstance(value, list):
         return [str(v) for v in value if str(v)]
@@ -204,7 +194,7 @@ def network_config_from_macs(macs: dict[str, Any], system_macs: dict[str, str] |
     Unlike 22.4, a NIC the system does not have (yet) is kept, matched by MAC, as ``ethN``."""
     if not isinstance(macs, dict) or not macs:
         return None
-    system = {m.lower(): n for m, n in (system_macs if system_macs is not None else _system_macs()).items()}
+    system = {m.lower(): n for m, n in (system_macs if system_macs is not None else running_system_macs()).items()}
     ethernets: dict[str, Any] = {}
     ordered = sorted(macs.items(), key=lambda kv: (str((kv[1] or {}).get("device-number", "99")), kv[0]))
     for mac, nic in ordered:

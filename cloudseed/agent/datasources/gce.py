@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable
+from cloudseed.agent.datasources._metadata_service import (
+    ServiceLimits,
+    identified_or_configured,
+    reachable,
+    system_macs,
+)
 
 LOG = logging.getLogger("cloudseed.datasources.gce")
 
@@ -93,18 +97,6 @@ def network_config(interfaces: Any, system_macs: dict[str, str]) -> dict | None:
     return {"version": 2, "ethernets": ethernets} if ethernets else None
 
 
-def _system_macs() -> dict[str, str]:
-    found: dict[str, str] = {}
-    base = "/sys/class/net"
-    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-        try:
-            with open(f"{base}/{name}/address") as f:
-                mac = f.read().strip().lower()
-        except OSError:
-            continue
-        if mac and mac != "00:00:00:00:00:00" and name != "lo":
-            found.setdefault(mac, name)
-    return found
 
 
 class GCE(Datasource):
@@ -119,12 +111,7 @@ class GCE(Datasource):
 
     @classmethod
     def why(cls, ctx: DatasourceContext) -> str | None:
-        found = identified(ctx)
-        if found:
-            return found
-        if ctx.ds_cfg(cls.name).get("metadata_url"):
-            return "datasource.GCE.metadata_url is configured"
-        return None
+        return identified_or_configured(ctx, cls.name, identified)
 
     def fetch(self) -> bool:
         section = self.ctx.ds_cfg(self.name)
@@ -192,7 +179,7 @@ class GCE(Datasource):
             elif encoding:
                 LOG.warning("GCE: unknown user-data-encoding %r; user-data used as it is", encoding)
             self.userdata_raw = data
-        self.network_config = network_config(instance.get("networkInterfaces"), _system_macs())
+        self.network_config = network_config(instance.get("networkInterfaces"), system_macs())
         self.raw = {"instance": instance, "project": {"attributes": project}}
         self.subplatform = f"metadata ({base})"
         LOG.info("GCE: read instance %s from %s in %.2fs", instance["id"], base, time.monotonic() - started)

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured, reachable
 
 LOG = logging.getLogger("cloudseed.datasources.hetzner")
 
@@ -52,12 +52,7 @@ class Hetzner(Datasource):
 
     @classmethod
     def why(cls, ctx: DatasourceContext) -> str | None:
-        found = identified(ctx)
-        if found:
-            return found
-        if ctx.ds_cfg(cls.name).get("metadata_url"):
-            return "datasource.Hetzner.metadata_url is configured"
-        return None
+        return identified_or_configured(ctx, cls.name, identified)
 
     def fetch(self) -> bool:
         section = self.ctx.ds_cfg(self.name)

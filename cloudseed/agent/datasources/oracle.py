@@ -25,7 +25,12 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable
+from cloudseed.agent.datasources._metadata_service import (
+    ServiceLimits,
+    identified_or_configured,
+    reachable,
+    system_macs,
+)
 
 LOG = logging.getLogger("cloudseed.datasources.oracle")
 
@@ -62,18 +67,6 @@ def network_config(vnics: Any, system_macs: dict[str, str]) -> dict | None:
     return {"version": 1, "config": config}
 
 
-def _system_macs() -> dict[str, str]:
-    found: dict[str, str] = {}
-    base = "/sys/class/net"
-    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-        try:
-            with open(f"{base}/{name}/address") as f:
-                mac = f.read().strip().lower()
-        except OSError:
-            continue
-        if mac and mac != "00:00:00:00:00:00" and name != "lo":
-            found.setdefault(mac, name)
-    return found
 
 
 class Oracle(Datasource):
@@ -89,12 +82,7 @@ class Oracle(Datasource):
 
     @classmethod
     def why(cls, ctx: DatasourceContext) -> str | None:
-        found = identified(ctx)
-        if found:
-            return found
-        if ctx.ds_cfg(cls.name).get("metadata_url"):
-            return "datasource.Oracle.metadata_url is configured"
-        return None
+        return identified_or_configured(ctx, cls.name, identified)
 
     def fetch(self) -> bool:
         section = self.ctx.ds_cfg(self.name)
@@ -155,7 +143,7 @@ class Oracle(Datasource):
         self.public_keys = [str(k).strip() for k in keys if str(k).strip() and not str(k).startswith("#")]
         self.availability_zone = str(data["ociAdName"]) if data.get("ociAdName") else None
         self.region = str(data.get("canonicalRegionName") or data.get("region") or "") or None
-        self.network_config = None if iscsi else network_config(vnics, _system_macs())
+        self.network_config = None if iscsi else network_config(vnics, system_macs())
         self.raw = {"instance": {k: v for k, v in data.items() if k != "metadata"}, "vnics": vnics}
         self.subplatform = f"metadata ({self.metadata_address})"
         LOG.info("Oracle: read instance %s (IMDS v%d) in %.2fs", data["id"], version, time.monotonic() - started)
