@@ -74,7 +74,7 @@ class Request:
     """
 
     __slots__ = ("method", "target", "path", "query", "version", "headers", "body", "peer", "listener",
-                 "started", "instance_id", "client")
+                 "started", "instance_id", "client", "api")
 
     def __init__(self, method: str, target: str, version: str, headers: dict[str, str], body: bytes,
                  peer: str, listener: Any, path: str, query: str = ""):
@@ -90,6 +90,7 @@ class Request:
         self.started = perf_counter()
         self.instance_id = ""  # who asked, once identified (access log)
         self.client = peer  # the instance's address (X-Forwarded-For from a trusted proxy)
+        self.api = ""  # the API that answered (routes.api_for), once routed (metrics)
 
 
 Handler = Callable[[Request], Union["Response", Awaitable["Response"]]]

@@ -24,7 +24,7 @@ from cloudseed.provider.server.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
 from cloudseed.provider.server.instance_cache import AMBIGUOUS, MAX_ROUTES, MISSING, CachedInstance, InstanceCache
 from cloudseed.provider.server.rate_limit import RateLimiter
-from cloudseed.provider.server.routes import CLOUD_APIS, NOCLOUD, OPENSTACK, PHONE_HOME, TOKEN, api_of
+from cloudseed.provider.server.routes import CLOUD_APIS, NOCLOUD, OPENSTACK, PHONE_HOME, TOKEN, api_for
 
 Answer = Union[Response, Awaitable[Response]]
 READ_METHODS = ("GET", "HEAD")
@@ -48,7 +48,7 @@ class MetadataApp:
         self._ec2_versions = ec2_api.versions_listing()
         self._os_versions = openstack_api.versions_listing()
         self._ec2_live = ec2_api.Live(registry)  # credentials and identity keys of this registry
-        self._cloud_apis: dict[str, Any] = {}  # gce, digitalocean, hetzner, oracle: their modules
+        self._cloud_apis: dict[str, Any] = {}  # routes.CLOUD_APIS: their modules, imported when first asked
 
     # -- entry point -----------------------------------------------------------------------
     def handle(self, request: Request) -> Answer:
@@ -163,7 +163,7 @@ class MetadataApp:
     def _route(self, request: Request, instance: CachedInstance) -> Answer:
         """Every API serves only ``instance``'s data, and only once its IMDSv2 rules are met."""
         path = request.path
-        api = api_of(path)  # the one place that decides it (the metrics count by it too)
+        api = request.api = api_for(path, instance.record.clouds)  # the one place that decides it (metrics too)
         if api == TOKEN:
             return self._token(request, instance)
         refused = self._check_token(request, instance)

@@ -8,15 +8,43 @@ from __future__ import annotations
 
 OPENSTACK, NOCLOUD, PHONE_HOME, TOKEN, EC2 = "openstack", "nocloud", "phone_home", "token", "ec2"
 GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE = "gce", "digitalocean", "hetzner", "oracle", "azure"
-CLOUD_APIS = (GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE)  # each answered by provider/server/<api>_api.py: handle()
+VULTR, SCALEWAY, UPCLOUD, NWCS, AKAMAI = "vultr", "scaleway", "upcloud", "nwcs", "akamai"
+CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS = "cloudstack", "exoscale", "aliyun", "cloudcix", "maas"
+# each answered by provider/server/<api>_api.py: handle(app, request, instance)
+CLOUD_APIS = frozenset((GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE, VULTR, SCALEWAY, UPCLOUD, NWCS, AKAMAI,
+                        CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS))
 TOKEN_PATH = "/latest/api/token"
+
+# Path families that several platforms use: the family's own API answers unless the instance's record
+# names (in its ``clouds`` settings) one of the others, in this order. ``/metadata/v1.json`` is
+# DigitalOcean's and UpCloud's; ``/v1...`` Vultr's, Akamai's and CloudCIX's; the EC2-shaped paths
+# (``/latest/meta-data/...``, ``/2016-01-01/...``) EC2's, CloudStack's, Exoscale's and AliYun's.
+SHARED_FAMILIES: dict[str, tuple[str, ...]] = {
+    DIGITALOCEAN: (UPCLOUD,),
+    VULTR: (AKAMAI, CLOUDCIX),
+    EC2: (EXOSCALE, CLOUDSTACK, ALIYUN),
+}
+
+
+def api_for(path: str, clouds: object) -> str:
+    """The API that answers ``path`` for an instance whose record has these ``clouds`` settings (a
+    mapping, or None): ``api_of(path)`` unless the path's family is shared and the record names
+    one of the family's other platforms."""
+    api = api_of(path)
+    if clouds:
+        for other in SHARED_FAMILIES.get(api, ()):
+            if other in clouds:  # type: ignore[operator]
+                return other
+    return api
 
 
 def api_of(path: str) -> str:
     """``openstack`` (/openstack...), ``nocloud``, ``phone_home``, ``token`` (the IMDSv2 token
     path), ``gce`` (/computeMetadata...), ``digitalocean`` (/metadata/v1...), ``hetzner``
-    (/hetzner...), ``oracle`` (/opc...), ``azure`` (/metadata/..., /machine) or ``ec2`` (everything
-    else: /, /latest/..., /2009-04-04/...)."""
+    (/hetzner...), ``oracle`` (/opc...), ``azure`` (/metadata/..., /machine), ``vultr`` (/v1.json,
+    /v1/...), ``scaleway`` (/conf, /user_data, /vendor_data), ``nwcs`` (/api/v1/...), ``maas``
+    (/MAAS/...) or ``ec2`` (everything else: /, /latest/..., /2009-04-04/...). Shared families are
+    resolved per instance by ``api_for``."""
     initial = path[1:2]  # one comparison for most EC2 paths ("/latest/...", "/2021-03-23/...")
     if initial == "o" and path.startswith("/openstack"):
         return OPENSTACK
@@ -36,4 +64,13 @@ def api_of(path: str) -> str:
         return HETZNER
     if initial == "o" and path.startswith("/opc"):
         return ORACLE
+    if initial == "v" and (path == "/v1" or path.startswith(("/v1/", "/v1.json"))):
+        return VULTR
+    if initial == "a" and path.startswith("/api/v1"):
+        return NWCS
+    if initial == "M" and path.startswith("/MAAS"):
+        return MAAS
+    if (initial == "c" and path.startswith("/conf")) or (initial == "u" and path.startswith("/user_data")) or (
+            initial == "v" and path.startswith("/vendor_data")):
+        return SCALEWAY
     return EC2

@@ -76,7 +76,8 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
 
     def on_response(request: Request, response: Response) -> None:
         seconds = perf_counter() - request.started
-        observe("admin" if request.listener.kind == "admin" else api_of(request.path), response.status, seconds)
+        observe("admin" if request.listener.kind == "admin" else request.api or api_of(request.path), response.status,
+                seconds)
         if log_write is not None:
             log_write(request.client, request.instance_id, request.method, request.path, response.status,
                       len(response.body), seconds)
