@@ -52,6 +52,21 @@ FIELDS: dict[str, dict[str, str]] = {
         "admin_username": "the admin user (ovf-env.xml UserName, osProfile.adminUsername; default azureuser)",
         "admin_password": "ovf-env.xml UserPassword (a name-like string; default: none, password logins off)",
     },
+    "vultr": {
+        "instance_id": "instance-v2-id and instanceid (default: the record's instance id)",
+        "region": "region.regioncode (default: the availability zone's first '-part', upper case)",
+        "country_code": "region.countrycode (cloud-init 22.4 then uses it, lower case, as the region)",
+        "private_mtu": "mtu of the private (VPC) interfaces (number; default 1450)",
+        "startup_script": "startup-script (text; default empty)",
+    },
+    "upcloud": {
+        "instance_id": "instance_id (default: the record's instance id; the guest's DMI system UUID)",
+        "region": "region (default: the availability zone)",
+        "nameservers": "network.dns (default 94.237.127.9, 94.237.40.9)",
+    },
+    "nwcs": {
+        "nameservers": "the network config's nameserver entry (default 9.9.9.9, 149.112.112.112)",
+    },
     "oracle": {
         "region": "region (default: the availability zone minus its last '-part')",
         "canonical_region": "canonicalRegionName",
@@ -90,6 +105,12 @@ def validate_clouds(value: Any) -> dict:
                 continue
             if key in ("attributes", "project_attributes"):
                 _attributes(where, item)
+            elif key == "private_mtu":
+                if isinstance(item, bool) or not isinstance(item, int) or not 576 <= item <= 9216:
+                    raise RecordError(where, "must be a number from 576 to 9216")
+            elif key == "startup_script":
+                if not isinstance(item, str) or len(item.encode("utf-8")) > MAX_ATTRIBUTE:
+                    raise RecordError(where, f"must be a string of at most {MAX_ATTRIBUTE} bytes")
             elif key in ("numeric_id", "numeric_project_id", "droplet_id"):
                 if isinstance(item, bool) or not (isinstance(item, int) and item >= 0
                                                   or isinstance(item, str) and item.isascii() and item.isdigit()
