@@ -36,9 +36,11 @@ class FetchError(Exception):
     body, 4xx other than 408/429).
     """
 
-    def __init__(self, url: str, reason: str, status: int | None = None, permanent: bool = False):
+    def __init__(self, url: str, reason: str, status: int | None = None, permanent: bool = False,
+                 headers: Mapping[str, str] | None = None):
         self.url = url
         self.status = status
+        self.headers = dict(headers or {})  # the answer's headers when there was one (e.g. Date on 401)
         self.reason = reason
         self.permanent = permanent
         super().__init__(f"{url}: {reason}")
@@ -189,7 +191,8 @@ def request(url: str, *, method: str = "GET", headers: Mapping[str, str] | None 
         if not 200 <= status < 300:
             permanent = 400 <= status < 500 and status not in (408, 429)
             reason = (resp.reason or "").strip()
-            raise FetchError(url, f"HTTP {status} {reason}".rstrip(), status, permanent=permanent)
+            raise FetchError(url, f"HTTP {status} {reason}".rstrip(), status, permanent=permanent,
+                             headers=dict(resp.getheaders()))
         return Response(current, status, dict(resp.getheaders()), body)
     raise FetchError(url, f"more than {MAX_REDIRECTS} redirects", permanent=True)
 
@@ -205,6 +208,9 @@ def _read_body(url: str, resp: http.client.HTTPResponse, max_bytes: int, status:
             raise FetchError(url, f"response larger than the limit of {max_bytes} bytes", status,
                              permanent=True)
         chunks.append(chunk)
+    length = resp.getheader("Content-Length")
+    if length and length.isdigit() and size < int(length):
+        raise FetchError(url, f"the connection closed after {size} of {length} bytes", status)
     return b"".join(chunks)
 
 
