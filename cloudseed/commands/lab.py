@@ -24,8 +24,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     image.add_argument("--image", metavar="FILE", help="boot this qcow2/raw cloud image instead")
     source = parser.add_argument_group("datasource")
     source.add_argument("--datasource", choices=("nocloud", "configdrive", "openstack", "ec2", "gce",
-                                                 "digitalocean", "hetzner", "oracle"),
-                        default="nocloud", help="how the instance data reaches the guest (default nocloud)")
+                                                 "digitalocean", "hetzner", "oracle", "azure"),
+                        default="nocloud", help="how the instance data reaches the guest (default nocloud; azure: "
+                        "the provisioning ISO, IMDS and the wire server)")
     source.add_argument("--fs", choices=("iso9660", "vfat"), default="iso9660", help="seed filesystem")
     source.add_argument("--seed", metavar="FILE", action="append", default=[],
                         help="attach this ready-made seed image instead of building one")
@@ -91,10 +92,14 @@ def run(args: argparse.Namespace) -> int:
         seeds = list(args.seed)
         server: contextlib.AbstractContextManager = contextlib.nullcontext()
         platform = None
-        if args.datasource in ("openstack", "ec2", "gce", "digitalocean", "hetzner", "oracle"):
+        if args.datasource in ("openstack", "ec2", "gce", "digitalocean", "hetzner", "oracle", "azure"):
             server = MetadataServer(spec, workdir, imds_tokens=args.imds_tokens)
             platform = args.datasource
-        elif not seeds:
+        if args.datasource == "azure" and not seeds:  # the provisioning media beside IMDS
+            seed = os.path.join(workdir, "seed-azure.iso")
+            build_seed("azure", "iso9660", spec, seed)
+            seeds.append(seed)
+        elif platform is None and not seeds:
             seed = os.path.join(workdir, f"seed-{args.datasource}.{args.fs}")
             build_seed(args.datasource, args.fs, spec, seed)
             seeds.append(seed)
@@ -105,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
                               keep=args.keep, progress=_progress)
             if running:
                 result.metadata_requests = running.request_count()
+            if running and platform == "azure":
+                health = running.azure_health()
+                print("lab: the wire server " + (f"recorded the VM {health.get('state')} at {health.get('received_at')}"
+                                                 if health else "received no health report"), file=sys.stderr)
             if args.keep and running:
                 running.process = None  # leave the server running for the kept VM
     except (SeedError, ImageBuildError, LabError) as error:

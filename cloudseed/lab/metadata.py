@@ -3,6 +3,8 @@
 The guest reaches it at 169.254.169.254:80 through qemu's guestfwd, which connects from the
 host's 127.0.0.1, so the instance is registered with that address in a temporary SQLite
 registry made from the lab's InstanceSpec (from files or copied from the user's registry).
+The same listener answers every platform's paths (Azure's wire server too: the lab forwards
+168.63.129.16:80 to it), and the registry keeps what the guest reported (``azure_health``).
 """
 
 from __future__ import annotations
@@ -89,6 +91,15 @@ class MetadataServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def azure_health(self) -> Optional[dict]:
+        """The last health report Azure's wire server emulation accepted from the guest (None: none)."""
+        proc = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", self.db, "show",
+                               self.spec.instance_id], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise LabError(f"cloudseed instances show: {proc.stderr.strip() or proc.stdout.strip()}")
+        health = json.loads(proc.stdout).get("azure_health")
+        return health if isinstance(health, dict) else None
 
     def request_count(self) -> int:
         try:

@@ -3,7 +3,8 @@
 The guest gets the image as ``vda`` (through an overlay, so the base stays clean), each seed as
 a read-only virtio disk, one user-mode NIC with SSH forwarded from a host loopback port and,
 when a metadata port is given, 169.254.169.254:80 in the guest forwarded to it (one socat per
-connection). The VM is stopped with an ACPI power-down over QMP so the disk is clean to read.
+connection; Azure's wire server at 168.63.129.16:80 too). The VM is stopped with an ACPI
+power-down over QMP so the disk is clean to read.
 """
 
 from __future__ import annotations
@@ -31,7 +32,17 @@ PLATFORMS = {
     "digitalocean": "type=1,manufacturer=DigitalOcean,product=Droplet,serial=4242",
     "hetzner": "type=1,manufacturer=Hetzner,product=vServer,serial=4242",  # = the instance-id (lab/metadata.py)
     "oracle": ("type=1,manufacturer=QEMU,product=Standard PC", "type=3,manufacturer=QEMU,asset=OracleCloud.com"),
+    # Azure: the chassis asset tag (as on Hyper-V), the rest as a Hyper-V VM shows it
+    "azure": ("type=1,manufacturer=Microsoft Corporation,product=Virtual Machine",
+              "type=3,manufacturer=Microsoft Corporation,asset=7783-7084-3265-9085-8269-3286-77"),
 }
+
+# more link-local services a platform's guest reaches beside 169.254.169.254:80, forwarded to
+# the same metadata port (Azure's wire server). qemu forwards only addresses inside the user
+# network, so such a platform gets a network wide enough to hold them all (168.0.0.0/6 holds
+# 168.63.129.16 and 169.254.0.0/16; the guest's lease is still 169.254.169.x).
+PLATFORM_SERVICES = {"azure": (("168.63.129.16", 80),)}
+PLATFORM_NETS = {"azure": "168.0.0.0/6"}
 
 
 class LabError(Exception):
@@ -62,7 +73,7 @@ class VmSpec:
     workdir: str
     seeds: list[str] = field(default_factory=list)
     metadata_port: Optional[int] = None
-    platform: Optional[str] = None  # openstack | ec2 | None
+    platform: Optional[str] = None  # a PLATFORMS key (its DMI strings) or None
     accel: str = "tcg"
     memory_mib: int = 1024
     cpus: int = 2
@@ -109,8 +120,11 @@ class VirtualMachine:
         netdev = f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22"
         if spec.metadata_port is not None:
             socat = shutil.which("socat") or "socat"
-            netdev += (",net=169.254.0.0/16,host=169.254.169.1,dhcpstart=169.254.169.10,ipv6=off,"
+            net = PLATFORM_NETS.get(spec.platform or "", "169.254.0.0/16")
+            netdev += (f",net={net},host=169.254.169.1,dhcpstart=169.254.169.10,ipv6=off,"
                        f"guestfwd=tcp:169.254.169.254:80-cmd:{socat} STDIO TCP:127.0.0.1:{spec.metadata_port}")
+            for guest_ip, guest_port in PLATFORM_SERVICES.get(spec.platform or "", ()):
+                netdev += f",guestfwd=tcp:{guest_ip}:{guest_port}-cmd:{socat} STDIO TCP:127.0.0.1:{spec.metadata_port}"
         for guest_ip, guest_port, host_port in spec.forwards:
             socat = shutil.which("socat") or "socat"
             netdev += f",guestfwd=tcp:{guest_ip}:{guest_port}-cmd:{socat} STDIO TCP:127.0.0.1:{host_port}"
