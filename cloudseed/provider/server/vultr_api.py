@@ -33,7 +33,13 @@ def handle(app: Any, request: Any, instance: Any) -> Any:
 
 
 def render(record: Any, parts: tuple) -> Optional[Response]:
-    node: Any = vultr.metadata(record)
+    return tree_response(vultr.metadata(record), parts)
+
+
+def tree_response(doc: Any, parts: tuple) -> Optional[Response]:
+    """The answer for ``parts`` of a JSON document as a path tree (None: not there). Also used by
+    UpCloud's and NWCS's APIs."""
+    node = doc
     for part in parts:
         if isinstance(node, dict) and part in node:
             node = node[part]
