@@ -43,6 +43,39 @@ FIELDS: dict[str, dict[str, str]] = {
         "private_networks": "[{ip, alias_ips, interface_num, mac_address, network_id, network_name, "
                             "network, subnet, gateway}] (default derived from the private addresses)",
     },
+    "scaleway": {
+        "server_id": "id (default: a UUID derived from the instance id)",
+        "commercial_type": "commercial_type (default: the record's instance_type)",
+        "organization": "organization and project (default: the record's project_id)",
+        "server_tags": "tags: a list of strings; AUTHORIZED_KEY=<key, spaces as _> tags add SSH keys",
+    },
+    "akamai": {
+        "numeric_id": "the Linode id (digits; default derived from the instance id; the guest's DMI serial)",
+        "label": "label (default: the hostname)",
+        "region": "region (default: the availability zone)",
+        "type": "type (default: the record's instance_type)",
+        "host_uuid": "host_uuid (default derived from the instance id)",
+        "tags": "tags (default: the record's tag keys)",
+    },
+    "cloudcix": {
+        "gateway": "the default route of the first NIC (default: the first address of its subnet)",
+        "nameservers": "nameservers (default: the gateway)",
+        "search": "DNS search domains",
+    },
+    "cloudstack": {
+        "service_offering": "meta-data/service-offering (default: the record's instance_type)",
+        "vm_id": "meta-data/vm-id (default: the instance id)",
+    },
+    "exoscale": {
+        "service_offering": "meta-data/service-offering (default: the record's instance_type)",
+        "vm_id": "meta-data/vm-id (default: the instance id)",
+    },
+    "aliyun": {
+        "region_id": "meta-data/region-id (default: the availability zone minus its last '-x')",
+        "image_id": "meta-data/image-id (default: the record's ami_id)",
+        "vpc_id": "meta-data/vpc-id (default derived from the project id)",
+        "owner_account_id": "meta-data/owner-account-id (default derived from the project id)",
+    },
     "azure": {
         "subscription_id": "compute.subscriptionId (default: a UUID derived from the project id)",
         "resource_group": "compute.resourceGroupName (default: the project id)",
@@ -117,7 +150,11 @@ def validate_clouds(value: Any) -> dict:
                                                   and len(item) <= 20):
                     raise RecordError(where, "must be a number (digits)")
                 item = int(item)
-            elif key in ("tags", "nameservers"):
+            elif key == "server_tags":
+                if not isinstance(item, list) or not all(isinstance(t, str) and 0 < len(t) <= 8192
+                                                         and t.isprintable() for t in item):
+                    raise RecordError(where, "must be a list of printable strings")
+            elif key in ("tags", "nameservers", "search"):
                 if not isinstance(item, list) or not all(isinstance(t, str) and _NAME_RE.match(t) for t in item):
                     raise RecordError(where, "must be a list of names")
             elif key in ("features", "anchor_ipv4", "subnet_cidrs", "virtual_router_ips"):

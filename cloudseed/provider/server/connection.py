@@ -91,6 +91,14 @@ class Connection:
         self.peer = peer[7:] if peer.startswith("::ffff:") else peer
         self.table.add(self)
 
+    def peer_port(self) -> Optional[int]:
+        """The client's source port (asked of the socket when needed: Scaleway's user-data wants a
+        privileged one), None when unknown."""
+        try:
+            return int(self.transport.sock.getpeername()[1])
+        except (AttributeError, OSError, IndexError, TypeError, ValueError):
+            return None
+
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.closing = True
         self.table.remove(self)
@@ -163,7 +171,7 @@ class Connection:
             left -= 1
             head = item[0]
             request = Request(head.method, head.target, head.version, head.headers, item[1], self.peer,
-                              self.listener, head.path, head.query)
+                              self.listener, head.path, head.query, self)
             try:
                 result = self.handler(request)
             except Exception:  # a handler bug must not kill the connection

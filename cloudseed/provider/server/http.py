@@ -74,10 +74,10 @@ class Request:
     """
 
     __slots__ = ("method", "target", "path", "query", "version", "headers", "body", "peer", "listener",
-                 "started", "instance_id", "client", "api")
+                 "started", "instance_id", "client", "api", "connection")
 
     def __init__(self, method: str, target: str, version: str, headers: dict[str, str], body: bytes,
-                 peer: str, listener: Any, path: str, query: str = ""):
+                 peer: str, listener: Any, path: str, query: str = "", connection: Any = None):
         self.method = method
         self.target = target
         self.path = path
@@ -91,6 +91,7 @@ class Request:
         self.instance_id = ""  # who asked, once identified (access log)
         self.client = peer  # the instance's address (X-Forwarded-For from a trusted proxy)
         self.api = ""  # the API that answered (routes.api_for), once routed (metrics)
+        self.connection = connection  # the client connection (its peer_port() for Scaleway), when known
 
 
 Handler = Callable[[Request], Union["Response", Awaitable["Response"]]]

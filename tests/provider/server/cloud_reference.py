@@ -1,7 +1,8 @@
 """Debian's cloud-init 22.4 datasources for GCE, DigitalOcean, Hetzner and Oracle as real clients of
 ``cloudseed serve``: shared by tests/provider/server/test_{gce,digitalocean,hetzner,oracle}_api.py.
 
-``CloudNamespaces``: ``srv`` runs the server on 169.254.169.254:80, ``gst`` (10.86.N.5) is wired
+``CloudNamespaces``: ``srv`` runs the server on 169.254.169.254:80 (``metadata_ip``: another
+address, e.g. Scaleway's 169.254.42.42), ``gst`` (10.86.N.5) is wired
 to it; ``gst`` gets its own ``/etc/hosts`` (``metadata.google.internal`` is 169.254.169.254) and a
 ``resolv.conf`` naming no reachable server, through ``/etc/netns/GST/`` (``ip netns exec`` mounts
 those over ``/etc``). ``reference_in`` runs Python with the reference importable in ``gst``.
@@ -49,7 +50,7 @@ def ip(*args: str) -> None:
 
 
 class CloudNamespaces:
-    def __init__(self, db_url: str, tmp: str):
+    def __init__(self, db_url: str, tmp: str, metadata_ip: str = "169.254.169.254"):
         if os.geteuid() != 0:
             pytest.skip("network namespaces need root")
         n = next(_N)
@@ -64,12 +65,12 @@ class CloudNamespaces:
             for ns in (self.srv, self.gst):
                 ip("-n", ns, "link", "set", "lo", "up")
             ip("link", "add", f"{tag}v", "netns", self.srv, "type", "veth", "peer", "name", "eth0", "netns", self.gst)
-            ip("-n", self.srv, "addr", "add", "169.254.169.254/32", "dev", "lo")
+            ip("-n", self.srv, "addr", "add", f"{metadata_ip}/32", "dev", "lo")
             ip("-n", self.srv, "addr", "add", f"10.86.{n % 250}.1/24", "dev", f"{tag}v")
             ip("-n", self.gst, "addr", "add", f"{self.guest_ip}/24", "dev", "eth0")
             ip("-n", self.srv, "link", "set", f"{tag}v", "up")
             ip("-n", self.gst, "link", "set", "eth0", "up")
-            ip("-n", self.gst, "route", "add", "169.254.169.254/32", "via", f"10.86.{n % 250}.1")
+            ip("-n", self.gst, "route", "add", f"{metadata_ip}/32", "via", f"10.86.{n % 250}.1")
             out = subprocess.run(["ip", "-n", self.gst, "-j", "link", "show", "eth0"], check=True,
                                  capture_output=True, text=True).stdout
             self.mac = json.loads(out)[0]["address"]
@@ -78,7 +79,7 @@ class CloudNamespaces:
                 f.write("127.0.0.1 localhost\n169.254.169.254 metadata.google.internal metadata\n")
             with open(f"{self.etc}/resolv.conf", "w") as f:
                 f.write("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
-            self.server = ServerProcess(db_url, tmp, ["169.254.169.254:80"], extra=["--rate-limit", "0"],
+            self.server = ServerProcess(db_url, tmp, [f"{metadata_ip}:80"], extra=["--rate-limit", "0"],
                                         netns=self.srv)
         except BaseException:
             self.close()
