@@ -98,7 +98,7 @@ FIELDS: dict[str, dict[str, str]] = {
         "nameservers": "network.dns (default 94.237.127.9, 94.237.40.9)",
     },
     "nwcs": {
-        "nameservers": "the network config's nameserver entry (default 9.9.9.9, 149.112.112.112)",
+        "nameservers": "the first NIC's dns_nameservers in the network config (default 9.9.9.9, 149.112.112.112)",
     },
     "oracle": {
         "region": "region (default: the availability zone minus its last '-part')",
