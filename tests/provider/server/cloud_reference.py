@@ -50,7 +50,10 @@ def ip(*args: str) -> None:
 
 
 class CloudNamespaces:
-    def __init__(self, db_url: str, tmp: str, metadata_ip: str = "169.254.169.254"):
+    def __init__(self, db_url: str, tmp: str, metadata_ip: str = "169.254.169.254",
+                 extra_addresses: tuple[str, ...] = ()):
+        """``extra_addresses``: more addresses the server listens on (port 80), routed from ``gst``
+        as the metadata address is (Azure's wire server at 168.63.129.16)."""
         if os.geteuid() != 0:
             pytest.skip("network namespaces need root")
         n = next(_N)
@@ -71,6 +74,9 @@ class CloudNamespaces:
             ip("-n", self.srv, "link", "set", f"{tag}v", "up")
             ip("-n", self.gst, "link", "set", "eth0", "up")
             ip("-n", self.gst, "route", "add", f"{metadata_ip}/32", "via", f"10.86.{n % 250}.1")
+            for extra in extra_addresses:
+                ip("-n", self.srv, "addr", "add", f"{extra}/32", "dev", "lo")
+                ip("-n", self.gst, "route", "add", f"{extra}/32", "via", f"10.86.{n % 250}.1")
             out = subprocess.run(["ip", "-n", self.gst, "-j", "link", "show", "eth0"], check=True,
                                  capture_output=True, text=True).stdout
             self.mac = json.loads(out)[0]["address"]
@@ -79,7 +85,8 @@ class CloudNamespaces:
                 f.write("127.0.0.1 localhost\n169.254.169.254 metadata.google.internal metadata\n")
             with open(f"{self.etc}/resolv.conf", "w") as f:
                 f.write("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
-            self.server = ServerProcess(db_url, tmp, [f"{metadata_ip}:80"], extra=["--rate-limit", "0"],
+            self.server = ServerProcess(db_url, tmp, [f"{metadata_ip}:80", *(f"{a}:80" for a in extra_addresses)],
+                                        extra=["--rate-limit", "0"],
                                         netns=self.srv)
         except BaseException:
             self.close()
