@@ -1,0 +1,98 @@
+"""Akamai's (Linode's) metadata API: ``PUT /v1/token``, then ``/v1/instance``, ``/v1/network``,
+``/v1/ssh-keys`` and ``/v1/user-data`` with the ``Metadata-Token`` header.
+
+Chosen for ``/v1...`` when the record has ``clouds.akamai`` (``routes.api_for``). The token
+(``Metadata-Token-Expiry-Seconds``: 1 to 43200, default 3600) is the server's stateless,
+instance-bound token (``imds_tokens.TokenIssuer``): any server sharing the registry accepts it,
+another instance presenting it gets 401. Answers are JSON with ``Accept: application/json``,
+else Linode's plain text (``key.sub: value`` lines); user-data is base64 text either way. Every
+data request carries a token, so these answers are rendered once per instance but never put on
+the per-path cache of the hot path (which would skip the token check).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from cloudseed.provider.instance_data import akamai
+from cloudseed.provider.server.http import Response, text_error
+
+MAX_EXPIRY = 43200
+DEFAULT_EXPIRY = 3600
+DOCUMENTS = {"instance": akamai.instance, "network": akamai.network, "ssh-keys": akamai.ssh_keys}
+
+
+def handle(app: Any, request: Any, instance: Any) -> Any:
+    path = request.path.rstrip("/")
+    if path == "/v1/token":
+        return _token(app, request, instance)
+    if request.method not in ("GET", "HEAD"):
+        return text_error(405, "method not allowed; use GET", [("Allow", "GET, HEAD")])
+    name = path[len("/v1/"):] if path.startswith("/v1/") else ""
+    if name not in DOCUMENTS and name != "user-data":
+        return text_error(404, "not found")
+    token = request.headers.get("metadata-token")
+    if not token:
+        return text_error(401, "Metadata-Token header required: PUT /v1/token first")
+    from cloudseed.provider.server.imds_tokens import TokenError
+
+    try:
+        app.tokens.check(token, instance.record.instance_id)
+    except TokenError as error:
+        return text_error(401, str(error).replace("IMDSv2 token", "Metadata-Token"))
+    record = instance.record
+    if name == "user-data":
+        return _memo(instance, "ak/user-data", lambda: Response(200, akamai.user_data(record)))
+    as_json = "application/json" in request.headers.get("accept", "")
+    return _memo(instance, f"ak/{name}/{'json' if as_json else 'text'}",
+                 lambda: _render(DOCUMENTS[name](record), as_json))
+
+
+def _token(app: Any, request: Any, instance: Any) -> Response:
+    if request.method != "PUT":
+        return text_error(405, "method not allowed; use PUT", [("Allow", "PUT")])
+    if request.headers.get("x-forwarded-for") is not None and request.client == request.peer:
+        return text_error(403, "token requests carrying X-Forwarded-For are refused")
+    raw = request.headers.get("metadata-token-expiry-seconds")
+    if raw is None:
+        expiry = DEFAULT_EXPIRY
+    else:
+        raw = raw.strip()
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 6 or not 1 <= int(raw) <= MAX_EXPIRY:
+            return text_error(400, f"Metadata-Token-Expiry-Seconds must be an integer from 1 to {MAX_EXPIRY}, "
+                                   f"got {raw[:20]!r}")
+        expiry = int(raw)
+    token = app.tokens.issue(instance.record.instance_id, expiry)
+    if "application/json" in request.headers.get("accept", ""):
+        return Response(200, json.dumps([token]), "application/json")
+    return Response(200, token)
+
+
+def _memo(instance: Any, key: str, render: Any) -> Response:
+    found = instance.responses.get(key)
+    if found is None:
+        found = instance.responses[key] = render()
+    return found
+
+
+def _render(doc: dict, as_json: bool) -> Response:
+    if as_json:
+        return Response(200, json.dumps(doc), "application/json")
+    lines: list[str] = []
+    _flatten(lines, "", doc)
+    return Response(200, "".join(lines))
+
+
+def _flatten(lines: list[str], prefix: str, value: Any) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(lines, f"{prefix}.{k}" if prefix else str(k), v)
+    elif isinstance(value, list):
+        if value and all(not isinstance(v, (dict, list)) for v in value):
+            lines.append(f"{prefix}: {' '.join(str(v) for v in value)}\n")
+        for index, item in enumerate(value):
+            if isinstance(item, (dict, list)):
+                _flatten(lines, f"{prefix}.{index}", item)
+    elif value is not None:
+        lines.append(f"{prefix}: {str(value).lower() if isinstance(value, bool) else value}\n")
