@@ -1,0 +1,130 @@
+"""AltCloud: RHEV-M (user-data on the floppy ``/dev/fd0``) and vSphere via Deltacloud (user-data on
+a CD labelled ``CDROM``), as cloud-init 22.4 reads them.
+
+The cloud type is the first line of ``/etc/sysconfig/cloud-info`` (images built by Image
+Factory write it), else DMI ``product_name``: starting with ``RHEV`` (``RHEV Hypervisor``) or
+``VMware`` (``VMware Virtual Platform``). Detection (local facts only): type RHEV and a floppy
+(``/dev/fd0``, or the floppy driver loadable: fetch runs ``modprobe floppy`` as cloud-init does),
+or type VSPHERE and a filesystem labelled ``CDROM``. The disk is read in userspace:
+``deltacloud-user-data.txt``, else ``user-data.txt``, stripped. There is no metadata: the
+instance id is cloud-init's fixed ``455`` and the hostname ``localhost``. A vSphere VM without a
+CDROM-labelled disk is left to the VMware datasource (cloud-init would try AltCloud and fail).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+
+LOG = logging.getLogger("cloudseed.datasources.altcloud")
+
+CLOUD_INFO_FILE = "/etc/sysconfig/cloud-info"
+FLOPPY = "/dev/fd0"
+USER_DATA_FILES = ("deltacloud-user-data.txt", "user-data.txt")
+# cloud-init's META_DATA_NOT_SUPPORTED: the same for every instance
+METADATA = {"block-device-mapping": {}, "instance-id": 455, "local-hostname": "localhost", "placement": {}}
+
+
+def cloud_type(ctx: DatasourceContext) -> tuple[str, str]:
+    """``("RHEV" | "VSPHERE" | <cloud-info's word> | "UNKNOWN", where it came from)``."""
+    if ctx.root.isfile(CLOUD_INFO_FILE):
+        text = ctx.root.read_text(CLOUD_INFO_FILE, default="").strip().upper()
+        return text, f"{CLOUD_INFO_FILE} says {text!r}"
+    product = ctx.dmi("product_name")
+    if product.upper().startswith("RHEV"):
+        return "RHEV", f"DMI product_name is {product!r}"
+    if product.upper().startswith("VMWARE"):
+        return "VSPHERE", f"DMI product_name is {product!r}"
+    return "UNKNOWN", ""
+
+
+def user_data_in(top: str) -> bytes | None:
+    """The stripped user-data file of a mounted/extracted floppy or CD, None when there is none."""
+    from cloudseed.agent.datasources._disk_image import read_file
+
+    for name in USER_DATA_FILES:
+        data = read_file(top, name)
+        if data is not None:
+            return data.strip()
+    return None
+
+
+def _floppy_possible() -> bool:
+    import os
+
+    if os.path.exists(FLOPPY):
+        return True
+    try:  # the controller (ACPI PNP0700) is there though the driver is not loaded
+        for dev in os.listdir("/sys/bus/pnp/devices"):
+            with open(f"/sys/bus/pnp/devices/{dev}/id") as f:
+                if "PNP0700" in f.read():
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+class AltCloud(Datasource):
+    name = "AltCloud"
+    stages = (LOCAL,)
+    platform = "altcloud"
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        kind, because = cloud_type(ctx)
+        if "RHEV" in kind:
+            return f"{because} and a floppy is present" if _floppy_possible() else None
+        if "VSPHERE" in kind:
+            from cloudseed.agent.devices import find_devices_by_label
+
+            devices = find_devices_by_label(["CDROM"])
+            return f"{because} and a filesystem labelled CDROM is on {', '.join(devices)}" if devices else None
+        return None
+
+    def fetch(self) -> bool:
+        kind, _ = cloud_type(self.ctx)
+        if "RHEV" in kind:
+            devices = [self._floppy()]
+        elif "VSPHERE" in kind:
+            from cloudseed.agent.devices import find_devices_by_label
+
+            devices = find_devices_by_label(["CDROM"])
+        else:
+            return False
+        from cloudseed.agent.datasources._disk_image import extracted
+
+        for device in devices:
+            if not device:
+                continue
+            with extracted(device) as top:
+                data = user_data_in(top)
+            if data is None:
+                LOG.info("AltCloud: %s has neither %s", device, " nor ".join(USER_DATA_FILES))
+                continue
+            self.userdata_raw = data
+            self.metadata = dict(METADATA)
+            self.raw = {"meta_data": self.metadata}
+            self.subplatform = f"{'rhev' if 'RHEV' in kind else 'vsphere'} ({device})"
+            return True
+        return False
+
+    @staticmethod
+    def _floppy() -> str | None:
+        import os
+        import subprocess
+
+        if not os.path.exists(FLOPPY):
+            try:
+                subprocess.run(["modprobe", "floppy"], capture_output=True, timeout=10, check=False)
+                subprocess.run(["udevadm", "settle", f"--exit-if-exists={FLOPPY}", "--timeout=5"],
+                               capture_output=True, timeout=10, check=False)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                LOG.warning("AltCloud: could not load the floppy driver: %s", e)
+        if not os.path.exists(FLOPPY):
+            LOG.warning("AltCloud: RHEV, but there is no %s", FLOPPY)
+            return None
+        return FLOPPY
+
+
+DATASOURCE = AltCloud
