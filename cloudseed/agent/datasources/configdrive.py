@@ -38,6 +38,18 @@ def _reader(top: str):
     return read
 
 
+def config_drives(ctx: DatasourceContext) -> list[str]:
+    """Devices labelled config-2, less IBM Cloud's (Xen, FAT volume id 9796-932E) when IBMCloud is listed."""
+    from cloudseed.agent.devices import find_devices_by_label
+
+    devices = find_devices_by_label(LABELS)
+    if devices and "IBMCloud" in (ctx.cfg.get("datasource_list") or []) and ctx.root.exists("/proc/xen"):
+        from cloudseed.agent.datasources.ibmcloud import IBM_CONFIG_UUID, volume_id
+
+        devices = [d for d in devices if volume_id(d) != IBM_CONFIG_UUID]
+    return devices
+
+
 class ConfigDrive(Datasource):
     name = "ConfigDrive"
     stages = (LOCAL,)
@@ -59,9 +71,7 @@ class ConfigDrive(Datasource):
         seeds = cls._seed_dirs(ctx)
         if seeds:
             return f"seed directory {seeds[0]}"
-        from cloudseed.agent.devices import find_devices_by_label
-
-        devices = find_devices_by_label(LABELS)
+        devices = config_drives(ctx)
         if devices:
             return f"filesystem labelled config-2 on {', '.join(devices)}"
         return None
@@ -70,9 +80,9 @@ class ConfigDrive(Datasource):
         for directory in self._seed_dirs(self.ctx):
             if self._read_from(self.ctx.root.path(directory), directory, "seed-dir"):
                 return True
-        from cloudseed.agent.devices import MountError, find_devices_by_label, mounted_readonly
+        from cloudseed.agent.devices import MountError, mounted_readonly
 
-        for device in find_devices_by_label(LABELS):
+        for device in config_drives(self.ctx):
             try:
                 with mounted_readonly(device) as mnt:
                     if self._read_from(mnt, device, "config-disk"):

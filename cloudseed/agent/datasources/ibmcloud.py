@@ -1,0 +1,168 @@
+"""IBMCloud (SoftLayer): its config disk, on Xen guests, as cloud-init 22.4 reads it.
+
+Two launch modes. "OS code": a disk labelled ``config-2`` whose FAT volume id is ``9796-932E``
+(that id is what tells it from an OpenStack config drive); networking from its
+``network_data.json``. "Template", after the provisioning boot: a disk labelled ``METADATA``;
+the provisioning boot already configured the network, so network config is ``disabled``.
+Both carry only ``openstack/latest/``: ``meta_data.json`` (required; ``uuid`` -> instance-id,
+``hostname`` -> local-hostname, ``public_keys`` -> public-keys, ``random_seed`` base64),
+``user_data``, ``vendor_data.json`` (its ``cloud-init`` entry), ``network_data.json``; the
+template disk's ``meta.js`` and ``openstack/content/interfaces`` are ignored, as cloud-init does.
+Possible only on Xen (``/proc/xen``) with such a disk; never during IBM's provisioning boot
+(``/root/provisioningConfiguration.cfg`` present and ``/root/swinstall.log`` absent or newer than
+``/proc/1/environ``), as ds-identify decides. The disk is read in userspace, nothing mounted.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+
+TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
+if TYPE_CHECKING:
+    from typing import Any
+
+LOG = logging.getLogger("cloudseed.datasources.ibmcloud")
+
+IBM_CONFIG_UUID = "9796-932E"
+OS_CODE = "OS-Code/Live"
+TEMPLATE_LIVE = "Template/Live/Metadata"
+PROVISIONING_CFG = "/root/provisioningConfiguration.cfg"
+PROVISIONING_LOG = "/root/swinstall.log"
+
+
+class IBMError(Exception):
+    """The IBM config disk is unusable; the message names the device and file."""
+
+
+def volume_id(device: str) -> str:
+    """The filesystem UUID as blkid prints it (FAT: the volume serial ``XXXX-XXXX``), or ''."""
+    try:
+        with open(device, "rb") as f:
+            boot = f.read(512)
+    except OSError:
+        return ""
+    if len(boot) == 512 and boot[510:512] == b"\x55\xaa" and boot[11:13] in (b"\x00\x02", b"\x00\x04",
+                                                                           b"\x00\x08", b"\x00\x10"):
+        fat32 = int.from_bytes(boot[22:24], "little") == 0  # no 16-bit sectors-per-FAT count
+        serial = int.from_bytes(boot[67:71] if fat32 else boot[39:43], "little")
+        return f"{serial >> 16:04X}-{serial & 0xFFFF:04X}"
+    from cloudseed.agent.devices import _blkid
+
+    values = _blkid("-c", "/dev/null", "-o", "value", "-s", "UUID", device)
+    return values[0].upper() if values else ""
+
+
+def provisioning(ctx: DatasourceContext) -> bool:
+    """Is this IBM's provisioning boot (cloud-init stays off)?"""
+    import os
+
+    if not ctx.root.exists(PROVISIONING_CFG):
+        return False
+    if not ctx.root.exists(PROVISIONING_LOG):
+        return True
+    try:
+        return os.stat(ctx.root.path(PROVISIONING_LOG)).st_mtime > os.stat(ctx.root.path("/proc/1/environ")).st_mtime
+    except OSError:
+        return False
+
+
+def platform_of(ctx: DatasourceContext) -> tuple[str, str] | None:
+    """``(OS_CODE | TEMPLATE_LIVE, device)``, or None (not IBM Cloud, or its provisioning boot)."""
+    if not ctx.root.exists("/proc/xen"):
+        return None
+    from cloudseed.agent.devices import find_devices_by_label
+
+    if provisioning(ctx):
+        LOG.info("IBMCloud: %s exists: the provisioning boot, when cloud-init stays off", PROVISIONING_CFG)
+        return None
+    for device in find_devices_by_label(["config-2"]):
+        if volume_id(device) == IBM_CONFIG_UUID:
+            return OS_CODE, device
+        LOG.debug("IBMCloud: %s is labelled config-2 but its UUID is not %s", device, IBM_CONFIG_UUID)
+    devices = find_devices_by_label(["METADATA"])
+    return (TEMPLATE_LIVE, devices[0]) if devices else None
+
+
+def read_dir(top: str, where: str) -> dict[str, Any]:
+    """``{"metadata", "userdata", "vendordata", "networkdata"}`` from ``top``/openstack/latest/."""
+    import base64
+    import binascii
+    import json
+
+    from cloudseed.agent.datasources._disk_image import read_file
+
+    found: dict[str, Any] = {}
+    for key, name in (("metadata_raw", "meta_data.json"), ("userdata", "user_data"),
+                      ("vendordata", "vendor_data.json"), ("networkdata", "network_data.json")):
+        raw = read_file(top, f"openstack/latest/{name}")
+        if raw is not None and name.endswith(".json"):
+            try:
+                raw = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as e:
+                raise IBMError(f"{where}/openstack/latest/{name}: not JSON ({e})") from None
+        found[key] = raw
+    md_raw = found.pop("metadata_raw")
+    if md_raw is None:
+        raise IBMError(f"{where}: the required openstack/latest/meta_data.json is missing")
+    if not isinstance(md_raw, dict):
+        raise IBMError(f"{where}/openstack/latest/meta_data.json: not a JSON object")
+    md: dict[str, Any] = {}
+    if "random_seed" in md_raw:
+        try:
+            base64.b64decode(md_raw["random_seed"], validate=True)
+        except (binascii.Error, ValueError, TypeError) as e:
+            raise IBMError(f"{where}/openstack/latest/meta_data.json: random_seed is not base64 ({e})") from None
+        md["random_seed"] = md_raw["random_seed"]  # kept encoded: Datasource.random_seed decodes it
+    for name, new in (("public_keys", "public-keys"), ("hostname", "local-hostname"), ("uuid", "instance-id")):
+        if name in md_raw:
+            md[new] = md_raw[name]
+    found["metadata"] = md
+    return found
+
+
+class IBMCloud(Datasource):
+    name = "IBMCloud"
+    stages = (LOCAL,)
+    platform = "ibmcloud"
+    sensitive_keys = ("random_seed",)
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        found = platform_of(ctx)
+        if found is None:
+            return None
+        kind, device = found
+        what = f"labelled config-2 with UUID {IBM_CONFIG_UUID}" if kind == OS_CODE else "labelled METADATA"
+        return f"Xen and a filesystem {what} on {device}"
+
+    def fetch(self) -> bool:
+        from cloudseed.agent.datasources._disk_image import extracted
+        from cloudseed.agent.datasources._openstack_common import public_keys, vendordata_bytes
+
+        found = platform_of(self.ctx)
+        if found is None:
+            return False
+        kind, device = found
+        with extracted(device) as top:
+            data = read_dir(top, device)
+        md = data["metadata"]
+        if md.get("instance-id") in (None, ""):
+            raise IBMError(f"{device}/openstack/latest/meta_data.json has no 'uuid' (the instance id)")
+        self.metadata = md
+        self.public_keys = public_keys({"public_keys": md.get("public-keys")})
+        self.userdata_raw = data["userdata"]
+        self.vendordata_raw = vendordata_bytes(data["vendordata"], f"{device}/openstack/latest/vendor_data.json")
+        if kind == OS_CODE:
+            network = data["networkdata"]
+            self.network_config = network if isinstance(network, dict) and network else None
+        else:
+            self.network_config = {"version": 1, "config": "disabled"}
+        uuid = self.ctx.root.read_text("/sys/hypervisor/uuid", default="").strip().lower()
+        self.raw = {"meta_data": md, "system-uuid": uuid or None, "platform": kind}
+        self.subplatform = f"{kind} ({device})"
+        return True
+
+
+DATASOURCE = IBMCloud
