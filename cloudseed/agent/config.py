@@ -28,7 +28,8 @@ CONFIG_FILES = (
 )
 
 BUILTIN: dict[str, Any] = {
-    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "Ec2", "GCE", "DigitalOcean", "Hetzner", "Oracle",
+    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "AliYun", "Ec2", "CloudStack", "GCE", "DigitalOcean",
+                        "Hetzner", "Oracle", "Exoscale",
                         "Azure", "OpenNebula", "OVF", "VMware", "LXD", "None"],
     "users": ["default"],
     "disable_root": True,

@@ -15,6 +15,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--listen", action="append", metavar="HOST:PORT[=NETWORK]",
                         help="metadata listener; =NETWORK scopes source addresses to that network (repeatable)")
     parser.add_argument("--admin-listen", metavar="HOST:PORT", help="admin API, /metrics and /health listener")
+    parser.add_argument("--password-server-listen", action="append", metavar="HOST:PORT[=NETWORK]",
+                        help="CloudStack/Exoscale password server listener (DomU_Request; usually port 8080; "
+                             "repeatable; default none)")
     parser.add_argument("--admin-token-file", metavar="FILE", help="bearer token for the admin API")
     parser.add_argument("--proxy", action="append", metavar="ADDRESS|CIDR", dest="proxies",
                         help="trusted metadata proxy (repeatable); needs --proxy-secret-file")
@@ -41,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     overrides = {
         "db": args.db, "listen": args.listen, "admin_listen": args.admin_listen,
+        "password_server_listen": args.password_server_listen,
         "admin_token_file": args.admin_token_file, "proxies": args.proxies,
         "proxy_shared_secret_file": args.proxy_secret_file, "imds_tokens": args.imds_tokens,
         "token_hop_limit": args.token_hop_limit, "rate_limit": args.rate_limit, "rate_burst": args.rate_burst,

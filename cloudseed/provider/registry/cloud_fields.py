@@ -76,6 +76,20 @@ FIELDS: dict[str, dict[str, str]] = {
         "vpc_id": "meta-data/vpc-id (default derived from the project id)",
         "owner_account_id": "meta-data/owner-account-id (default derived from the project id)",
     },
+    "cloudstack": {
+        "service_offering": "meta-data/service-offering (default: the record's instance_type)",
+        "vm_id": "meta-data/vm-id (default: the instance id)",
+    },
+    "exoscale": {
+        "service_offering": "meta-data/service-offering (default: the record's instance_type)",
+        "vm_id": "meta-data/vm-id (default: the instance id)",
+    },
+    "aliyun": {
+        "region_id": "meta-data/region-id (default: the availability zone minus its last '-x')",
+        "image_id": "meta-data/image-id (default: the record's ami_id)",
+        "vpc_id": "meta-data/vpc-id (default derived from the project id)",
+        "owner_account_id": "meta-data/owner-account-id (default derived from the project id)",
+    },
     "azure": {
         "subscription_id": "compute.subscriptionId (default: a UUID derived from the project id)",
         "resource_group": "compute.resourceGroupName (default: the project id)",

@@ -30,6 +30,8 @@ class ServerConfig:
     db: str = DEFAULT_DB
     listen: list[ListenSpec] = dataclasses.field(default_factory=lambda: [ListenSpec("169.254.169.254", 80)])
     admin_listen: Optional[ListenSpec] = None
+    # CloudStack's / Exoscale's password server (password_server.py; usually port 8080); none by default
+    password_server_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
     admin_token: Optional[str] = None
     proxies: list[Any] = dataclasses.field(default_factory=list)  # ip_network objects
     proxy_shared_secret: Optional[str] = None
@@ -142,6 +144,14 @@ def _set_listen(config: ServerConfig, value: Any) -> None:
     config.listen = [v if isinstance(v, ListenSpec) else parse_listen(str(v), "listen") for v in values]
 
 
+def _set_password_server_listen(config: ServerConfig, value: Any) -> None:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list):
+        raise ConfigError("password_server_listen must be a list of HOST:PORT[=NETWORK]")
+    config.password_server_listen = [v if isinstance(v, ListenSpec) else parse_listen(str(v), "password_server_listen")
+                                     for v in values]
+
+
 def _set_admin_listen(config: ServerConfig, value: Any) -> None:
     config.admin_listen = value if isinstance(value, ListenSpec) else parse_listen(str(value), "admin_listen")
 
@@ -177,7 +187,8 @@ def _set_secret(attribute: str) -> Any:
 
 
 _SETTERS = {
-    "listen": _set_listen, "admin_listen": _set_admin_listen, "proxies": _set_proxies,
+    "listen": _set_listen, "admin_listen": _set_admin_listen,
+    "password_server_listen": _set_password_server_listen, "proxies": _set_proxies,
     "admin_token": _set_secret("admin_token"), "proxy_shared_secret": _set_secret("proxy_shared_secret"),
     "admin_token_file": _secret_from_file("admin_token"),
     "proxy_shared_secret_file": _secret_from_file("proxy_shared_secret"),

@@ -86,14 +86,20 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     if config.admin_listen is not None:
         spec = config.admin_listen
         listeners.append(Listener(spec.host, spec.port, None, kind="admin"))
+    handlers = {"admin": admin.handle, "metadata": app.handle}
+    if config.password_server_listen:  # CloudStack's / Exoscale's password server, in this process only
+        from cloudseed.provider.server.password_server import PasswordServer
+
+        handlers["password"] = PasswordServer(registry, cache, limiter, metrics).handle
+        listeners.extend(Listener(s.host, s.port, s.network, kind="password") for s in config.password_server_listen)
     several = config.processes > 1
     try:
         for listener in listeners:
             listener.on_response = on_response
-            handler = admin.handle if listener.kind == "admin" else app.handle
+            handler = handlers[listener.kind]
             body_limit = config.max_admin_body if listener.kind == "admin" else MAX_METADATA_BODY
             await start_listener(listener, handler, table, limits(config, body_limit),  # type: ignore[arg-type]
-                                 reuse_port=config.reuse_port or (several and listener.kind != "admin"))
+                                 reuse_port=config.reuse_port or (several and listener.kind == "metadata"))
     except OSError as error:
         for listener in listeners:
             if listener.server is not None:
@@ -111,8 +117,8 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     workers: Optional[Workers] = None
     if several:
         workers = Workers(dataclasses.replace(
-            config, processes=1, reuse_port=True, admin_listen=None,
-            listen=[ListenSpec(item.host, item.port, item.network) for item in listeners if item.kind != "admin"]),
+            config, processes=1, reuse_port=True, admin_listen=None, password_server_listen=[],
+            listen=[ListenSpec(item.host, item.port, item.network) for item in listeners if item.kind == "metadata"]),
             config.processes - 1, config.worker_restart_interval)
         workers.start()
         metrics.gauges["processes"] = lambda: config.processes

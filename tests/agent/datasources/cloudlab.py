@@ -38,7 +38,8 @@ ssh_genkeytypes: [ed25519]
 
 class CloudLab:
     def __init__(self, tmp: str, instance_id: str, clouds: dict, user_data: str, hosts: str = "",
-                 extra: list[str] | None = None):
+                 extra: list[str] | None = None, listen: list[str] | None = None,
+                 serve_extra: list[str] | None = None):
         self.tmp = tmp
         self.lab = NetLab()
         self.etc_netns = f"/etc/netns/{self.lab.guest}"
@@ -61,13 +62,15 @@ class CloudLab:
                 os.makedirs(self.etc_netns, exist_ok=True)
                 with open(f"{self.etc_netns}/hosts", "w") as f:
                     f.write("127.0.0.1 localhost\n" + hosts)
+            listen = listen or ["169.254.169.254:80"]  # the first is probed until it answers
             self.server = subprocess.Popen(["ip", "netns", "exec", self.lab.cloud, CLOUDSEED, "serve", "--db", db,
-                                            "--listen", "169.254.169.254:80", "--rate-limit", "0"],
+                                            *(a for spec in listen for a in ("--listen", spec)),
+                                            "--rate-limit", "0", *(serve_extra or [])],
                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             self.lab.procs.append(self.server)
             for _ in range(100):
                 probe = self.lab.guest_exec("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-m", "1",
-                                            "http://169.254.169.254/", check=False)
+                                            f"http://{listen[0]}/", check=False)
                 if probe.stdout.strip() not in ("", "000"):
                     break
                 if self.server.poll() is not None:

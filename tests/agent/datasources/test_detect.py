@@ -14,6 +14,8 @@ from cloudseed.agent.detect import decide, possible_datasources
 from cloudseed.agent.devices import find_devices_by_label
 
 NETWORK_ONLY = "datasource_list: [OpenStack, Ec2, None]\n"
+# the clouds that DMI alone identifies (test_dmi_facts)
+DMI_CLOUDS = "datasource_list: [OpenStack, AliYun, Ec2, CloudStack, Exoscale, None]\n"
 
 
 def cfg_of(target, text=None, cmdline=""):
@@ -51,7 +53,7 @@ def test_default_list_on_a_bare_machine(target):
         pytest.skip("a seed device is attached on this machine right now")
     out = generator(target)
     assert out["link"] is None
-    assert "checked NoCloud, ConfigDrive, OpenStack, Ec2" in out["disabled"]
+    assert "checked NoCloud, ConfigDrive, OpenStack, " in out["disabled"] and " Ec2, " in out["disabled"]
 
 
 def test_openstack_dmi_enables_it(target):
@@ -73,11 +75,26 @@ def test_openstack_dmi_enables_it(target):
     ({"sys/class/dmi/id/product_uuid": "ec2abcde-0000\n", "sys/class/dmi/id/product_serial": "EC2ABCDE-0000\n"},
      ("Ec2", "product_uuid")),
     ({"sys/hypervisor/uuid": "ec2aaaaa-1111\n"}, ("Ec2", "Xen")),
+    ({"sys/class/dmi/id/chassis_asset_tag": "f2b4.zstack.io\n"}, ("Ec2", "ZStack")),  # as cloud-init 22.4
+    ({"sys/class/dmi/id/product_name": "Alibaba Cloud ECS\n"}, ("AliYun", "product_name")),
+    ({"sys/class/dmi/id/product_name": "CloudStack KVM Hypervisor\n"}, ("CloudStack", "product_name")),
+    ({"sys/class/dmi/id/product_name": "Exoscale Compute Platform\n"}, ("Exoscale", "product_name")),
 ])
 def test_dmi_facts(target, facts, expected):
     write_tree(target.top, facts)
-    found = possible_datasources(target, cfg_of(target, NETWORK_ONLY), "")
+    found = possible_datasources(target, cfg_of(target, DMI_CLOUDS), "")
     assert len(found) == 1 and found[0][0] == expected[0] and expected[1] in found[0][1]
+
+
+@pytest.mark.parametrize("facts", [
+    {"sys/class/dmi/id/chassis_asset_tag": "zstack.io.example\n"},
+    {"sys/class/dmi/id/product_name": "Alibaba Cloud\n"},
+    {"sys/class/dmi/id/product_name": "Apache CloudStack\n", "sys/class/dmi/id/sys_vendor": "CloudStack\n"},
+    {"sys/class/dmi/id/sys_vendor": "Exoscale\n", "sys/class/dmi/id/product_name": "KVM\n"},
+])
+def test_dmi_near_misses(target, facts):
+    write_tree(target.top, facts)
+    assert possible_datasources(target, cfg_of(target, DMI_CLOUDS), "") == []
 
 
 def test_kernel_command_line_seed_and_list(target):

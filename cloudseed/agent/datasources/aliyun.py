@@ -1,0 +1,129 @@
+"""AliYun: Alibaba Cloud ECS's metadata service, ``http://100.100.100.200/2016-01-01/``.
+
+Possible only where DMI ``product_name`` is ``Alibaba Cloud ECS`` (as cloud-init 22.4 and its
+ds-identify check), or when ``datasource: AliYun: {metadata_urls: [...]}`` is configured.
+Network stage only (as 22.4). Read as 22.4 reads it (an EC2-shaped crawl of version
+2016-01-01, no session token): ``meta-data/`` (bounded, as the Ec2 datasource's crawl),
+``user-data``; the hostname is ``hostname`` (default ``localhost.localdomain``), the keys
+``public-keys/<n>/openssh-key`` (or plain values), the network config (version 2) from
+``network/interfaces/macs/`` as the Ec2 datasource builds it. Unlike 22.4 (whose region and
+availability zone stay empty on AliYun), the region is ``region-id`` and the zone ``zone-id``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, urls_from_cfg
+
+LOG = logging.getLogger("cloudseed.datasources.aliyun")
+
+DEFAULT_URLS = ("http://100.100.100.200",)
+VERSION = "2016-01-01"
+PRODUCT = "Alibaba Cloud ECS"
+MAX_USERDATA = 16 * 1024 * 1024
+
+
+def identified(ctx: DatasourceContext) -> str | None:
+    if ctx.dmi("product_name") == PRODUCT:
+        return f"DMI product_name is {PRODUCT!r}"
+    return None
+
+
+def public_keys(value: Any) -> list[str]:
+    """Keys of ``public-keys``: {id: key | [keys] | {openssh-key: key | [keys]}} (as 22.4 reads them)."""
+    keys: list[str] = []
+    for body in (value.values() if isinstance(value, dict) else []):
+        if isinstance(body, dict):
+            body = body.get("openssh-key", [])
+        for key in body if isinstance(body, list) else [body]:
+            if isinstance(key, str) and key.strip():
+                keys.append(key.strip())
+    return keys
+
+
+class AliYun(Datasource):
+    name = "AliYun"
+    stages = (NETWORK,)
+    platform = "aliyun"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "aliyun"
+        self.metadata_address: str | None = None
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        found = identified(ctx)
+        if found:
+            return found
+        if ctx.ds_cfg(cls.name).get("metadata_urls"):
+            return "datasource.AliYun.metadata_urls is configured"
+        return None
+
+    def fetch(self) -> bool:
+        from cloudseed.agent.datasources.ec2 import ImdsError, crawl_tree
+        from cloudseed.core.http import FetchError, fetch, first_answer
+
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        if limits.max_wait <= 0:
+            return False
+        started = time.monotonic()
+        urls = urls_from_cfg(section, DEFAULT_URLS)
+        answer = first_answer([f"{u}/{VERSION}/meta-data/instance-id" for u in urls], timeout=limits.max_wait,
+                              max_wait=limits.max_wait, max_bytes=4096)
+        if answer is None:
+            LOG.info("AliYun: no metadata service answered at %s within %gs", ", ".join(urls), limits.max_wait)
+            return False
+        url, result = answer
+        if isinstance(result, FetchError):
+            LOG.warning("AliYun: %s", result)
+            return False
+        base = url[: -len(f"/{VERSION}/meta-data/instance-id")]
+        try:
+            meta = crawl_tree(base, f"{VERSION}/meta-data", limits)
+        except ImdsError as e:
+            raise ValueError(f"AliYun: {e}") from None
+        instance_id = meta.get("instance-id")
+        if not isinstance(instance_id, str) or not instance_id.strip():
+            raise ValueError(f"AliYun: {base}/{VERSION}/meta-data/instance-id is empty or not text")
+        try:
+            userdata = fetch(f"{base}/{VERSION}/user-data", timeout=limits.timeout, retries=limits.retries,
+                             max_bytes=MAX_USERDATA, max_wait=limits.timeout * (limits.retries + 1) + 2)
+        except FetchError as e:
+            if e.status != 404:
+                raise ValueError(f"AliYun: {e}") from None
+            userdata = b""
+        self._fill(meta, userdata)
+        self.metadata_address = base
+        self.subplatform = f"metadata ({base})"
+        LOG.info("AliYun: read %s from %s in %.2fs", self.metadata["instance-id"], base, time.monotonic() - started)
+        return True
+
+    def _fill(self, meta: dict[str, Any], userdata: bytes) -> None:
+        from cloudseed.agent.datasources.ec2 import network_config_from_macs
+
+        md = dict(meta)
+        md["instance-id"] = str(meta["instance-id"]).strip()
+        hostname = meta.get("hostname")
+        md["local-hostname"] = hostname.strip() if isinstance(hostname, str) and hostname.strip() \
+            else "localhost.localdomain"
+        self.metadata = md
+        self.public_keys = public_keys(meta.get("public-keys"))
+        zone, region = meta.get("zone-id"), meta.get("region-id")
+        self.availability_zone = zone.strip() if isinstance(zone, str) and zone.strip() else None
+        self.region = region.strip() if isinstance(region, str) and region.strip() else None
+        self.userdata_raw = userdata or None
+        network = meta.get("network")
+        macs = ((network.get("interfaces") or {}) if isinstance(network, dict) else {})
+        macs = macs.get("macs") if isinstance(macs, dict) else None
+        if isinstance(macs, dict) and self.ctx.ds_cfg(self.name).get("apply_network_config", True) is not False:
+            self.network_config = network_config_from_macs(macs)
+        self.raw = {"meta-data": meta, "_metadata_api_version": VERSION}
+
+
+DATASOURCE = AliYun

@@ -1,0 +1,97 @@
+"""Exoscale: ``http://169.254.169.254/1.0/`` (CloudStack's tree) and the password server on port 8080.
+
+Possible only where DMI ``product_name`` starts with ``Exoscale`` (as cloud-init 22.4 and its
+ds-identify check), or when ``datasource: Exoscale: {metadata_url: ...}`` is configured. Network
+stage only (as 22.4). Settings as 22.4's: ``metadata_url`` (default http://169.254.169.254),
+``api_version`` (1.0), ``password_server_port`` (8080), ``timeout``, ``retries``, ``max_wait``.
+Read: ``1.0/meta-data/`` and ``1.0/user-data``, then ``GET http://169.254.169.254:8080/1.0/``
+with ``DomU_Request: send_my_password``; a password is acknowledged (``saved_password``) and
+kept in the datasource's private ``extra`` as cloud-init's config (``password``,
+``ssh_pwauth: true``, ``chpasswd.expire: false``) for ``set_passwords``, never in instance
+data. cloud-init 22.4 also makes ``set_passwords`` run on every boot on Exoscale (a password
+reset from the console reaches the next boot); cloudseed does not do that yet: the module runs
+once per instance.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured
+
+LOG = logging.getLogger("cloudseed.datasources.exoscale")
+
+METADATA_URL = "http://169.254.169.254"
+API_VERSION = "1.0"
+PASSWORD_PORT = 8080
+
+
+def identified(ctx: DatasourceContext) -> str | None:
+    product = ctx.dmi("product_name")
+    if product.startswith("Exoscale"):
+        return f"DMI product_name is {product!r}"
+    return None
+
+
+class Exoscale(Datasource):
+    name = "Exoscale"
+    stages = (NETWORK,)
+    platform = "exoscale"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "exoscale"
+        self.metadata_address: str | None = None
+        self.warnings: list[str] = []
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        return identified_or_configured(ctx, cls.name, identified)
+
+    def fetch(self) -> bool:
+        from urllib.parse import urlsplit
+
+        from cloudseed.agent.datasources.cloudstack import (
+            PasswordServerError,
+            password_config,
+            read_password,
+            read_tree,
+        )
+        from cloudseed.core.http import FetchError
+
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        if limits.max_wait <= 0:
+            return False
+        started = time.monotonic()
+        base = str(section.get("metadata_url") or METADATA_URL).rstrip("/")
+        version = str(section.get("api_version") or API_VERSION).strip("/")
+        if not read_tree(self, base, version, limits, 16 * 1024 * 1024):
+            return False
+        self.metadata_address = base
+        self.subplatform = f"metadata ({base})"
+        self.raw["_metadata_api_version"] = version
+        try:
+            port = int(section.get("password_server_port", PASSWORD_PORT))
+        except (TypeError, ValueError):
+            LOG.warning("Exoscale: password_server_port %r is not a number; using %d",
+                        section.get("password_server_port"), PASSWORD_PORT)
+            port = PASSWORD_PORT
+        parts = urlsplit(base)
+        url = f"{parts.scheme}://{parts.hostname}:{port}/{version}/"
+        try:
+            password = read_password(url, limits, self.name)
+        except (FetchError, PasswordServerError) as e:
+            LOG.warning("Exoscale: password server: %s", e)
+            self.warnings.append(f"password server: {e}")
+            password = None
+        if password:
+            LOG.info("Exoscale: the password server at %s has a password for this instance", url)
+            self.extra["cloud_config"] = password_config(password)
+        LOG.info("Exoscale: read %s from %s in %.2fs", self.metadata["instance-id"], base, time.monotonic() - started)
+        return True
+
+
+DATASOURCE = Exoscale
