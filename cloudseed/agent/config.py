@@ -30,7 +30,8 @@ CONFIG_FILES = (
 BUILTIN: dict[str, Any] = {
     "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "AliYun", "Ec2", "CloudStack", "GCE", "DigitalOcean",
                         "Hetzner", "Oracle", "Exoscale",
-                        "Azure", "OpenNebula", "OVF", "VMware", "LXD", "None"],
+                        "Azure", "OpenNebula", "OVF", "UpCloud", "VMware", "Vultr", "NWCS",
+                        "LXD", "None"],
     "users": ["default"],
     "disable_root": True,
     "preserve_hostname": False,

@@ -15,7 +15,7 @@ from cloudseed.agent.devices import find_devices_by_label
 
 NETWORK_ONLY = "datasource_list: [OpenStack, Ec2, None]\n"
 # the clouds that DMI alone identifies (test_dmi_facts)
-DMI_CLOUDS = "datasource_list: [OpenStack, AliYun, Ec2, CloudStack, Exoscale, None]\n"
+DMI_CLOUDS = "datasource_list: [OpenStack, AliYun, Ec2, CloudStack, Exoscale, UpCloud, Vultr, NWCS, None]\n"
 
 
 def cfg_of(target, text=None, cmdline=""):
@@ -79,6 +79,9 @@ def test_openstack_dmi_enables_it(target):
     ({"sys/class/dmi/id/product_name": "Alibaba Cloud ECS\n"}, ("AliYun", "product_name")),
     ({"sys/class/dmi/id/product_name": "CloudStack KVM Hypervisor\n"}, ("CloudStack", "product_name")),
     ({"sys/class/dmi/id/product_name": "Exoscale Compute Platform\n"}, ("Exoscale", "product_name")),
+    ({"sys/class/dmi/id/sys_vendor": "UpCloud\n"}, ("UpCloud", "sys_vendor")),
+    ({"sys/class/dmi/id/sys_vendor": "Vultr\n"}, ("Vultr", "sys_vendor")),
+    ({"sys/class/dmi/id/sys_vendor": "NWCS\n"}, ("NWCS", "sys_vendor")),
 ])
 def test_dmi_facts(target, facts, expected):
     write_tree(target.top, facts)
@@ -91,6 +94,9 @@ def test_dmi_facts(target, facts, expected):
     {"sys/class/dmi/id/product_name": "Alibaba Cloud\n"},
     {"sys/class/dmi/id/product_name": "Apache CloudStack\n", "sys/class/dmi/id/sys_vendor": "CloudStack\n"},
     {"sys/class/dmi/id/sys_vendor": "Exoscale\n", "sys/class/dmi/id/product_name": "KVM\n"},
+    {"sys/class/dmi/id/product_name": "UpCloud\n", "sys/class/dmi/id/sys_vendor": "upcloud\n"},
+    {"sys/class/dmi/id/sys_vendor": "Vultr Holdings\n"},
+    {"sys/class/dmi/id/sys_vendor": "NWCS Inc\n"},
 ])
 def test_dmi_near_misses(target, facts):
     write_tree(target.top, facts)

@@ -1,0 +1,151 @@
+"""UpCloud: UpCloud's metadata service, ``http://169.254.169.254/metadata/v1.json``.
+
+Possible only where DMI ``sys_vendor`` is ``UpCloud`` (the server UUID is the DMI system UUID,
+``product_uuid``), or when ``datasource: UpCloud: {metadata_url: ...}`` is configured. One
+request. Read as cloud-init 22.4 reads it: instance id ``instance_id`` (else the DMI UUID),
+``hostname``, ``public_keys``, ``user_data``, ``vendor_data``, availability zone ``region``
+(``default`` when missing; also the region here, where 22.4 has none), and network config
+version 1 converted from ``network`` as 22.4 converts it: per interface its addresses, DHCP
+ones as ``dhcp`` (IPv6: ``ipv6_dhcpv6-stateless``), others ``static``/``static6`` with gateway,
+the network's prefix as netmask, and their own resolvers when they differ from ``network.dns``;
+then one nameserver entry with ``network.dns``. Unlike 22.4, a MAC the system does not have
+keeps its place (named ``ethN``, matched by MAC) instead of failing. In the local stage the
+service is read through a temporary DHCP lease (UpCloud has DHCP), as 22.4's UpCloudLocal does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import (
+    ServiceLimits,
+    identified_or_configured,
+    reachable,
+    system_macs,
+)
+
+LOG = logging.getLogger("cloudseed.datasources.upcloud")
+
+DEFAULT_URL = "http://169.254.169.254/metadata/v1.json"
+MAX_DOCUMENT = 4 * 1024 * 1024
+
+
+class UpCloudError(Exception):
+    pass
+
+
+def identified(ctx: DatasourceContext) -> str | None:
+    if ctx.dmi("sys_vendor") == "UpCloud":
+        return "DMI sys_vendor is 'UpCloud'"
+    return None
+
+
+def _subnet(address: dict, dns: Any) -> dict:
+    v6 = address.get("family") == "IPv6"
+    if address.get("dhcp"):
+        return {"type": "ipv6_dhcpv6-stateless" if v6 else "dhcp"}
+    subnet: dict[str, Any] = {"type": "static6" if v6 else "static", "control": "auto",
+                              "address": address.get("address")}
+    if address.get("gateway"):
+        subnet["gateway"] = address["gateway"]
+    network = address.get("network")
+    if isinstance(network, str) and "/" in network:
+        subnet["netmask"] = network.split("/")[1]
+    if address.get("dns") and address.get("dns") != dns:
+        subnet["dns_nameservers"] = address["dns"]
+    return subnet
+
+
+def network_config(network: Any, macs: dict[str, str]) -> dict | None:
+    """cloud-init 22.4's conversion of UpCloud's ``network`` (version 1)."""
+    if not isinstance(network, dict) or not isinstance(network.get("interfaces"), list):
+        return None
+    dns = network.get("dns")
+    config: list[dict] = []
+    for index, raw in enumerate(network["interfaces"]):
+        if not isinstance(raw, dict):
+            continue
+        mac = str(raw.get("mac") or "")
+        addresses = raw.get("ip_addresses") if isinstance(raw.get("ip_addresses"), list) else []
+        config.append({"type": "physical", "name": macs.get(mac.lower()) or f"eth{index}", "mac_address": mac,
+                       "subnets": [_subnet(a, dns) for a in addresses if isinstance(a, dict)]})
+    if dns:
+        config.append({"type": "nameserver", "address": dns})
+    return {"version": 1, "config": config}
+
+
+class UpCloud(Datasource):
+    name = "UpCloud"
+    stages = (LOCAL, NETWORK)
+    platform = "upcloud"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "upcloud"
+        self.metadata_address: str | None = None
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        return identified_or_configured(ctx, cls.name, identified)
+
+    def fetch(self) -> bool:
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        if limits.max_wait <= 0:
+            return False
+        if self.ctx.stage == LOCAL and not identified(self.ctx):
+            return False
+        server_uuid = self.ctx.dmi("product_uuid")
+        if identified(self.ctx) and not server_uuid:
+            raise UpCloudError("DMI says UpCloud but gives no system UUID (/sys/class/dmi/id/product_uuid)")
+        url = str(section.get("metadata_url") or DEFAULT_URL)
+        with reachable(self.ctx, self.name) as ok:
+            if not ok:
+                return False
+            return self._read(url, limits, server_uuid)
+
+    def _read(self, url: str, limits: ServiceLimits, server_uuid: str | None) -> bool:
+        import json
+
+        from cloudseed.core.http import FetchError, fetch
+
+        started = time.monotonic()
+        try:
+            body = fetch(url, timeout=limits.max_wait, retries=limits.retries, max_bytes=MAX_DOCUMENT,
+                         max_wait=limits.max_wait * (limits.retries + 1) + 2)
+        except FetchError as e:
+            if self.ctx.stage == LOCAL:
+                LOG.info("UpCloud: %s; leaving it to the network stage", e)
+                return False
+            raise UpCloudError(f"UpCloud metadata {e}") from None
+        try:
+            md = json.loads(body.decode("utf-8", "replace"))
+        except ValueError as e:
+            raise UpCloudError(f"UpCloud metadata {url}: not a JSON document ({e})") from None
+        if not isinstance(md, dict):
+            raise UpCloudError(f"UpCloud metadata {url}: expected a JSON object, got {type(md).__name__}")
+        instance_id = md.get("instance_id", server_uuid)
+        if isinstance(instance_id, bool) or not isinstance(instance_id, (str, int)) or instance_id == "":
+            raise UpCloudError(f"UpCloud metadata {url}: no instance_id")
+        zone = md.get("region", "default")
+        self.availability_zone = self.region = str(zone) if zone else None
+        self.metadata = {"instance-id": str(instance_id), "local-hostname": md.get("hostname"),
+                         "network": md.get("network"), "public-keys": md.get("public_keys"),
+                         "availability_zone": zone}
+        keys = md.get("public_keys") or []
+        self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+        for attr, key in (("userdata_raw", "user_data"), ("vendordata_raw", "vendor_data")):
+            value = md.get(key)
+            setattr(self, attr, value.encode("utf-8") if isinstance(value, str) and value else None)
+        self.network_config = network_config(md.get("network"), system_macs())
+        self.metadata_address = url
+        self.raw = {k: v for k, v in md.items() if k not in ("user_data", "vendor_data")}
+        self.subplatform = f"metadata ({url})"
+        LOG.info("UpCloud: read server %s from %s in %.2fs", instance_id, url, time.monotonic() - started)
+        return True
+
+
+DATASOURCE = UpCloud

@@ -1,0 +1,194 @@
+"""Vultr: Vultr's metadata service, ``http://169.254.169.254/v1.json``.
+
+Possible only where DMI ``sys_vendor`` is ``Vultr``, where the kernel command line has the word
+``vultr`` (bare metal), or when ``datasource: Vultr: {url: ...}`` (cloud-init's key) or
+``metadata_url`` is configured. One request (with ``Metadata-Token: cloudinit`` as cloud-init
+sends). Read as cloud-init 22.4 reads it: instance id ``instance-v2-id`` (``instanceid`` when
+that is missing), ``hostname`` (``guest`` when empty), ``public-keys``, ``user-data`` (none when
+empty), ``vendor-data`` (a list of parts: one part as it is, several as a cloud-config-archive),
+the region ``region.countrycode`` else ``region.regioncode``, lower case; network config
+version 1 from ``cloud_interfaces`` (named by MAC) or converted from ``interfaces`` as 22.4
+converts it (Vultr's resolvers; the first NIC DHCP + SLAAC with accept-ra, the others static
+with their netmask, MTU, routes; additional IPv4/IPv6 addresses; ``unconfigured`` private NICs
+left out). Unlike 22.4, a MAC the system does not have keeps its place (named ``ethN``, matched
+by MAC) instead of failing the datasource. In the local stage the service is read through a
+temporary DHCP lease (Vultr has DHCP).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable, system_macs
+
+LOG = logging.getLogger("cloudseed.datasources.vultr")
+
+DEFAULT_URL = "http://169.254.169.254"
+NAMESERVERS = ["108.61.10.10", "2001:19f0:300:1704::6"]
+MAX_DOCUMENT = 4 * 1024 * 1024
+
+
+class VultrError(Exception):
+    pass
+
+
+def identified(ctx: DatasourceContext) -> str | None:
+    if ctx.dmi("sys_vendor") == "Vultr":
+        return "DMI sys_vendor is 'Vultr'"
+    if "vultr" in (ctx.cmdline or "").split():
+        return "the kernel command line has 'vultr' (bare metal)"
+    return None
+
+
+def _name(mac: str, macs: dict[str, str], index: int) -> str:
+    return macs.get(mac.lower()) or f"eth{index}"
+
+
+def _interface(raw: dict, primary: bool, macs: dict[str, str], index: int) -> dict:
+    mac = str(raw.get("mac") or "")
+    cfg: dict[str, Any] = {"name": _name(mac, macs, index), "type": "physical", "mac_address": mac}
+    ipv4 = raw.get("ipv4") if isinstance(raw.get("ipv4"), dict) else {}
+    ipv6 = raw.get("ipv6") if isinstance(raw.get("ipv6"), dict) else {}
+    if primary:
+        cfg["accept-ra"] = 1
+        cfg["subnets"] = [{"type": "dhcp", "control": "auto"}, {"type": "ipv6_slaac", "control": "auto"}]
+    else:
+        cfg["subnets"] = [{"type": "static", "control": "auto", "address": ipv4.get("address"),
+                           "netmask": ipv4.get("netmask")}]
+    for key in ("mtu", "accept-ra"):
+        if key in raw:
+            cfg[key] = raw[key]
+    if "routes" in raw:
+        cfg["subnets"][0]["routes"] = raw["routes"]
+    for extra in ipv4.get("additional") or []:
+        if isinstance(extra, dict):
+            add = {"type": "static", "control": "auto", "address": extra.get("address"),
+                   "netmask": extra.get("netmask")}
+            if "routes" in extra:
+                add["routes"] = extra["routes"]
+            cfg["subnets"].append(add)
+    for extra in ipv6.get("additional") or []:
+        if isinstance(extra, dict):
+            add = {"type": "static6", "control": "auto", "address": f"{extra.get('network')}/{extra.get('prefix')}"}
+            if "routes" in extra:
+                add["routes"] = extra["routes"]
+            cfg["subnets"].append(add)
+    return cfg
+
+
+def network_config(md: dict, macs: dict[str, str]) -> dict | None:
+    """cloud-init 22.4's network config of a Vultr document (version 1)."""
+    cloud = md.get("cloud_interfaces")
+    if isinstance(cloud, list):
+        named = []
+        for index, raw in enumerate(cloud):
+            if isinstance(raw, dict):
+                named.append({**raw, "name": _name(str(raw.get("mac") or ""), macs, index)})
+        return {"version": 1, "config": named}
+    interfaces = md.get("interfaces")
+    if not isinstance(interfaces, list):
+        return None
+    config: list[dict] = [{"type": "nameserver", "address": list(NAMESERVERS)}]
+    for index, raw in enumerate(interfaces):
+        if not isinstance(raw, dict) or (index > 0 and raw.get("unconfigured")):
+            continue
+        config.append(_interface(raw, index == 0, macs, index))
+    return {"version": 1, "config": config}
+
+
+def vendordata(value: Any) -> bytes | None:
+    """Vultr's ``vendor-data`` (a list of parts, or one text) as raw vendor-data."""
+    import json
+
+    if isinstance(value, str):
+        return value.encode("utf-8") if value else None
+    if not isinstance(value, list) or not value:
+        return None
+    parts = [p if isinstance(p, str) else "#cloud-config\n" + json.dumps(p) for p in value]
+    if len(parts) == 1:
+        return parts[0].encode("utf-8")
+    return b"#cloud-config-archive\n" + json.dumps(parts).encode("utf-8")
+
+
+class Vultr(Datasource):
+    name = "Vultr"
+    stages = (LOCAL, NETWORK)
+    platform = "vultr"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.cloud_name = "vultr"
+        self.metadata_address: str | None = None
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        found = identified(ctx)
+        if found:
+            return found
+        section = ctx.ds_cfg(cls.name)
+        for key in ("url", "metadata_url"):
+            if section.get(key):
+                return f"datasource.{cls.name}.{key} is configured"
+        return None
+
+    def fetch(self) -> bool:
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        if limits.max_wait <= 0:
+            return False
+        if self.ctx.stage == LOCAL and not identified(self.ctx):
+            return False
+        url = str(section.get("metadata_url") or f"{str(section.get('url') or DEFAULT_URL).rstrip('/')}/v1.json")
+        with reachable(self.ctx, self.name) as ok:
+            if not ok:
+                return False
+            return self._read(url, limits)
+
+    def _read(self, url: str, limits: ServiceLimits) -> bool:
+        import json
+
+        from cloudseed.core.http import FetchError, fetch
+
+        started = time.monotonic()
+        try:
+            body = fetch(url, timeout=limits.max_wait, retries=limits.retries, max_bytes=MAX_DOCUMENT,
+                         headers={"Metadata-Token": "cloudinit"},
+                         max_wait=limits.max_wait * (limits.retries + 1) + 2)
+        except FetchError as e:
+            if self.ctx.stage == LOCAL:
+                LOG.info("Vultr: %s; leaving it to the network stage", e)
+                return False
+            raise VultrError(f"Vultr metadata {e}") from None
+        try:
+            md = json.loads(body.decode("utf-8", "replace"))
+        except ValueError as e:
+            raise VultrError(f"Vultr metadata {url}: not a JSON document ({e})") from None
+        if not isinstance(md, dict):
+            raise VultrError(f"Vultr metadata {url}: expected a JSON object, got {type(md).__name__}")
+        instance_id = md.get("instance-v2-id") or md.get("instanceid")
+        if isinstance(instance_id, bool) or not isinstance(instance_id, (str, int)) or instance_id == "":
+            raise VultrError(f"Vultr metadata {url}: no instance-v2-id")
+        region: Any = md.get("region") if isinstance(md.get("region"), dict) else {}
+        code = region.get("countrycode") or region.get("regioncode")
+        self.region = str(code).lower() if code else None
+        hostname = md.get("hostname")
+        self.metadata = {"instance-id": str(instance_id),
+                         "local-hostname": str(hostname) if hostname not in (None, "") else "guest",
+                         "public-keys": md.get("public-keys"), "region": self.region}
+        keys = md.get("public-keys") or []
+        self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+        user = md.get("user-data")
+        self.userdata_raw = user.encode("utf-8") if isinstance(user, str) and user else None
+        self.vendordata_raw = vendordata(md.get("vendor-data"))
+        self.network_config = network_config(md, system_macs())
+        self.metadata_address = url
+        self.raw = {k: v for k, v in md.items() if k not in ("user-data", "vendor-data")}
+        self.subplatform = f"metadata ({url})"
+        LOG.info("Vultr: read instance %s from %s in %.2fs", instance_id, url, time.monotonic() - started)
+        return True
+
+
+DATASOURCE = Vultr
