@@ -28,10 +28,10 @@ CONFIG_FILES = (
 )
 
 BUILTIN: dict[str, Any] = {
-    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "AliYun", "Ec2", "CloudStack", "GCE", "DigitalOcean",
-                        "Hetzner", "Oracle", "Exoscale",
+    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "Scaleway", "AliYun", "Ec2", "CloudStack", "GCE",
+                        "DigitalOcean", "Hetzner", "Oracle", "Exoscale",
                         "Azure", "OpenNebula", "OVF", "UpCloud", "VMware", "Vultr", "NWCS",
-                        "LXD", "None"],
+                        "LXD", "Akamai", "CloudCIX", "None"],
     "users": ["default"],
     "disable_root": True,
     "preserve_hostname": False,

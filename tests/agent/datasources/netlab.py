@@ -1,6 +1,7 @@
 """Network namespaces for datasource tests: a "cloud" side and a "guest" side joined by a veth pair.
 
-The cloud namespace owns 169.254.169.254 and fd00:ec2::254 (the metadata addresses) and
+The cloud namespace owns 169.254.169.254 and fd00:ec2::254 (the metadata addresses; more with
+``extra_addresses``, routed from the guest) and
 10.77.N.1/24; the guest namespace gets 10.77.N.2/24 and a host route to the metadata address
 (or nothing, for DHCP tests). Code runs in the guest with ``guest_python``; servers run in the
 cloud namespace with ``start_in``. Everything is deleted on ``close``.
@@ -30,7 +31,8 @@ def sh(*args: str, check: bool = True, timeout: float = 30) -> subprocess.Comple
 
 
 class NetLab:
-    def __init__(self, guest_configured: bool = True, metadata_v4: bool = True, metadata_v6: bool = True):
+    def __init__(self, guest_configured: bool = True, metadata_v4: bool = True, metadata_v6: bool = True,
+                 extra_addresses: tuple[str, ...] = ()):
         n = next(_COUNTER)
         tag = f"{os.getpid() % 100000}x{n}"
         self.subnet = 10 + (os.getpid() + n) % 200
@@ -50,6 +52,9 @@ class NetLab:
             self.cloud_exec("ip", "addr", "add", f"{self.cloud_ip}/24", "dev", self.cloud_if)
             if metadata_v4:
                 self.cloud_exec("ip", "addr", "add", "169.254.169.254/32", "dev", self.cloud_if)
+            for extra in extra_addresses:  # other metadata addresses (Scaleway's 169.254.42.42...)
+                self.cloud_exec("ip", "addr", "add", f"{extra}/{128 if ':' in extra else 32}", "dev", self.cloud_if,
+                                *(["nodad"] if ":" in extra else []))
             v6 = "fd00:ec2::254/64" if metadata_v6 else "fd00:ec2::1/64"  # ::254 then goes nowhere
             self.cloud_exec("ip", "-6", "addr", "add", v6, "dev", self.cloud_if, "nodad")
             self.cloud_exec("ip", "link", "set", self.cloud_if, "up")
@@ -58,6 +63,12 @@ class NetLab:
                 self.guest_exec("ip", "addr", "add", f"{self.guest_ip}/24", "dev", self.guest_if)
                 self.guest_exec("ip", "route", "add", "169.254.169.254/32", "via", self.cloud_ip)
                 self.guest_exec("ip", "-6", "addr", "add", "fd00:ec2::2/64", "dev", self.guest_if, "nodad")
+                for extra in extra_addresses:
+                    if ":" in extra:
+                        self.guest_exec("ip", "-6", "route", "add", f"{extra}/128", "via", "fd00:ec2::254"
+                                        if metadata_v6 else "fd00:ec2::1", "dev", self.guest_if)
+                    else:
+                        self.guest_exec("ip", "route", "add", f"{extra}/32", "via", self.cloud_ip)
         except Exception:
             self.close()
             raise
