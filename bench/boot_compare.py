@@ -13,6 +13,12 @@ offers served (``ssh-keyscan`` of rsa, ecdsa and ed25519), boot finished (the la
 line, after ``multi-user.target`` and, with an agent, its final stage); plus the agent's own stage
 times. Reported as medians, and as ratios and differences against the image without an agent.
 
+"Boot finished" is the later of ``multi-user.target`` reached and the agent's final message (both
+console lines), so it does not count the lab collector's own work (``cloudseed status`` or
+``cloud-init status``: two Python starts after the agent is done, which the image without an agent
+does not have); the collector's line is reported beside it as "collector done". The image without
+an agent has the same DHCP interface configured as the agents write (``lab/agent_install.py``).
+
 Usage: .venv/bin/python bench/boot_compare.py [-n 3] [--agents none,cloudseed,reference] [--reboot]
 """
 
@@ -36,6 +42,7 @@ from cloudseed.provider.seeds.build import build_seed
 from cloudseed.provider.seeds.spec import InstanceSpec, SshKey
 
 SYSINIT = re.compile(r"Reached target (sysinit\.target|System Initialization)")
+MULTI_USER = re.compile(r"Reached target (multi-user\.target|Multi-User System)")
 KEY_TYPES = ("rsa", "ecdsa", "ed25519")
 
 
@@ -70,12 +77,24 @@ def stage_seconds(result: BootResult) -> dict[str, float]:
     return {name: s["seconds"] for name, s in stages.items() if s.get("seconds") is not None}
 
 
-def sysinit_at(result: BootResult) -> float | None:
+def console_at(result: BootResult, pattern: re.Pattern) -> float | None:
+    """When a console line first matched ``pattern`` (seconds after power-on)."""
     console = result.vm.console if result.vm else None
     for line in list(console.lines) if console else []:
-        if SYSINIT.search(line.text):
+        if pattern.search(line.text):
             return line.at
     return None
+
+
+def sysinit_at(result: BootResult) -> float | None:
+    return console_at(result, SYSINIT)
+
+
+def finished_at(result: BootResult, multi_user: float | None) -> float | None:
+    """The later of multi-user.target and the agent's final message (None if either is missing)."""
+    if multi_user is None or (result.image.agent != "none" and result.agent_done_at is None):
+        return None
+    return max(multi_user, result.agent_done_at or 0.0)
 
 
 def all_keys_at(result: BootResult, limit: float = 180.0) -> float | None:
@@ -98,8 +117,10 @@ def measure(image, workdir: str, accel: str, reason: str, seed: str, timeout: fl
             overlay: str | None = None) -> tuple[dict, BootResult]:
     result = run_boot(image, workdir, accel=accel, accel_reason=reason, seeds=[seed], timeout=timeout,
                       ssh_timeout=90, keep=True, overlay=overlay)
+    multi_user = console_at(result, MULTI_USER)
     sample = {"stages": stage_seconds(result), "sysinit_at": sysinit_at(result), "ssh_ready_at": result.ssh_ready_at,
-              "finished_at": result.collected_at, "agent_done_at": result.agent_done_at,
+              "multi_user_at": multi_user, "finished_at": finished_at(result, multi_user),
+              "collected_at": result.collected_at, "agent_done_at": result.agent_done_at,
               "all_keys_at": all_keys_at(result), "timed_out": result.timed_out}
     sample["agent_total"] = sum(sample["stages"].values()) if sample["stages"] else None
     if result.vm:
@@ -117,7 +138,7 @@ def fmt(value: float | None, unit: str = "") -> str:
 
 
 COLUMNS = (("sysinit_at", "sysinit.target"), ("ssh_ready_at", "SSH ready"), ("all_keys_at", "all host keys"),
-           ("finished_at", "boot finished"), ("agent_total", "agent time"))
+           ("finished_at", "boot finished"), ("collected_at", "collector done"), ("agent_total", "agent time"))
 
 
 def table(title: str, samples: dict[str, list[dict]]) -> list[str]:
@@ -150,6 +171,7 @@ def main() -> int:
     args = parser.parse_args()
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     work = tempfile.mkdtemp(prefix="bench-boot-")
+    print(f"console logs under {work}", flush=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{work}/key"], check=True)
     with open(f"{work}/key.pub") as handle:
         key = handle.read().strip()
@@ -172,14 +194,16 @@ def main() -> int:
             samples[agent].append(sample)
             print(f"  {agent:<10} boot {round_number + 1}: sysinit {fmt(sample['sysinit_at'])}, SSH "
                   f"{fmt(sample['ssh_ready_at'])}, all keys {fmt(sample['all_keys_at'])}, finished "
-                  f"{fmt(sample['finished_at'])}, agent {fmt(sample['agent_total'])}", flush=True)
+                  f"{fmt(sample['finished_at'])}, collector {fmt(sample['collected_at'])}, agent "
+                  f"{fmt(sample['agent_total'])}", flush=True)
             if args.reboot:
                 again, _ = measure(images[agent], workdir + "-reboot", accel, reason, seed, args.timeout,
                                    overlay=result.overlay)
                 reboots[agent].append(again)
                 print(f"  {agent:<10} reboot {round_number + 1}: sysinit {fmt(again['sysinit_at'])}, SSH "
-                      f"{fmt(again['ssh_ready_at'])}, finished {fmt(again['finished_at'])}, "
-                      f"agent {fmt(again['agent_total'])}", flush=True)
+                      f"{fmt(again['ssh_ready_at'])}, all keys {fmt(again['all_keys_at'])}, finished "
+                      f"{fmt(again['finished_at'])}, collector {fmt(again['collected_at'])}, agent "
+                      f"{fmt(again['agent_total'])}", flush=True)
             if os.path.exists(result.overlay):
                 os.unlink(result.overlay)
     load = os.getloadavg()

@@ -142,8 +142,17 @@ WantedBy=multi-user.target
 """
 
 
+# The image without an agent: the network configuration a plain image needs to be reachable, the
+# same ifupdown stanza cloudseed writes for the lab's one NIC (fallback DHCP), so the image without
+# an agent pays what a configured interface costs at boot (ifupdown-pre's `udevadm settle`, DHCP).
+_PLAIN_NETWORK = "# lab: the image without an agent\nauto ens3\niface ens3 inet dhcp\n"
+PLAIN_IMAGE_VERSION = "2"  # part of the image key of agent "none": bump when what it gets here changes
+
+
 def install_host_keygen(tree: str) -> None:
-    """For the image without an agent: ``ssh-keygen -A`` before sshd, as a plain image needs."""
+    """For the image without an agent: ``ssh-keygen -A`` before sshd and a DHCP interface, as a
+    plain image needs."""
+    _write(os.path.join(tree, "etc/network/interfaces.d/50-lab"), _PLAIN_NETWORK)
     unit_dir = os.path.join(tree, "etc/systemd/system")
     _write(os.path.join(unit_dir, "lab-ssh-keygen.service"), _KEYGEN_UNIT)
     multi = os.path.join(unit_dir, "multi-user.target.wants")

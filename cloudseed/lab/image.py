@@ -75,6 +75,8 @@ def lab_image(agent: str = "cloudseed", deb: str | None = None) -> Image:
     parts = [IMAGE_VERSION, os.path.basename(base), agent]
     if agent == "cloudseed":
         parts.append(package_hash())
+    if agent == "none":
+        parts.append(agent_install.PLAIN_IMAGE_VERSION)
     if deb:
         with open(deb, "rb") as handle:
             parts.append(hashlib.sha256(handle.read()).hexdigest())
