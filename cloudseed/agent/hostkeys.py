@@ -77,9 +77,11 @@ def _run_keygen(root: TargetRoot, keytype: str) -> KeygenResult:
 def early_types(keytypes: list[str]) -> list[str]:
     """The types the local stage starts early: the fast ones, unless only slow ones are wanted.
 
-    A slow key (RSA) is not started early when a fast one is wanted too: sshd starts without it
-    and the ssh module has it generated at low priority in the background (``generate`` with
-    ``defer_slow``), so it does not take a CPU from the rest of the boot for seconds.
+    A slow key (RSA) is not among them when a fast one is wanted too: the local stage starts it
+    separately at low priority (``start_early(..., low_priority=True)``), so it does not take a CPU
+    from the rest of the boot for seconds, and sshd does not wait for it: when it is still running
+    at the ssh module, ``generate`` with ``defer_slow`` leaves it to a helper that installs it and
+    reloads sshd.
     """
     wanted = [t for t in dict.fromkeys(keytypes) if t in KNOWN_TYPES]
     fast = [t for t in wanted if t not in SLOW_TYPES]

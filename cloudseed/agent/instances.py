@@ -7,7 +7,9 @@ Adopting records the instance this boot serves: its directory under
 ``/var/lib/cloudseed/instances``, the ``instance`` link, the current and previous instance ids,
 and ``/run/cloudseed/boot.json``. The datasource found is cached (0600: it holds user-data) for
 this boot in ``/run/cloudseed/datasource.json`` and for the instance in its directory; its
-``format`` version is checked on read (an unknown one: a log line and a fresh search).
+``format`` version is checked on read (an unknown one: a log line and a fresh search). On a reboot
+of the same instance nothing on disk that is already right is written again (the ``instance``
+link, the instance's cache when the datasource says the same): writes are fsyncs on the boot's path.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import logging
 
 from cloudseed.agent.datasources import NETWORK
-from cloudseed.agent.state import ensure_dirs, read_json, write_json
+from cloudseed.agent.state import ensure_dirs, json_text, read_json, write_json
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -83,7 +85,8 @@ def adopt(state: BootState, ds: Datasource) -> bool:
         root.write(paths.previous_instance_file, (previous or "") + "\n")
         root.write(paths.current_instance_file, iid + "\n")
         LOG.info("new instance %s (previous: %s)", iid, previous or "none")
-    root.symlink(idir, paths.instance_link)
+    if not _links_to(state, paths.instance_link, idir):
+        root.symlink(idir, paths.instance_link)
     state.datasource = ds
     save_datasource(state, ds)
     state.record = {"instance_id": iid, "new_instance": new_instance or bool(state.record.get("new_instance")),
@@ -95,7 +98,31 @@ def adopt(state: BootState, ds: Datasource) -> bool:
 def save_datasource(state: BootState, ds: Datasource) -> None:
     data = ds.to_json()
     write_json(state.root, state.paths.boot_datasource_file, data, mode=0o600)
-    write_json(state.root, f"{state.paths.instance_dir(ds.instance_id)}/datasource.json", data, mode=0o600)
+    cached = f"{state.paths.instance_dir(ds.instance_id)}/datasource.json"
+    if not _holds(state, cached, json_text(data).encode("utf-8"), 0o600):
+        write_json(state.root, cached, data, mode=0o600)
+
+
+def _holds(state: BootState, inner: str, content: bytes, mode: int) -> bool:
+    """Is ``inner`` a regular file with exactly ``content`` and ``mode``?"""
+    import os
+    import stat
+
+    try:
+        info = os.lstat(state.root.path_nofollow(inner))
+        return stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == mode and \
+            state.root.read_bytes(inner) == content
+    except OSError:
+        return False
+
+
+def _links_to(state: BootState, inner: str, target: str) -> bool:
+    import os
+
+    try:
+        return os.readlink(state.root.path_nofollow(inner)) == target
+    except OSError:
+        return False
 
 
 def load_datasource(state: BootState, last_instance: bool = True) -> Datasource | None:

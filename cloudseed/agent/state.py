@@ -142,8 +142,13 @@ def read_json(root: TargetRoot, inner: str) -> Any:
         return None
 
 
+def json_text(data: Any) -> str:
+    """``data`` as ``write_json`` writes it."""
+    return json.dumps(data, indent=1, sort_keys=True, default=_json_default) + "\n"
+
+
 def write_json(root: TargetRoot, inner: str, data: Any, mode: int = 0o644) -> None:
-    root.write(inner, json.dumps(data, indent=1, sort_keys=True, default=_json_default) + "\n", mode=mode)
+    root.write(inner, json_text(data), mode=mode)
 
 
 def _json_default(value: Any) -> Any:

@@ -4,6 +4,11 @@ Raw blobs are kept 0600 in the instance directory; scripts go where the final-st
 run them (instance ``scripts/``, ``scripts/vendor/``, the per-frequency directories);
 boothooks run now, every boot, with ``INSTANCE_ID`` set. The cloud-config of both is
 validated (warnings only) and merged over the system config.
+
+On a reboot of the same instance the work is per boot only: files whose content is unchanged are
+not rewritten (each write is an fsync on the boot's critical path), and the schema check (which
+loads every module's schema) is not repeated for a cloud-config it already checked: its warnings
+are kept in the instance directory, keyed by the config, the os-release and the agent's code.
 """
 
 from __future__ import annotations
@@ -38,11 +43,11 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
 
     for name, blob in (("user-data", ds.userdata_raw), ("vendor-data", ds.vendordata_raw),
                        ("vendor-data2", ds.vendordata2_raw)):
-        root.write(f"{idir}/{name}.txt", blob or b"", mode=0o600)
+        _write_changed(root, f"{idir}/{name}.txt", blob or b"")
 
     user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache, root=root)
     errors.extend(f"user-data: {e}" if not e.startswith("user-data") else e for e in user.errors)
-    root.write(f"{idir}/user-data.processed.json", json.dumps(user.to_json(), indent=1), mode=0o600)
+    _write_changed(root, f"{idir}/user-data.processed.json", json.dumps(user.to_json(), indent=1))
 
     policy = vendor_data_policy(merge_config(state.system_cfg, user.cloud_config or {}))
     if policy.problem:
@@ -55,7 +60,7 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
             vendor = process_userdata(blob, instance_data=data, include_cache_dir=cache, root=root,
                                       excluded_types=policy.disabled_handlers)
             errors.extend(f"{name}: {e}" for e in vendor.errors)
-            root.write(f"{idir}/{name}.processed.json", json.dumps(vendor.to_json(), indent=1), mode=0o600)
+            _write_changed(root, f"{idir}/{name}.processed.json", json.dumps(vendor.to_json(), indent=1))
             if vendor.cloud_config:
                 vendor_cfgs.append(vendor.cloud_config)
             _place_scripts(state, idir, vendor, vendor=True)
@@ -70,8 +75,8 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     for one in vendor_cfgs:
         vendor_cfg = merge_vendor_under_user(vendor_cfg, one) if vendor_cfg else one
     user_cfg = merge_vendor_under_user(vendor_cfg, user.cloud_config) if vendor_cfg else (user.cloud_config or {})
-    _validate(user_cfg, warnings, root)
-    root.write(f"{idir}/cloud-config.json", json.dumps(user_cfg, indent=1, default=str), mode=0o600)
+    _validate(user_cfg, warnings, root, cache=f"{idir}/cloud-config.checked.json")
+    _write_changed(root, f"{idir}/cloud-config.json", json.dumps(user_cfg, indent=1, default=str))
     # a datasource's own config (Azure's admin user) sits over the system config, under user-data
     return merge_config(merge_config(state.system_cfg, ds.extra.get("cloud_config") or {}), user_cfg)
 
@@ -117,18 +122,67 @@ def _run_part_handlers(state: BootState, processed: Any, errors: list[str], warn
     errors.extend(run_part_handlers(processed, state.paths.instance_dir(state.datasource.instance_id)))
 
 
-def _validate(cfg: dict, warnings: list[str], root: Any = None) -> None:
+def _write_changed(root: Any, inner: str, content: str | bytes, mode: int = 0o600) -> None:
+    """Write ``inner`` (0600) unless it already holds exactly ``content`` with that mode."""
+    data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+    import os
+    import stat
+
+    try:
+        info = os.lstat(root.path_nofollow(inner))
+        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == mode and root.read_bytes(inner) == data:
+            return
+    except OSError:
+        pass
+    root.write(inner, data, mode=mode)
+
+
+def _validation_key(cfg: dict, root: Any) -> str:
+    """What the schema check's verdict depends on: the config, the os-release, the agent's code."""
+    import hashlib
+    import os
+    from importlib.util import find_spec
+
+    import cloudseed
+
+    parts = [json.dumps(cfg, sort_keys=True, default=str), cloudseed.__version__]
+    if root is not None:
+        parts += [root.read_text(name, default="") for name in ("/etc/os-release", "/usr/lib/os-release")]
+    for name in ("cloudseed.agent.schema", "cloudseed.agent.modules"):
+        spec = find_spec(name)
+        origin = spec.origin if spec else None
+        for path in filter(None, (origin, os.path.dirname(origin) if origin else None)):
+            try:
+                info = os.stat(path)
+                parts.append(f"{path}:{info.st_mtime_ns}:{info.st_size}")
+            except OSError:
+                parts.append(path)
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
+
+
+def _validate(cfg: dict, warnings: list[str], root: Any = None, cache: str | None = None) -> None:
     """Schema problems in the user's cloud-config become warnings; they never stop the boot.
 
-    Keys not done here say why, naming the target's distro (``schema.classify_keys``)."""
+    Keys not done here say why, naming the target's distro (``schema.classify_keys``). With
+    ``cache`` (a file in the instance directory), a config already checked is not checked again."""
     if not cfg:
         return
+    key = _validation_key(cfg, root) if cache and root is not None else None
+    if key:
+        from cloudseed.agent.state import read_json
+
+        earlier = read_json(root, cache)
+        if isinstance(earlier, dict) and earlier.get("key") == key and isinstance(earlier.get("warnings"), list):
+            warnings.extend(str(w) for w in earlier["warnings"])
+            return
     try:
         from cloudseed.agent.distros import read_os_release
         from cloudseed.agent.schema import validate_config
     except ImportError:
         return
     # the status is world-readable: messages name keys and types, never the user's values
-    for problem in validate_config(cfg, os_release=read_os_release(root) if root is not None else None,
-                                   show_values=False):
-        warnings.append(f"cloud-config: {problem}")
+    found = [f"cloud-config: {problem}" for problem in
+             validate_config(cfg, os_release=read_os_release(root) if root is not None else None, show_values=False)]
+    warnings.extend(found)
+    if key:
+        _write_changed(root, cache, json.dumps({"key": key, "warnings": found}, indent=1))

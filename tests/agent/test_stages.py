@@ -240,3 +240,34 @@ def test_userdata_step_does_not_import_the_stages():
             "print('cloudseed.agent.stages' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_reboot_keeps_schema_warnings_without_checking_again_and_rewrites_nothing_unchanged(shell_target, monkeypatch):
+    """A reboot of the same instance does per-boot work only: the cloud-config's schema check (it
+    loads every module's schema) is reused while the config is the same, and the instance's
+    user-data files are not rewritten (each write is an fsync on the boot's critical path)."""
+    from cloudseed.agent import schema
+
+    root = shell_target
+    seed(root, "instance-id: iid-check\n", user=USER_DATA + "no_such_key: 1\n")
+    checked = []
+    real = schema.validate_config
+    monkeypatch.setattr(schema, "validate_config", lambda *a, **k: checked.append(1) or real(*a, **k))
+    assert boot(root) == 0
+    first = status(root)["v1"]["init"]["warnings"]
+    assert any("no_such_key" in w for w in first) and checked == [1]
+    idir = "/var/lib/cloudseed/instances/iid-check"
+    kept = {name: root.stat(f"{idir}/{name}").st_ino for name in
+            ("user-data.txt", "user-data.processed.json", "cloud-config.json", "cloud-config.checked.json",
+             "datasource.json")}
+    assert boot(root) == 0
+    assert status(root)["v1"]["init"]["warnings"] == first  # the same warnings, from the kept verdict
+    assert checked == [1]
+    assert {name: root.stat(f"{idir}/{name}").st_ino for name in kept} == kept  # not replaced
+    assert lines(root, "/var/tmp/bootcmd.log") == ["boot", "boot"]
+    seed(root, "instance-id: iid-check\n", user=USER_DATA + "other_key: 1\n")  # same instance, new user-data
+    assert boot(root) == 0
+    again = status(root)["v1"]["init"]["warnings"]
+    assert checked == [1, 1] and any("other_key" in w for w in again) and not any("no_such_key" in w for w in again)
+    assert root.stat(f"{idir}/user-data.txt").st_ino != kept["user-data.txt"]
+    assert stat.S_IMODE(root.stat(f"{idir}/user-data.txt").st_mode) == 0o600
