@@ -114,6 +114,13 @@ FIELDS: dict[str, dict[str, str]] = {
     "nwcs": {
         "nameservers": "the first NIC's dns_nameservers in the network config (default 9.9.9.9, 149.112.112.112)",
     },
+    "maas": {
+        "consumer_key": "the OAuth consumer key the guest signs with (MAAS API: required with token_key, "
+                        "token_secret)",
+        "token_key": "the OAuth token key",
+        "token_secret": "the OAuth token secret",
+        "consumer_secret": "the OAuth consumer secret (default empty, as MAAS's)",
+    },
     "oracle": {
         "region": "region (default: the availability zone minus its last '-part')",
         "canonical_region": "canonicalRegionName",
