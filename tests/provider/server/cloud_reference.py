@@ -51,15 +51,18 @@ def ip(*args: str) -> None:
 
 class CloudNamespaces:
     def __init__(self, db_url: str, tmp: str, metadata_ip: str = "169.254.169.254",
-                 extra_addresses: tuple[str, ...] = ()):
+                 extra_addresses: tuple[str, ...] = (), serve_extra: tuple[str, ...] = ()):
         """``extra_addresses``: more addresses the server listens on (port 80), routed from ``gst``
-        as the metadata address is (Azure's wire server at 168.63.129.16)."""
+        as the metadata address is (Azure's wire server at 168.63.129.16). ``serve_extra``: more
+        ``cloudseed serve`` flags; ``ROUTER`` in them is ``router_ip``, the server namespace's
+        address on the guest's link (CloudStack's virtual router)."""
         if os.geteuid() != 0:
             pytest.skip("network namespaces need root")
         n = next(_N)
         tag = f"cr{os.getpid() % 100000}x{n}"
         self.srv, self.gst = f"{tag}s", f"{tag}g"
         self.guest_ip = f"10.86.{n % 250}.5"
+        self.router_ip = f"10.86.{n % 250}.1"
         self.etc = f"/etc/netns/{self.gst}"
         self.server = None
         try:
@@ -86,7 +89,8 @@ class CloudNamespaces:
             with open(f"{self.etc}/resolv.conf", "w") as f:
                 f.write("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
             self.server = ServerProcess(db_url, tmp, [f"{metadata_ip}:80", *(f"{a}:80" for a in extra_addresses)],
-                                        extra=["--rate-limit", "0"],
+                                        extra=["--rate-limit", "0",
+                                               *(a.replace("ROUTER", self.router_ip) for a in serve_extra)],
                                         netns=self.srv)
         except BaseException:
             self.close()
