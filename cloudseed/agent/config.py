@@ -28,10 +28,11 @@ CONFIG_FILES = (
 )
 
 BUILTIN: dict[str, Any] = {
-    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "Scaleway", "AliYun", "Ec2", "CloudStack", "GCE",
+    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "CloudSigma", "SmartOS", "Scaleway", "AliYun",
+                        "Ec2", "CloudStack", "GCE",
                         "DigitalOcean", "Hetzner", "Oracle", "Exoscale",
                         "Azure", "OpenNebula", "OVF", "UpCloud", "VMware", "Vultr", "NWCS",
-                        "LXD", "Akamai", "CloudCIX", "None"],
+                        "LXD", "Akamai", "WSL", "CloudCIX", "None"],
     "users": ["default"],
     "disable_root": True,
     "preserve_hostname": False,
