@@ -40,6 +40,11 @@ def admin_username(record: InstanceRecord) -> str:
     return str(settings(record).get("admin_username") or DEFAULT_ADMIN)
 
 
+def is_windows(record: InstanceRecord) -> bool:
+    """``clouds.azure.os_type`` windows: the Windows provisioning set, as cloudbase-init reads it."""
+    return str(settings(record).get("os_type") or "linux").lower() == "windows"
+
+
 def container_id(record: InstanceRecord) -> str:
     return str(uuid.uuid5(NAMESPACE, "container/" + record.instance_id))
 
@@ -59,7 +64,7 @@ def compute(record: InstanceRecord) -> dict[str, Any]:
     return {
         "azEnvironment": "AzurePublicCloud", "isHostCompatibilityLayerVm": "false",
         "location": str(az.get("location") or record.availability_zone), "name": record.name,
-        "offer": "", "osType": "Linux",
+        "offer": "", "osType": "Windows" if is_windows(record) else "Linux",
         "osProfile": {"adminUsername": admin_username(record), "computerName": record.hostname.split(".")[0],
                       "disablePasswordAuthentication": "true"},
         "placementGroupId": "", "platformFaultDomain": "0", "platformUpdateDomain": "0", "priority": "",
@@ -109,6 +114,8 @@ def ovf_env(record: InstanceRecord) -> str:
     custom = (f"<wa:CustomData>{base64.b64encode(record.user_data).decode('ascii')}</wa:CustomData>"
               if record.user_data else "")
     password = settings(record).get("admin_password")
+    if is_windows(record):
+        return _windows_ovf_env(record, user, password, custom)
     credentials = (f"<wa:UserPassword>{escape(str(password))}</wa:UserPassword>"
                    "<wa:DisableSshPasswordAuthentication>false</wa:DisableSshPasswordAuthentication>"
                    if password else "<wa:DisableSshPasswordAuthentication>true</wa:DisableSshPasswordAuthentication>")
@@ -124,6 +131,36 @@ def ovf_env(record: InstanceRecord) -> str:
             f'<wa:SSH><wa:PublicKeys>{keys}</wa:PublicKeys><wa:KeyPairs></wa:KeyPairs></wa:SSH>'
             f'<wa:HostName>{escape(record.hostname.split(".")[0])}</wa:HostName>{custom}'
             '</wa:LinuxProvisioningConfigurationSet></wa:ProvisioningSection>\n'
+            '<wa:PlatformSettingsSection><wa:Version>1.0</wa:Version><wa:PlatformSettings>'
+            '<wa:KmsServerHostname>kms.core.windows.net</wa:KmsServerHostname>'
+            '<wa:ProvisionGuestAgent>false</wa:ProvisionGuestAgent>'
+            '<wa:GuestAgentPackageName i:nil="true" />'
+            '<wa:PreprovisionedVm>false</wa:PreprovisionedVm>'
+            '</wa:PlatformSettings></wa:PlatformSettingsSection>\n'
+            '</Environment>\n')
+
+
+_OVF_HEAD = ('<?xml version="1.0" encoding="utf-8"?>\n'
+             '<Environment xmlns="http://schemas.dmtf.org/ovf/environment/1" '
+             'xmlns:oe="http://schemas.dmtf.org/ovf/environment/1" '
+             'xmlns:wa="http://schemas.microsoft.com/windowsazure" '
+             'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">\n')
+
+
+def _windows_ovf_env(record: InstanceRecord, user: str, password: object, custom: str) -> str:
+    """The Windows provisioning set (``os_type`` windows): computer name, admin user and password,
+    custom data; keys are not part of it (Windows takes WinRM/RDP, not SSH keys, from here)."""
+    # as Azure writes it: the set redeclares Azure's namespace as the default one, its children unprefixed
+    secret = f"<AdminPassword>{escape(str(password))}</AdminPassword>" if password else ""
+    custom = custom.replace("wa:CustomData", "CustomData")
+    return (_OVF_HEAD + '<wa:ProvisioningSection><wa:Version>1.0</wa:Version>'
+            '<WindowsProvisioningConfigurationSet xmlns="http://schemas.microsoft.com/windowsazure" '
+            'xmlns:i="http://www.w3.org/2001/XMLSchema-instance">'
+            '<ConfigurationSetType>WindowsProvisioningConfiguration</ConfigurationSetType>'
+            f'<ComputerName>{escape(record.hostname.split(".")[0])}</ComputerName>{secret}'
+            '<EnableAutomaticUpdates>false</EnableAutomaticUpdates>'
+            f'<AdminUsername>{escape(user)}</AdminUsername>{custom}'
+            '</WindowsProvisioningConfigurationSet></wa:ProvisioningSection>\n'
             '<wa:PlatformSettingsSection><wa:Version>1.0</wa:Version><wa:PlatformSettings>'
             '<wa:KmsServerHostname>kms.core.windows.net</wa:KmsServerHostname>'
             '<wa:ProvisionGuestAgent>false</wa:ProvisionGuestAgent>'

@@ -76,20 +76,6 @@ FIELDS: dict[str, dict[str, str]] = {
         "vpc_id": "meta-data/vpc-id (default derived from the project id)",
         "owner_account_id": "meta-data/owner-account-id (default derived from the project id)",
     },
-    "cloudstack": {
-        "service_offering": "meta-data/service-offering (default: the record's instance_type)",
-        "vm_id": "meta-data/vm-id (default: the instance id)",
-    },
-    "exoscale": {
-        "service_offering": "meta-data/service-offering (default: the record's instance_type)",
-        "vm_id": "meta-data/vm-id (default: the instance id)",
-    },
-    "aliyun": {
-        "region_id": "meta-data/region-id (default: the availability zone minus its last '-x')",
-        "image_id": "meta-data/image-id (default: the record's ami_id)",
-        "vpc_id": "meta-data/vpc-id (default derived from the project id)",
-        "owner_account_id": "meta-data/owner-account-id (default derived from the project id)",
-    },
     "azure": {
         "subscription_id": "compute.subscriptionId (default: a UUID derived from the project id)",
         "resource_group": "compute.resourceGroupName (default: the project id)",
@@ -98,6 +84,9 @@ FIELDS: dict[str, dict[str, str]] = {
         "vm_size": "compute.vmSize (default: the record's instance_type)",
         "admin_username": "the admin user (ovf-env.xml UserName, osProfile.adminUsername; default azureuser)",
         "admin_password": "ovf-env.xml UserPassword (a name-like string; default: none, password logins off)",
+        "os_type": "linux (default) or windows: compute.osType, and ovf-env.xml's provisioning set (windows: "
+                   "WindowsProvisioningConfigurationSet, the media's drive tag and CustomData.bin, as "
+                   "cloudbase-init reads them)",
     },
     "vultr": {
         "instance_id": "instance-v2-id and instanceid (default: the record's instance id)",
@@ -181,6 +170,9 @@ def validate_clouds(value: Any) -> dict:
             elif key in ("features", "anchor_ipv4", "subnet_cidrs", "virtual_router_ips"):
                 if not isinstance(item, dict) or not all(isinstance(k, str) for k in item):
                     raise RecordError(where, "must be an object")
+            elif key == "os_type":
+                if item not in ("linux", "windows"):
+                    raise RecordError(where, "must be linux or windows")
             elif key == "bare_metal":
                 if not isinstance(item, bool):
                     raise RecordError(where, "must be true or false")

@@ -1,5 +1,5 @@
 """Azure's instance metadata service (``/metadata/instance``, ``/metadata/attested/document``) and,
-for ``/machine`` paths, its wire server (``azure_wireserver.py``).
+for ``/machine`` and ``/?comp=versions``, its wire server (``azure_wireserver.py``).
 
 Rules as Azure's IMDS enforces them: a request without ``Metadata: true`` is a 400, as is one
 carrying ``X-Forwarded-For`` or one without an ``api-version`` query parameter. ``/metadata/instance``
@@ -41,7 +41,7 @@ _NOT_FOUND = error(404, "Not found")
 
 
 def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
-    if request.path.startswith("/machine"):
+    if request.path.startswith("/machine") or request.path == "/":  # "/": ?comp=versions (routes.api_for)
         from cloudseed.provider.server import azure_wireserver
 
         return azure_wireserver.handle(app, request, instance)

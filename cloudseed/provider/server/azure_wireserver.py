@@ -1,6 +1,7 @@
 """Azure's wire server (``/machine``), as the platform's fabric answers a VM's agent.
 
-``GET /machine/?comp=goalstate`` answers the instance's goal state (incarnation 1, its container
+``GET /?comp=versions`` lists the protocol versions (no ``x-ms-version`` needed, as the fabric
+answers it). ``GET /machine/?comp=goalstate`` answers the instance's goal state (incarnation 1, its container
 and role instance ids); ``POST /machine?comp=health`` takes the health report the agent sends
 once provisioned. A report naming another container or role instance is a 403; a report that
 is not XML, carries a DTD or is larger than ``MAX_REPORT`` is a 400. Accepted reports are kept
@@ -21,7 +22,19 @@ MAX_REPORT = 64 * 1024
 XML = "text/xml; charset=utf-8"
 
 
+# the protocol versions the fabric lists at /?comp=versions (asked before any x-ms-version is known)
+WIRE_VERSIONS = ("2015-04-05", "2012-11-30", "2012-09-15", "2012-05-15", "2011-12-31", "2011-10-15",
+                 "2011-08-31", "2011-04-07", "2010-12-15", "2010-28-10")
+_VERSIONS = ('<?xml version="1.0" encoding="utf-8"?>\n<Versions>\n  <Preferred>\n    <Version>'
+             f'{WIRE_VERSIONS[0]}</Version>\n  </Preferred>\n  <Supported>\n'
+             + "".join(f"    <Version>{v}</Version>\n" for v in WIRE_VERSIONS) + "  </Supported>\n</Versions>\n")
+
+
 def handle(app: Any, request: Any, instance: Any) -> Any:
+    if request.path == "/":  # routed here only with ?comp=versions
+        if request.method not in ("GET", "HEAD"):
+            return text_error(405, "use GET", [("Allow", "GET, HEAD")])
+        return Response(200, _VERSIONS, XML)
     if request.path.rstrip("/") != "/machine":
         return text_error(404, "Not found")
     if not request.headers.get("x-ms-version"):

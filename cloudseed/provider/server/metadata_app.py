@@ -80,8 +80,8 @@ class MetadataApp:
             instance = self.cache.cached_by_address(request.listener.network, request.peer)
             if instance.__class__ is CachedInstance:  # the hot path: a known instance, a path seen before
                 request.instance_id = instance.instance_id
-                if request.method == "GET" or request.method == "HEAD":
-                    answer = instance.routes.get(request.path)
+                if (request.method == "GET" or request.method == "HEAD") and not request.query:
+                    answer = instance.routes.get(request.path)  # by path: a query may choose another API
                     if answer is not None:
                         refused = self._check_token(request, instance)
                         if refused is not None:
@@ -163,7 +163,7 @@ class MetadataApp:
     def _route(self, request: Request, instance: CachedInstance) -> Answer:
         """Every API serves only ``instance``'s data, and only once its IMDSv2 rules are met."""
         path = request.path
-        api = request.api = api_for(path, instance.record.clouds)  # the one place that decides it (metrics too)
+        api = request.api = api_for(path, instance.record.clouds, request.query)  # the one place (metrics too)
         if api == TOKEN:
             return self._token(request, instance)
         refused = self._check_token(request, instance)

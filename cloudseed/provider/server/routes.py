@@ -26,10 +26,12 @@ SHARED_FAMILIES: dict[str, tuple[str, ...]] = {
 }
 
 
-def api_for(path: str, clouds: object) -> str:
+def api_for(path: str, clouds: object, query: str = "") -> str:
     """The API that answers ``path`` for an instance whose record has these ``clouds`` settings (a
     mapping, or None): ``api_of(path)`` unless the path's family is shared and the record names
-    one of the family's other platforms."""
+    one of the family's other platforms. ``/?comp=versions`` is Azure's wire server's version list."""
+    if query and path == "/" and query[:13].lower() == "comp=versions":
+        return AZURE
     api = api_of(path)
     if clouds:
         for other in SHARED_FAMILIES.get(api, ()):

@@ -199,3 +199,17 @@ def test_cloud_init_22_4_reads_imds(namespaces, tmp_path):
     assert compute["osProfile"]["adminUsername"] == "azureuser"
     assert out["net"]["ethernets"]["eth0"]["match"] == {"macaddress": namespaces.mac}
     assert out["net"] == azure_ds.network_config(out["md"]["network"])
+
+
+def test_os_type_windows_and_its_validation(server):
+    """``clouds.azure.os_type``: windows is IMDS osType Windows (the media then carries the Windows
+    provisioning set: tests/provider/server/test_cloudbase_init_clients.py); other values are refused."""
+    reply = server.admin("POST", "/v1/instances", {"instance_id": "bad-os", "addresses": [new_address()],
+                                                   "clouds": {"azure": {"os_type": "solaris"}}})
+    assert reply.status == 400 and reply.json()["field"] == "clouds.azure.os_type"
+    address = register(server, instance_id="77777777-2222-4333-8444-555555555555",
+                       clouds={"azure": {"os_type": "windows"}})
+    document = server.get(f"/metadata/instance?{V}", address, headers=MD).json()
+    assert document["compute"]["osType"] == "Windows"
+    linux = register(server, instance_id="88888888-2222-4333-8444-555555555555")
+    assert server.get(f"/metadata/instance?{V}", linux, headers=MD).json()["compute"]["osType"] == "Linux"
