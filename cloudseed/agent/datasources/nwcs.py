@@ -45,7 +45,10 @@ def network_config(network: Any, macs: dict[str, str]) -> dict | None:
         return None
     config = []
     for entry in network["config"]:
-        if isinstance(entry, dict) and isinstance(entry.get("mac_address"), str):
+        if not isinstance(entry, dict):
+            LOG.warning("NWCS: a network config entry that is no mapping (%s) left out", type(entry).__name__)
+            continue
+        if isinstance(entry.get("mac_address"), str):
             name = macs.get(entry["mac_address"].lower())
             entry = {**entry, "name": name} if name else dict(entry)
         config.append(entry)
