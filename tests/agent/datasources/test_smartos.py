@@ -233,3 +233,25 @@ def test_same_as_cloud_init_22_4(target, pty, tmp_path, data):
         assert ds.metadata[key] == ref["metadata"][key], key
     # the built-in vendor-data is the same boothook, naming each implementation's own paths
     assert ds.vendordata_raw.decode().splitlines()[:2] == ref["vendordata"].splitlines()[:2]
+
+
+def test_agent_provisions_a_root_over_the_pty(target, pty):
+    smartdc(target)
+    port, _ = pty({**HOST, "sdc:vendor-data": "#cloud-config\nvendor_seen: true\n"})
+    target.write("/etc/cloudseed/cloud.cfg.d/90-test.cfg",
+                 f"datasource_list: [SmartOS, None]\ndatasource: {{SmartOS: {{serial_device: {port.path}}}}}\n"
+                 "cloud_init_modules: [write_files, set_hostname]\ncloud_config_modules: []\n"
+                 "cloud_final_modules: []\n")
+    target.write("/usr/lib/systemd/systemd-networkd", "#!/bin/sh\n", mode=0o755)
+    from cloudseed.agent.stages import Agent
+
+    agent = Agent(target)
+    assert agent.run_local() == 0
+    assert agent.run_network() == 0
+    v1 = json.loads(target.read_text("/run/cloudseed/instance-data.json"))["v1"]
+    assert (v1["cloud_name"], v1["platform"], v1["instance_id"], v1["availability_zone"]) == \
+        ("joyent", "joyent", HOST["sdc:uuid"], "us-east-1")
+    assert target.read_text("/etc/from-smartos") == "seen"
+    assert target.read_text("/etc/hostname").strip() == "web-1"
+    rendered = "".join(target.read_text(f"/etc/systemd/network/{f}") for f in target.listdir("/etc/systemd/network"))
+    assert "8.12.42.102/24" in rendered and "90:b8:d0:ae:64:51" in rendered and "8.8.8.8" in rendered
