@@ -47,6 +47,10 @@ def _name(mac: str, macs: dict[str, str], index: int) -> str:
     return macs.get(mac.lower()) or f"eth{index}"
 
 
+def _items(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
 def _interface(raw: dict, primary: bool, macs: dict[str, str], index: int) -> dict:
     mac = str(raw.get("mac") or "")
     cfg: dict[str, Any] = {"name": _name(mac, macs, index), "type": "physical", "mac_address": mac}
@@ -63,14 +67,14 @@ def _interface(raw: dict, primary: bool, macs: dict[str, str], index: int) -> di
             cfg[key] = raw[key]
     if "routes" in raw:
         cfg["subnets"][0]["routes"] = raw["routes"]
-    for extra in ipv4.get("additional") or []:
+    for extra in _items(ipv4.get("additional")):
         if isinstance(extra, dict):
             add = {"type": "static", "control": "auto", "address": extra.get("address"),
                    "netmask": extra.get("netmask")}
             if "routes" in extra:
                 add["routes"] = extra["routes"]
             cfg["subnets"].append(add)
-    for extra in ipv6.get("additional") or []:
+    for extra in _items(ipv6.get("additional")):
         if isinstance(extra, dict):
             add = {"type": "static6", "control": "auto", "address": f"{extra.get('network')}/{extra.get('prefix')}"}
             if "routes" in extra:
