@@ -37,10 +37,11 @@ class FetchError(Exception):
     """
 
     def __init__(self, url: str, reason: str, status: int | None = None, permanent: bool = False,
-                 headers: Mapping[str, str] | None = None):
+                 headers: Mapping[str, str] | None = None, body: bytes = b""):
         self.url = url
         self.status = status
         self.headers = dict(headers or {})  # the answer's headers when there was one (e.g. Date on 401)
+        self.body = body  # the start of the answer's body (a server's explanation of a 4xx)
         self.reason = reason
         self.permanent = permanent
         super().__init__(f"{url}: {reason}")
@@ -192,7 +193,7 @@ def request(url: str, *, method: str = "GET", headers: Mapping[str, str] | None 
             permanent = 400 <= status < 500 and status not in (408, 429)
             reason = (resp.reason or "").strip()
             raise FetchError(url, f"HTTP {status} {reason}".rstrip(), status, permanent=permanent,
-                             headers=dict(resp.getheaders()))
+                             headers=dict(resp.getheaders()), body=body[:1024])
         return Response(current, status, dict(resp.getheaders()), body)
     raise FetchError(url, f"more than {MAX_REDIRECTS} redirects", permanent=True)
 
