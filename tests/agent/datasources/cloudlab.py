@@ -62,7 +62,9 @@ class CloudLab:
                 os.makedirs(self.etc_netns, exist_ok=True)
                 with open(f"{self.etc_netns}/hosts", "w") as f:
                     f.write("127.0.0.1 localhost\n" + hosts)
-            listen = listen or ["169.254.169.254:80"]  # the first is probed until it answers
+            # the first is probed until it answers; ROUTER: the cloud namespace's address on the link
+            listen = [spec.replace("ROUTER", self.lab.cloud_ip) for spec in listen or ["169.254.169.254:80"]]
+            serve_extra = [arg.replace("ROUTER", self.lab.cloud_ip) for arg in serve_extra or []]
             self.server = subprocess.Popen(["ip", "netns", "exec", self.lab.cloud, CLOUDSEED, "serve", "--db", db,
                                             *(a for spec in listen for a in ("--listen", spec)),
                                             "--rate-limit", "0", *(serve_extra or [])],
