@@ -62,7 +62,14 @@ class SerialPort:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:
-            sock.connect(path)
+            if len(path.encode()) < 100:
+                sock.connect(path)
+            else:  # a deep target root: reach the socket through its directory's descriptor
+                fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    sock.connect(f"/proc/self/fd/{fd}/{os.path.basename(path)}")
+                finally:
+                    os.close(fd)
         except OSError as e:
             sock.close()
             raise SerialError(f"cannot connect to {path}: {e}") from None

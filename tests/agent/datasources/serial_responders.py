@@ -7,7 +7,8 @@ newline -> ``invalid command``, ``NEGOTIATE V2`` -> ``V2_OK``, ``GET``/``KEYS`` 
 ``serve_joyent_socket`` answers the same on an LX-brand zone's Unix socket. ``CepkoResponder``
 answers CloudSigma's server context requests (``<\\n<key>\\n>`` -> one line of JSON ended by EOT).
 Each responder has ``mode`` for bad hosts: ``silent`` (never answers), ``garbage`` (a line of noise
-before each answer), ``crc`` (a wrong checksum), ``truncate`` (half an answer, then nothing).
+before each answer), ``crc`` (a wrong checksum), ``truncate`` (half an answer, then nothing), ``close`` (half an
+answer, then the connection closes: for sockets).
 ``reference_env()``: the environment running Debian's cloud-init 22.4 with its ``python3-serial``
 dependency (fetched as the reference is, with ``apt-get download``, into the same cache).
 """
@@ -139,8 +140,12 @@ class JoyentResponder(_Responder):
                 continue
             if self.mode == "garbage" and line.startswith("V2 "):
                 self.send(b"\x1b[0mlogin: ## console noise ##\n")
-            if self.mode == "truncate" and line.startswith("V2 "):
+            if self.mode in ("truncate", "close") and line.startswith("V2 "):
                 self.send(reply[: len(reply) // 2].encode())
+                if self.mode == "close":  # a socket closing mid-reply
+                    self.stop.set()
+                    os.close(self.fd)
+                    return b""
                 self.mode = "silent"
                 continue
             self.send(reply.encode() + b"\n")

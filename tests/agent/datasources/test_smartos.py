@@ -255,3 +255,46 @@ def test_agent_provisions_a_root_over_the_pty(target, pty):
     assert target.read_text("/etc/hostname").strip() == "web-1"
     rendered = "".join(target.read_text(f"/etc/systemd/network/{f}") for f in target.listdir("/etc/systemd/network"))
     assert "8.12.42.102/24" in rendered and "90:b8:d0:ae:64:51" in rendered and "8.8.8.8" in rendered
+
+
+REFERENCE_LX = """
+from cloudinit.sources import DataSourceSmartOS as m
+m.LEGACY_USER_D = tmp + "/var-db"
+m.get_smartos_environ = lambda uname_version=None, product_name=None: m.SMARTOS_ENV_LX_BRAND  # uname: BrandZ
+src = m.DataSourceSmartOS({"datasource": {"SmartOS": {"metadata_sockfile": sys.argv[2]}}}, distro, paths)
+ok = src.get_data()
+report(src, ok)
+"""
+
+
+def test_lx_zone_socket_same_as_cloud_init_22_4(target, tmp_path):
+    data = {**HOST, "base64_all": "true"}  # no legacy base64 on the socket, in either
+    sock = target.path_nofollow("/native/.zonecontrol/metadata.sock")
+    os.makedirs(tmp_path / "r", exist_ok=True)
+    server, responders = serve_joyent_socket(sock, data)
+    ref_server, ref_responders = serve_joyent_socket(str(tmp_path / "r" / "md.sock"), data)
+    try:
+        ds = find_datasource(context(target), ["SmartOS"]).datasource
+        ref = run_reference(REFERENCE_LX, str(tmp_path), str(tmp_path / "r" / "md.sock"))
+    finally:
+        for s in (server, ref_server):
+            s.close()
+        for r in responders + ref_responders:
+            r.close()
+    assert ref["ok"] is True
+    assert (ds.instance_id, ds.local_hostname, ds.public_keys) == (ref["instance_id"], ref["hostname"], ref["keys"])
+    assert ds.userdata_raw.decode() == ref["userdata"] and ds.network_config == ref["network_config"]
+
+
+def test_a_zone_socket_closing_mid_reply(target):
+    sock = target.path_nofollow("/native/.zonecontrol/metadata.sock")
+    server, responders = serve_joyent_socket(sock, HOST, mode="close")
+    try:
+        start = time.monotonic()
+        with pytest.raises(JoyentMetadataError, match="closed by the other end after b'V2 "):
+            SmartOS(context(target, timeout=2, max_wait=4)).fetch()
+        assert time.monotonic() - start < 1
+    finally:
+        server.close()
+        for r in responders:
+            r.close()
