@@ -1,0 +1,154 @@
+"""Akamai (Linode): the Metadata service at ``http://169.254.169.254/v1`` and ``http://[fd00:a9fe:a9fe::1]/v1``.
+
+Not in cloud-init 22.4; based on Akamai's published Metadata service API reference and cloud-init
+23.4's DataSourceAkamai. Possible only where DMI ``sys_vendor`` is ``Linode`` or ``Akamai`` (or
+``datasource: Akamai: {metadata_url: ...}`` is configured). ``PUT /v1/token`` (with
+``Metadata-Token-Expiry-Seconds``) is sent to the IPv4 and the IPv6 address side by side and the
+first to answer is used for ``GET /v1/instance``, ``/v1/ssh-keys`` and ``/v1/network`` (JSON) and
+``/v1/user-data`` (base64, decoded), each with the ``Metadata-Token`` header. Identity: ``id``
+(the DMI serial too), ``label`` as hostname, ``region``; keys: every user's from ``ssh-keys``.
+Network config: none (the fallback, DHCP on the first NIC), as cloud-init 23.4; the network
+document is kept in the instance data. Settings as cloud-init's: ``allow_local_stage``,
+``allow_init_stage``, ``allow_ipv4``, ``allow_ipv6`` (also from the DMI baseboard serial's
+``als=``/``ais=``/``v4=``/``v6=`` flags). In the local stage the service is read through a
+temporary DHCP lease. Deliberate difference from 23.4: when the service cannot be read the
+datasource is not found (23.4 accepts DMI-only data, marking the instance provisioned without
+its user-data).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any
+
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured, reachable
+
+LOG = logging.getLogger("cloudseed.datasources.akamai")
+
+BASE_URLS = ("http://169.254.169.254", "http://[fd00:a9fe:a9fe::1]")
+MAX_DOCUMENT = 4 * 1024 * 1024
+TOKEN_EXPIRY = "300"
+DMI_FLAGS = {"als": "allow_local_stage", "ais": "allow_init_stage", "v4": "allow_ipv4", "v6": "allow_ipv6"}
+
+
+def identified(ctx: DatasourceContext) -> str | None:
+    vendor = ctx.dmi("sys_vendor")
+    if vendor in ("Linode", "Akamai"):
+        return f"DMI sys_vendor is '{vendor}'"
+    return None
+
+
+def settings(ctx: DatasourceContext, section: dict) -> dict[str, bool]:
+    """allow_* switches: configuration first, then the platform's DMI flags, default True."""
+    found = {key: True for key in DMI_FLAGS.values()}
+    for key, value, _ in re.findall(r"([a-z0-9]+)=(.*?)(;|$)", ctx.dmi("baseboard_serial")):
+        if key in DMI_FLAGS and value in ("0", "1"):
+            found[DMI_FLAGS[key]] = value == "1"
+    for key in found:
+        if isinstance(section.get(key), bool):
+            found[key] = section[key]
+    return found
+
+
+class Akamai(Datasource):
+    name = "Akamai"
+    stages = (LOCAL, NETWORK)
+    platform = "akamai"
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.metadata_address: str | None = None
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        return identified_or_configured(ctx, cls.name, identified)
+
+    def fetch(self) -> bool:
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        allowed = settings(self.ctx, section)
+        if limits.max_wait <= 0:
+            return False
+        if self.ctx.stage == LOCAL and not (identified(self.ctx) and allowed["allow_local_stage"]):
+            return False
+        if self.ctx.stage == NETWORK and not allowed["allow_init_stage"]:
+            return False
+        configured = section.get("metadata_url")
+        bases = [str(configured).rstrip("/")] if configured else \
+            [b for b, ok in zip(BASE_URLS, (allowed["allow_ipv4"], allowed["allow_ipv6"])) if ok]
+        if not bases:
+            LOG.info("Akamai: configuration allows neither IPv4 nor IPv6")
+            return False
+        with reachable(self.ctx, self.name) as ok:
+            if not ok:
+                return False
+            return self._read(bases, limits)
+
+    def _read(self, bases: list[str], limits: ServiceLimits) -> bool:
+        import base64
+        import binascii
+        import json
+
+        from cloudseed.core.http import FetchError, fetch, first_answer
+
+        started = time.monotonic()
+        answer = first_answer([f"{b}/v1/token" for b in bases], method="PUT",
+                              headers={"Metadata-Token-Expiry-Seconds": TOKEN_EXPIRY},
+                              timeout=limits.max_wait, max_wait=limits.max_wait, max_bytes=4096,
+                              accept=lambda e: e.status in (400, 401, 403, 404, 405))
+        if answer is None:
+            LOG.info("Akamai: no answer from %s within %gs", " or ".join(bases), limits.max_wait)
+            return False
+        token_url, response = answer
+        if isinstance(response, FetchError):
+            raise ValueError(f"Akamai: the metadata token was refused: {response}")
+        token = response.body.decode("ascii", "replace").strip()
+        if not token or len(token) > 1024 or not token.isprintable() or token.startswith(("[", "{")):
+            raise ValueError(f"{token_url}: not a metadata token ({token[:40]!r})")
+        base = token_url[:-len("/v1/token")]
+        self.metadata_address = base
+        docs: dict[str, Any] = {}
+        for name in ("instance", "ssh-keys", "network"):
+            url = f"{base}/v1/{name}"
+            body = fetch(url, timeout=limits.timeout, retries=limits.retries, max_bytes=MAX_DOCUMENT,
+                         headers={"Metadata-Token": token, "Accept": "application/json"},
+                         max_wait=limits.timeout * (limits.retries + 1) + 2)
+            try:
+                docs[name] = json.loads(body.decode("utf-8", "replace"))
+            except ValueError as e:
+                raise ValueError(f"{url}: not JSON ({e})") from None
+            if not isinstance(docs[name], dict):
+                raise ValueError(f"{url}: not a JSON object")
+        userdata = fetch(f"{base}/v1/user-data", timeout=limits.timeout, retries=limits.retries,
+                         max_bytes=MAX_DOCUMENT, headers={"Metadata-Token": token},
+                         max_wait=limits.timeout * (limits.retries + 1) + 2)
+        md = docs["instance"]
+        if md.get("id") in (None, ""):
+            raise ValueError(f"{base}/v1/instance: not a Linode instance document (no id)")
+        instance_id = str(md["id"])
+        self.metadata = {"instance-id": instance_id, "local-hostname": str(md.get("label") or instance_id)}
+        users = docs["ssh-keys"].get("users")
+        keys: list[str] = []
+        for user_keys in (users.values() if isinstance(users, dict) else []):
+            for key in user_keys if isinstance(user_keys, list) else [user_keys]:
+                if isinstance(key, str) and key.strip() and key.strip() not in keys:
+                    keys.append(key.strip())
+        self.public_keys = keys
+        if userdata.strip():
+            try:
+                self.userdata_raw = base64.b64decode(userdata.strip(), validate=True)
+            except (binascii.Error, ValueError):
+                LOG.warning("Akamai: user-data from %s/v1/user-data is not base64; used as given", base)
+                self.userdata_raw = userdata
+        self.region = str(md["region"]) if md.get("region") else None
+        self.network_config = None  # the fallback (DHCP), as cloud-init 23.4
+        self.raw = {"instance": md, "network": docs["network"], "ssh-keys": docs["ssh-keys"]}
+        self.subplatform = f"metadata ({base})"
+        LOG.info("Akamai: read Linode %s from %s in %.2fs", instance_id, base, time.monotonic() - started)
+        return True
+
+
+DATASOURCE = Akamai
