@@ -11,8 +11,8 @@ version 1 from ``cloud_interfaces`` (named by MAC) or converted from ``interface
 converts it (Vultr's resolvers; the first NIC DHCP + SLAAC with accept-ra, the others static
 with their netmask, MTU, routes; additional IPv4/IPv6 addresses; ``unconfigured`` private NICs
 left out). Unlike 22.4, a MAC the system does not have keeps its place (named ``ethN``, matched
-by MAC) instead of failing the datasource. In the local stage the service is read through a
-temporary DHCP lease (Vultr has DHCP).
+by MAC) instead of failing the datasource, and ``startup-script`` is root's only in instance
+data. In the local stage the service is read through a temporary DHCP lease (Vultr has DHCP).
 """
 
 from __future__ import annotations
@@ -121,6 +121,7 @@ class Vultr(Datasource):
     name = "Vultr"
     stages = (LOCAL, NETWORK)
     platform = "vultr"
+    sensitive_keys = ("startup-script",)  # the operator's script: only root reads it in instance data
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -179,9 +180,12 @@ class Vultr(Datasource):
         code = region.get("countrycode") or region.get("regioncode")
         self.region = str(code).lower() if code else None
         hostname = md.get("hostname")
-        self.metadata = {"instance-id": str(instance_id),
+        # as 22.4's metadata (instance data ds.meta_data): the document (user-data and vendor-data
+        # apart) with instance-id, local-hostname and the region added
+        self.metadata = {**{k: v for k, v in md.items() if k not in ("user-data", "vendor-data")},
+                         "instance-id": str(instance_id),
                          "local-hostname": str(hostname) if hostname not in (None, "") else "guest",
-                         "public-keys": md.get("public-keys"), "region": self.region}
+                         "region": self.region}
         keys = md.get("public-keys") or []
         self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
         user = md.get("user-data")
@@ -189,7 +193,6 @@ class Vultr(Datasource):
         self.vendordata_raw = vendordata(md.get("vendor-data"))
         self.network_config = network_config(md, system_macs())
         self.metadata_address = url
-        self.raw = {k: v for k, v in md.items() if k not in ("user-data", "vendor-data")}
         self.subplatform = f"metadata ({url})"
         LOG.info("Vultr: read instance %s from %s in %.2fs", instance_id, url, time.monotonic() - started)
         return True

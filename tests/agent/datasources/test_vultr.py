@@ -123,7 +123,7 @@ def cloud(tmp_path_factory):
         pytest.skip("needs root (network namespaces)")
     vendor = tmp_path_factory.mktemp("vultr-vendor") / "vendor-data"
     vendor.write_text(VENDOR)
-    lab = CloudLab(str(tmp_path_factory.mktemp("vultr")), IID, {"vultr": {"region": "ams"}}, USER_DATA,
+    lab = CloudLab(str(tmp_path_factory.mktemp("vultr")), IID, {"vultr": {"region": "ams", "startup_script": "#!/bin/sh\necho s3cret\n"}}, USER_DATA,
                    extra=["--vendor-data", str(vendor)])
     yield lab
     lab.close()
@@ -137,6 +137,9 @@ def test_boot_provisions_a_root(cloud):
         assert v1["instance_id"] == IID and v1["local_hostname"] == "lab-vm"
         assert v1["region"] == "ams" and v1["availability_zone"] is None  # Vultr names no zone
         assert v1["public_ssh_keys"] == [KEY]
+        # the startup script is root's only (instance-data-sensitive.json), not in world-readable data
+        assert "ds/meta_data/startup-script" in data["sensitive_keys"] and "s3cret" not in json.dumps(data)
+        assert "s3cret" in root.read("/run/cloudseed/instance-data-sensitive.json")
         assert root.read("/etc/hostname").strip() == "lab-vm"
         assert KEY in root.read("/home/debian/.ssh/authorized_keys")
         assert root.read("/etc/from-vultr-user-data") == "seen"
