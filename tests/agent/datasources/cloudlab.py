@@ -39,7 +39,7 @@ ssh_genkeytypes: [ed25519]
 class CloudLab:
     def __init__(self, tmp: str, instance_id: str, clouds: dict, user_data: str, hosts: str = "",
                  extra: list[str] | None = None, listen: list[str] | None = None,
-                 serve_extra: list[str] | None = None):
+                 serve_extra: list[str] | None = None, service_addresses: tuple[str, ...] = ()):
         self.tmp = tmp
         self.lab = NetLab()
         self.etc_netns = f"/etc/netns/{self.lab.guest}"
@@ -62,6 +62,9 @@ class CloudLab:
                 os.makedirs(self.etc_netns, exist_ok=True)
                 with open(f"{self.etc_netns}/hosts", "w") as f:
                     f.write("127.0.0.1 localhost\n" + hosts)
+            for address in service_addresses:  # more service addresses (AliYun's 100.100.100.200)
+                self.lab.cloud_exec("ip", "addr", "add", f"{address}/32", "dev", self.lab.cloud_if)
+                self.lab.guest_exec("ip", "route", "add", f"{address}/32", "via", self.lab.cloud_ip)
             # the first is probed until it answers; ROUTER: the cloud namespace's address on the link
             listen = [spec.replace("ROUTER", self.lab.cloud_ip) for spec in listen or ["169.254.169.254:80"]]
             serve_extra = [arg.replace("ROUTER", self.lab.cloud_ip) for arg in serve_extra or []]

@@ -173,7 +173,7 @@ def test_boot_sets_the_password_and_keeps_it_out_of_instance_data(cloud):
 
 class RawServer:
     """A TCP server in the cloud namespace answering each connection with ``reply`` (bytes, or None:
-    accept and say nothing), on ``port`` of the cloud's address."""
+    accept and say nothing), on ``port`` of ``host`` (default: the cloud's address on the link)."""
 
     CODE = """
 import socket, sys, time
@@ -189,8 +189,8 @@ while True:
     c.sendall(reply); c.close()
 """
 
-    def __init__(self, cloud, port: int, reply: bytes | None):
-        self.proc = cloud.lab.start_in_cloud(PYTHON, "-c", self.CODE, cloud.lab.cloud_ip,
+    def __init__(self, cloud, port: int, reply: bytes | None, host: str | None = None):
+        self.proc = cloud.lab.start_in_cloud(PYTHON, "-c", self.CODE, host or cloud.lab.cloud_ip,
                                              reply.hex() if reply is not None else "-", str(port), ready="ready")
 
     def close(self) -> None:
