@@ -16,7 +16,7 @@ from cloudseed.agent.devices import find_devices_by_label
 NETWORK_ONLY = "datasource_list: [OpenStack, Ec2, None]\n"
 # the clouds that DMI alone identifies (test_dmi_facts)
 DMI_CLOUDS = ("datasource_list: [OpenStack, CloudSigma, SmartOS, AliYun, Ec2, CloudStack, Exoscale, UpCloud, Vultr, "
-              "NWCS, WSL, None]\n")
+              "NWCS, WSL, Scaleway, Akamai, CloudCIX, None]\n")
 
 
 def cfg_of(target, text=None, cmdline=""):
@@ -83,6 +83,11 @@ def test_openstack_dmi_enables_it(target):
     ({"sys/class/dmi/id/sys_vendor": "UpCloud\n"}, ("UpCloud", "sys_vendor")),
     ({"sys/class/dmi/id/sys_vendor": "Vultr\n"}, ("Vultr", "sys_vendor")),
     ({"sys/class/dmi/id/sys_vendor": "NWCS\n"}, ("NWCS", "sys_vendor")),
+    ({"sys/class/dmi/id/sys_vendor": "Scaleway\n"}, ("Scaleway", "sys_vendor")),
+    ({"var/run/scaleway": ""}, ("Scaleway", "/var/run/scaleway")),
+    ({"sys/class/dmi/id/sys_vendor": "Linode\n"}, ("Akamai", "sys_vendor")),
+    ({"sys/class/dmi/id/sys_vendor": "Akamai\n"}, ("Akamai", "sys_vendor")),
+    ({"sys/class/dmi/id/product_name": "CloudCIX\n"}, ("CloudCIX", "product_name")),
     ({"sys/class/dmi/id/product_name": "CloudSigma\n"}, ("CloudSigma", "product_name")),
     ({"sys/class/dmi/id/product_name": "SmartDC HVM\n"}, ("SmartOS", "product_name")),
     ({"proc/sys/kernel/osrelease": "5.15.153.1-microsoft-standard-WSL2\n"}, ("WSL", "kernel release")),
@@ -101,6 +106,9 @@ def test_dmi_facts(target, facts, expected):
     {"sys/class/dmi/id/product_name": "UpCloud\n", "sys/class/dmi/id/sys_vendor": "upcloud\n"},
     {"sys/class/dmi/id/sys_vendor": "Vultr Holdings\n"},
     {"sys/class/dmi/id/sys_vendor": "NWCS Inc\n"},
+    {"sys/class/dmi/id/sys_vendor": "Scaleway SAS\n", "var/run/scaleway.d/x": ""},
+    {"sys/class/dmi/id/sys_vendor": "Akamai Technologies\n", "sys/class/dmi/id/product_name": "Linode\n"},
+    {"sys/class/dmi/id/sys_vendor": "CloudCIX\n", "sys/class/dmi/id/product_name": "CloudCIX VM\n"},
     {"sys/class/dmi/id/sys_vendor": "CloudSigma\n", "sys/class/dmi/id/product_name": "KVM\n"},
     {"sys/class/dmi/id/product_name": "Triton SmartOS\n"},
     {"proc/sys/kernel/osrelease": "6.8.0-1008-azure\n"},
