@@ -81,10 +81,11 @@ def nwcs_cloud(tmp_path_factory):
 @pytest.mark.root
 @pytest.mark.reference
 def test_reference_nwcs_datasource_reads_the_emulation(nwcs_cloud, tmp_path):
-    nwcs_cloud.server.add(instance_id="nwcs-ref", hostname="ref-nwcs",
-                          addresses=[{"address": nwcs_cloud.guest_ip, "network": "default", "prefix": 24}],
-                          macs=[nwcs_cloud.mac, "52:54:00:aa:00:09"], user_data=USER_DATA, vendor_data=VENDOR,
-                          ssh_keys=[{"name": "k", "data": KEY}])
+    fields = dict(instance_id="nwcs-ref", hostname="ref-nwcs",
+                  addresses=[{"address": nwcs_cloud.guest_ip, "network": "default", "prefix": 24}],
+                  macs=[nwcs_cloud.mac, "52:54:00:aa:00:09"], user_data=USER_DATA, vendor_data=VENDOR,
+                  ssh_keys=[{"name": "k", "data": KEY}])
+    nwcs_cloud.server.add(**fields)
     result = nwcs_cloud.reference_in(COMMON + """
 from cloudinit.sources import DataSourceNWCS as ds
 import contextlib
@@ -103,3 +104,10 @@ report(src, src.get_data())
                       "dns_nameservers": ["9.9.9.9", "149.112.112.112"]}]},
         # eth1 keeps its published name: 22.4 renames only NICs whose MAC the system has
         {"type": "physical", "name": "eth1", "mac_address": "52:54:00:aa:00:09", "subnets": [{"type": "dhcp"}]}]}
+    # our agent's renaming of the same document (derived in process) gives 22.4's network config
+    from cloudseed.agent.datasources.nwcs import network_config
+    from cloudseed.provider.instance_data.nwcs import metadata
+    from cloudseed.provider.registry import InstanceRecord
+
+    doc = metadata(InstanceRecord.from_dict(fields))
+    assert network_config(doc["network"], {nwcs_cloud.mac: "eth0"}) == result["network_config"]

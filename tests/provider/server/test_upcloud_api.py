@@ -90,14 +90,14 @@ def uc_cloud(tmp_path_factory):
 @pytest.mark.root
 @pytest.mark.reference
 def test_reference_upcloud_datasource_reads_the_emulation(uc_cloud, tmp_path):
-    uc_cloud.server.add(instance_id="uc-ref", hostname="ref-uc", availability_zone="uk-lon1",
-                        addresses=[{"address": uc_cloud.guest_ip, "network": "default", "prefix": 24},
-                                   {"address": "2a04:3545:1000:720::5", "network": "default", "prefix": 64,
-                                    "mac": uc_cloud.mac},
-                                   {"address": "94.237.105.50", "network": "default", "public": True,
-                                    "mac": uc_cloud.mac}],
-                        macs=[uc_cloud.mac], user_data=USER_DATA, vendor_data=VENDOR,
-                        ssh_keys=[{"name": "k", "data": KEY}], clouds={"upcloud": {"instance_id": UUID}})
+    fields = dict(instance_id="uc-ref", hostname="ref-uc", availability_zone="uk-lon1",
+                  addresses=[{"address": uc_cloud.guest_ip, "network": "default", "prefix": 24},
+                             {"address": "2a04:3545:1000:720::5", "network": "default", "prefix": 64,
+                              "mac": uc_cloud.mac},
+                             {"address": "94.237.105.50", "network": "default", "public": True, "mac": uc_cloud.mac}],
+                  macs=[uc_cloud.mac], user_data=USER_DATA, vendor_data=VENDOR,
+                  ssh_keys=[{"name": "k", "data": KEY}], clouds={"upcloud": {"instance_id": UUID}})
+    uc_cloud.server.add(**fields)
     result = uc_cloud.reference_in(COMMON + f"""
 from cloudinit.sources import DataSourceUpCloud as ds
 src = ds.DataSourceUpCloud({{"datasource": {{"UpCloud": {{"retries": 1}}}}}}, distro, paths)
@@ -113,3 +113,10 @@ report(src, src.get_data())
          "subnets": [{"type": "dhcp"}, {"type": "ipv6_dhcpv6-stateless"},
                      {"type": "static", "control": "auto", "address": "94.237.105.50", "netmask": "32"}]},
         {"type": "nameserver", "address": ["94.237.127.9", "94.237.40.9"]}]}
+    # our agent's conversion of the same document (derived in process) gives 22.4's network config
+    from cloudseed.agent.datasources.upcloud import network_config
+    from cloudseed.provider.instance_data.upcloud import metadata
+    from cloudseed.provider.registry import InstanceRecord
+
+    doc = metadata(InstanceRecord.from_dict(fields))
+    assert network_config(doc["network"], {uc_cloud.mac: "eth0"}) == result["network_config"]

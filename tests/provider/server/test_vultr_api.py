@@ -157,8 +157,11 @@ def test_reference_vultr_datasource_reads_the_emulation(vultr_cloud, tmp_path):
                      {"type": "static6", "control": "auto", "address": "2001:19f0:5:28a8::/64"}]},
         {"name": "eth1", "type": "physical", "mac_address": PRIVATE_MAC, "mtu": 1400,
          "subnets": [{"type": "static", "control": "auto", "address": "10.1.112.3", "netmask": "255.255.240.0"}]}]}
-    # the same document the in-process derivation gives (what the agent tests read too)
-    assert metadata(InstanceRecord.from_dict(fields))["interfaces"][1]["mtu"] == 1400
+    # our agent's conversion of the same document (derived in process) gives 22.4's network config
+    from cloudseed.agent.datasources.vultr import network_config
+
+    doc = metadata(InstanceRecord.from_dict(fields))
+    assert network_config(doc, {vultr_cloud.mac: "eth0", PRIVATE_MAC: "eth1"}) == config
 
 
 @pytest.mark.root
