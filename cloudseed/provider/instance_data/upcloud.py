@@ -33,7 +33,8 @@ def _address(entry: dict, public_nic: bool, dns4: list[str]) -> dict:
     iface = ipaddress.ip_interface(f"{entry['address']}/{entry.get('prefix', 64 if v6 else 22)}")
     return {"address": entry["address"], "dhcp": True,
             "dns": list(DNS6 if v6 else dns4) if public_nic else [], "family": family, "floating": False,
-            "gateway": str(iface.network.network_address + 1), "network": str(iface.network)}
+            "gateway": str(iface.network.network_address + 1) if iface.network.num_addresses > 2 else "",
+            "network": str(iface.network)}
 
 
 def _network_id(name: str) -> str:

@@ -79,6 +79,19 @@ def test_settings(server):
     assert reply.status == 400 and "clouds.upcloud.nameservers" in reply.text
 
 
+def test_a_host_route_and_an_address_without_mac(server):
+    address = new_address()
+    server.add(instance_id=f"uc-h-{address}", clouds={"upcloud": {}},
+               addresses=[{"address": address, "network": "default", "prefix": 32}])
+    doc = server.get("/metadata/v1.json", address).json()
+    assert doc["network"]["interfaces"] == []  # no MAC: no interface to describe
+    other = new_address()
+    server.add(instance_id=f"uc-h-{other}", clouds={"upcloud": {}}, macs=["32:d5:ba:00:00:01"],
+               addresses=[{"address": other, "network": "default", "prefix": 32}])
+    address_doc = server.get("/metadata/v1.json", other).json()["network"]["interfaces"][0]["ip_addresses"][0]
+    assert address_doc["network"] == f"{other}/32" and address_doc["gateway"] == ""
+
+
 @pytest.fixture(scope="module")
 def uc_cloud(tmp_path_factory):
     cloud = CloudNamespaces(str(tmp_path_factory.mktemp("uc-ref") / "server.db"),
