@@ -167,6 +167,27 @@ def identified(ctx: DatasourceContext) -> str | None:
     return None
 
 
+def cloud_name(ctx: DatasourceContext) -> str:
+    """cloud-init 22.4's ``cloud_name`` for the EC2-compatible cloud the local facts identify, in
+    its order: ``aws`` by the ec2 UUID, then ``brightbox``, ``zstack``, ``e24cloud``, ``outscale``;
+    ``aws`` otherwise (also for DMI sys_vendor 'Amazon EC2' alone, and when the service is configured)."""
+    uuid = ctx.dmi("product_uuid").lower()
+    serial = ctx.dmi("product_serial").lower()
+    hypervisor_uuid = ctx.root.read_text("/sys/hypervisor/uuid", default="").strip().lower()
+    if hypervisor_uuid.startswith("ec2") or (uuid.startswith("ec2") and uuid == serial):
+        return "aws"
+    if serial.endswith(".brightbox.com"):
+        return "brightbox"
+    if ctx.dmi("chassis_asset_tag").lower().endswith(".zstack.io"):
+        return "zstack"
+    vendor = ctx.dmi("sys_vendor").lower()
+    if vendor == "e24cloud":
+        return "e24cloud"
+    if vendor == "3ds outscale" and ctx.dmi("product_name").lower() == "3ds outscale vm":
+        return "outscale"
+    return "aws"
+
+
 # ------------------------------------------------------------------------------ network config
 
 
@@ -232,7 +253,7 @@ class Ec2(Datasource):
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
-        self.cloud_name = "aws"
+        self.cloud_name = cloud_name(ctx)
         self.warnings: list[str] = []
         self.metadata_address: str | None = None
         self.imds_version = ""
