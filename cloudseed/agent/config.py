@@ -28,9 +28,9 @@ CONFIG_FILES = (
 )
 
 BUILTIN: dict[str, Any] = {
-    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "CloudSigma", "SmartOS", "Scaleway", "AliYun",
-                        "Ec2", "CloudStack", "GCE",
-                        "DigitalOcean", "Hetzner", "Oracle", "Exoscale",
+    "datasource_list": ["NoCloud", "ConfigDrive", "OpenStack", "AltCloud", "MAAS", "CloudSigma", "SmartOS",
+                        "Bigstep", "Scaleway", "AliYun", "Ec2", "CloudStack", "GCE",
+                        "DigitalOcean", "Hetzner", "IBMCloud", "Oracle", "Exoscale", "RbxCloud",
                         "Azure", "OpenNebula", "OVF", "UpCloud", "VMware", "Vultr", "NWCS",
                         "LXD", "Akamai", "WSL", "CloudCIX", "None"],
     "users": ["default"],

@@ -63,6 +63,18 @@ CASES = {
     "wsl kernel release": ({"proc/sys/kernel/osrelease": "5.15.153.1-microsoft-standard-WSL2\n"}, True),
     "wsl interop": ({"proc/sys/fs/binfmt_misc/WSLInterop": "enabled\n"}, True),
     "wsl near miss": ({"proc/sys/kernel/osrelease": "6.8.0-1008-azure\n"}, False),
+    "bigstep url file": ({"var/lib/cloud/data/seed/bigstep/url": "http://10.0.0.1/md\n"}, True),
+    "bigstep near miss": ({"var/lib/cloud/data/seed/bigstep/.keep": ""}, False),
+    "maas seed dir": ({"var/lib/cloud/seed/maas/meta-data/instance-id": "node-1\n"}, True),
+    "maas ephemeral cmdline": ({"etc/cloudseed/cmdline": "ro cloud-config-url=http://10.0.0.1:5240/MAAS/cc "
+                                                         "iscsi_target_name=iqn.2004-05.com.ubuntu:maas:node\n"}, True),
+    "maas near miss (no iqn)": ({"etc/cloudseed/cmdline": "ro cloud-config-url=http://10.0.0.1/cc\n"}, False),
+    "config metadata_url of MAAS": ({"etc/cloud/cloud.cfg.d/90_dpkg_maas.cfg":
+                                    "datasource:\n  MAAS: {metadata_url: 'http://10.0.0.1/MAAS/metadata/'}\n"}, True),
+    # RHEV needs a floppy: this test host has none
+    "altcloud rhev without a floppy": ({"sys/class/dmi/id/product_name": "RHEV Hypervisor\n"}, False),
+    "altcloud cloud-info without a floppy": ({"etc/sysconfig/cloud-info": "rhev\n"}, False),
+    "xen without an IBM disk": ({"proc/xen/capabilities": "control_d\n"}, False),
     "nocloud seed dir": ({"var/lib/cloud/seed/nocloud/meta-data": "instance-id: x\n"}, True),
     "nocloud-net seed dir, user-data only": ({"var/lib/cloudseed/seed/nocloud-net/user-data": "#x\n"}, True),
     "empty seed dir": ({"var/lib/cloud/seed/nocloud/.keep": ""}, False),

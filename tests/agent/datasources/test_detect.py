@@ -16,7 +16,7 @@ from cloudseed.agent.devices import find_devices_by_label
 NETWORK_ONLY = "datasource_list: [OpenStack, Ec2, None]\n"
 # the clouds that DMI alone identifies (test_dmi_facts)
 DMI_CLOUDS = ("datasource_list: [OpenStack, CloudSigma, SmartOS, AliYun, Ec2, CloudStack, Exoscale, UpCloud, Vultr, "
-              "NWCS, WSL, Scaleway, Akamai, CloudCIX, None]\n")
+              "NWCS, WSL, Scaleway, Akamai, CloudCIX, AltCloud, MAAS, Bigstep, IBMCloud, None]\n")
 
 
 def cfg_of(target, text=None, cmdline=""):
@@ -91,6 +91,8 @@ def test_openstack_dmi_enables_it(target):
     ({"sys/class/dmi/id/product_name": "CloudSigma\n"}, ("CloudSigma", "product_name")),
     ({"sys/class/dmi/id/product_name": "SmartDC HVM\n"}, ("SmartOS", "product_name")),
     ({"proc/sys/kernel/osrelease": "5.15.153.1-microsoft-standard-WSL2\n"}, ("WSL", "kernel release")),
+    ({"var/lib/cloud/data/seed/bigstep/url": "http://10.0.0.1/md\n"}, ("Bigstep", "bigstep/url exists")),
+    ({"var/lib/cloud/seed/maas/meta-data/instance-id": "node-1\n"}, ("MAAS", "seed directory")),
 ])
 def test_dmi_facts(target, facts, expected):
     write_tree(target.top, facts)
@@ -112,6 +114,11 @@ def test_dmi_facts(target, facts, expected):
     {"sys/class/dmi/id/sys_vendor": "CloudSigma\n", "sys/class/dmi/id/product_name": "KVM\n"},
     {"sys/class/dmi/id/product_name": "Triton SmartOS\n"},
     {"proc/sys/kernel/osrelease": "6.8.0-1008-azure\n"},
+    # AltCloud's RHEV needs a floppy (this host has none), IBMCloud's Xen a labelled disk, MAAS a configuration
+    {"sys/class/dmi/id/product_name": "RHEV Hypervisor\n"},
+    {"etc/sysconfig/cloud-info": "RHEV\n"},
+    {"proc/xen/capabilities": "control_d\n"},
+    {"var/lib/cloud/data/seed/bigstep/.keep": ""},
 ])
 def test_dmi_near_misses(target, facts):
     write_tree(target.top, facts)
