@@ -166,3 +166,18 @@ def test_without_user_data_the_server_still_boots(tmp_path):
         assert out["ds"] is not None and out["ds"]["userdata_raw"] is None and out["ds"]["vendordata_raw"] is None
     finally:
         lab.close()
+
+
+def test_a_privileged_port_in_use_is_skipped(cloud):
+    """Port 1 (the first tried) is held by a listener in the guest: the request binds port 2."""
+    out = cloud.lab.guest_python(f"""
+import json, socket
+from cloudseed.agent.datasources import scaleway
+held = socket.socket()
+held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+held.bind(("0.0.0.0", 1))
+held.listen(1)
+data = scaleway.privileged_get("http://{ADDRESS}/user_data/cloud-init", 5)
+print(json.dumps({{"data": data.decode()}}))
+""")
+    assert out["data"] == USER_DATA
