@@ -78,17 +78,18 @@ def early_types(keytypes: list[str]) -> list[str]:
     """The types the local stage starts early: the fast ones, unless only slow ones are wanted.
 
     A slow key (RSA) is not among them when a fast one is wanted too: the local stage starts it
-    separately at low priority (``start_early(..., low_priority=True)``), so it does not take a CPU
-    from the rest of the boot for seconds, and sshd does not wait for it: when it is still running
-    at the ssh module, ``generate`` with ``defer_slow`` leaves it to a helper that installs it and
-    reloads sshd.
+    separately at the ordinary priority (``start_early(..., niceness=0)``: not the boosted one of
+    the local stage's unit, which its fast keys share), and sshd does not wait for it: when it is
+    still running at the ssh module, ``generate`` with ``defer_slow`` leaves it to a helper that
+    installs it and reloads sshd.
     """
     wanted = [t for t in dict.fromkeys(keytypes) if t in KNOWN_TYPES]
     fast = [t for t in wanted if t not in SLOW_TYPES]
     return fast or wanted
 
 
-def start_early(root: TargetRoot, keytypes: list[str], low_priority: bool = False) -> list[str]:
+def start_early(root: TargetRoot, keytypes: list[str], low_priority: bool = False,
+                niceness: int | None = None) -> list[str]:
     """Start generating ``keytypes`` now, in the background, into the staging directory.
 
     Called by the local stage on a new instance so the keys are ready when the ssh module runs;
@@ -97,8 +98,11 @@ def start_early(root: TargetRoot, keytypes: list[str], low_priority: bool = Fals
     keygen = root.which("ssh-keygen")
     if keygen is None:
         return []
-    nice = root.which("nice") if low_priority else None
-    prefix = [nice, "-n", "10"] if nice else []
+    step = 10 if low_priority else 0
+    if niceness is not None:  # an absolute niceness, whatever the caller's own (the local stage's unit raises it)
+        step = niceness - os.getpriority(os.PRIO_PROCESS, 0)
+    nice = root.which("nice") if step else None
+    prefix = [nice, "-n", str(step)] if nice else []
     root.makedirs(STAGING_DIR, mode=0o700)
     started = []
     for keytype in dict.fromkeys(keytypes):
@@ -163,7 +167,9 @@ mv -f "$final.tmp" "$final"
 cp "$staged.pub" "$final.pub.tmp" && chmod 644 "$final.pub.tmp" && mv -f "$final.pub.tmp" "$final.pub"
 rm -f "$staged" "$staged.pub" "{pid_file}"
 rmdir "$(dirname "$staged")" 2>/dev/null
-systemctl reload-or-try-restart ssh.service sshd.service >/dev/null 2>&1 || true
+# one reload: on Debian sshd.service is an alias of ssh.service (naming both reloads twice)
+systemctl reload-or-try-restart ssh.service >/dev/null 2>&1 ||
+    systemctl reload-or-try-restart sshd.service >/dev/null 2>&1 || true
 """
 
 

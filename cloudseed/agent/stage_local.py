@@ -84,9 +84,9 @@ def start_host_keys_early(state: BootState) -> None:
         wanted = [str(t) for t in get_list({"t": types}, "t")]
         early = hostkeys.early_types(wanted)
         started = hostkeys.start_early(state.root, early)
-        # the slow types (RSA) too, but at low priority: they take only what the boot leaves idle
-        # (waiting for udev and DHCP), and land before the boot finishes instead of seconds after
-        started += hostkeys.start_early(state.root, [t for t in wanted if t not in early], low_priority=True)
+        # the slow types (RSA) too, at the ordinary priority (not this unit's boost): started here,
+        # they can land before the boot finishes instead of seconds after it (docs/lab.md)
+        started += hostkeys.start_early(state.root, [t for t in wanted if t not in early], niceness=0)
     except OSError as e:
         LOG.info("early host key generation not started: %s", e)
         return
