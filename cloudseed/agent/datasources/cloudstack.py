@@ -14,7 +14,8 @@ http://ROUTER:8080/`` with ``DomU_Request: send_my_password``; a password (not "
 it is not served again) and kept in the datasource's private ``extra`` as cloud-init's config
 (``password``, ``ssh_pwauth: true``, ``chpasswd.expire: false``) for ``set_passwords``; never in
 instance data. Unlike cloud-init 22.4, a password whose acknowledgement fails is still used
-(the user was told it) and the failure is logged.
+(the user was told it) and the failure is logged, and a password served on a later boot (a
+reset) makes ``set_passwords`` run again that boot (22.4 does that on Exoscale only).
 """
 
 from __future__ import annotations
@@ -192,6 +193,23 @@ def password_config(password: str) -> dict[str, Any]:
     return {"ssh_pwauth": True, "password": password, "chpasswd": {"expire": False}}
 
 
+def apply_password(ds: Datasource, password: str) -> None:
+    """Give ``password`` to ``set_passwords`` through the datasource's private config, and let the
+    module run again on this boot: the server serves a password once, so one served on a later
+    boot of the same instance is a reset from the console (cloud-init 22.4 runs set_passwords on
+    every Exoscale boot for that reason)."""
+    from cloudseed.agent.state import PER_INSTANCE, Semaphores
+
+    ds.extra["cloud_config"] = password_config(password)
+    try:
+        sems = Semaphores(ds.ctx.paths, ds.instance_id)
+        if sems.has_run("set_passwords", PER_INSTANCE):
+            sems.clear("set_passwords", PER_INSTANCE)
+            LOG.info("%s: a new password from the password server: set_passwords runs again", ds.name)
+    except OSError as e:
+        LOG.warning("%s: set_passwords cannot be made to run again (%s); the new password waits", ds.name, e)
+
+
 # ------------------------------------------------------------------------------------ reading
 
 
@@ -299,7 +317,7 @@ class CloudStack(Datasource):
             return
         if password:
             LOG.info("%s: the password server at %s has a password for this instance", self.name, url)
-            self.extra["cloud_config"] = password_config(password)
+            apply_password(self, password)
 
 
 DATASOURCE = CloudStack

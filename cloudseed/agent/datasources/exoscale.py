@@ -8,9 +8,8 @@ Read: ``1.0/meta-data/`` and ``1.0/user-data``, then ``GET http://169.254.169.25
 with ``DomU_Request: send_my_password``; a password is acknowledged (``saved_password``) and
 kept in the datasource's private ``extra`` as cloud-init's config (``password``,
 ``ssh_pwauth: true``, ``chpasswd.expire: false``) for ``set_passwords``, never in instance
-data. cloud-init 22.4 also makes ``set_passwords`` run on every boot on Exoscale (a password
-reset from the console reaches the next boot); cloudseed does not do that yet: the module runs
-once per instance.
+data. A password reset from the console reaches the next boot: a password served on a later
+boot makes ``set_passwords`` run again (cloud-init 22.4 runs it on every Exoscale boot).
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ class Exoscale(Datasource):
 
         from cloudseed.agent.datasources.cloudstack import (
             PasswordServerError,
-            password_config,
+            apply_password,
             read_password,
             read_tree,
         )
@@ -89,7 +88,7 @@ class Exoscale(Datasource):
             password = None
         if password:
             LOG.info("Exoscale: the password server at %s has a password for this instance", url)
-            self.extra["cloud_config"] = password_config(password)
+            apply_password(self, password)
         LOG.info("Exoscale: read %s from %s in %.2fs", self.metadata["instance-id"], base, time.monotonic() - started)
         return True
 

@@ -6,6 +6,7 @@ on port 8080; a password server closing mid-reply or never answering.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
@@ -109,6 +110,21 @@ def test_boot_sets_the_password_and_keeps_it_out_of_instance_data(cloud):
         assert proc.returncode == 0, proc.stderr[-3000:]
         shadow = {line.split(":")[0]: line.split(":")[1] for line in root.read("/etc/shadow").splitlines()}
         assert matches(PASSWORD, shadow["debian"])
+        # a reboot after a password reset from the console: the new one is set on that boot
+        set_password(cloud, "Reset-Pa55word")
+        shutil.rmtree(os.path.join(root.top, "run"))
+        for stage in (["init", "--local"], ["init"], ["modules", "--mode", "config"]):
+            proc = cloud.lab.guest_exec(PYTHON, "-m", "cloudseed", "--root", root.top, *stage, check=False,
+                                        timeout=120)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        shadow = {line.split(":")[0]: line.split(":")[1] for line in root.read("/etc/shadow").splitlines()}
+        assert matches("Reset-Pa55word", shadow["debian"])
+        assert not password_set(cloud)
+        # and a reboot without a reset changes nothing
+        shutil.rmtree(os.path.join(root.top, "run"))
+        for stage in (["init", "--local"], ["init"], ["modules", "--mode", "config"]):
+            cloud.lab.guest_exec(PYTHON, "-m", "cloudseed", "--root", root.top, *stage, timeout=120)
+        assert root.read("/etc/shadow").count(shadow["debian"]) == 1
     finally:
         root.close()
 
