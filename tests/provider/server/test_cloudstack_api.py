@@ -174,3 +174,31 @@ def test_reference_cloudstack_reads_metadata_and_password(cs_cloud, tmp_path):
     assert cs_cloud.server.admin("GET", "/v1/instances/cs-ref-1").json()["password_set"] is False
     again = cs_cloud.reference_in(code, str(tmp_path / "again"))
     assert again["ok"] is True and again["config"] == {}
+
+
+def test_password_server_listen_setting():
+    from cloudseed.provider.server.config import ConfigError, load_config
+
+    config = load_config(None, {"password_server_listen": ["10.0.0.1:8080=net-a", "[fd00::1]:8080"]})
+    assert [(s.host, s.port, s.network) for s in config.password_server_listen] == [
+        ("10.0.0.1", 8080, "net-a"), ("fd00::1", 8080, None)]
+    assert load_config(None, {}).password_server_listen == []  # off by default
+    for bad in (["data-server:8080"], ["10.0.0.1"], {"a": 1}):
+        with pytest.raises(ConfigError, match="password_server_listen"):
+            load_config(None, {"password_server_listen": bad})
+
+
+def test_password_server_with_worker_processes(tmp_path):
+    """Workers share the metadata ports; the password server is the first process's alone."""
+    proc = ServerProcess(str(tmp_path / "server.db"), str(tmp_path / "srv"), ["127.0.0.1:0"],
+                         config={"rate_limit": 0, "processes": 2, "password_server_listen": ["127.0.0.1:0"]})
+    try:
+        proc.password_port = int(re.search(r"password 127\.0\.0\.1:(\d+)", proc.log()).group(1))
+        _, address = register(proc, password=PASSWORD)
+        assert ask(proc, address, "send_my_password").text == PASSWORD
+        assert ask(proc, address, "saved_password").text == "saved_password"
+        for _ in range(4):  # whichever process answers the metadata, none serves the password again
+            assert ask(proc, address, "send_my_password").text == "saved_password"
+        assert "cannot listen" not in proc.log()
+    finally:
+        proc.stop()
