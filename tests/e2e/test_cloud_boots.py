@@ -47,6 +47,8 @@ def test_public_cloud_metadata_service(lab, ssh_key, tmp_path, platform):
     assert requests > 0
     if platform == "azure":  # the wire server kept the guest's ready report
         assert health is not None and health.get("state") == "Ready", (health, result.console_log)
+        # the network config (IMDS has no NIC for the lab's record: the fallback NIC by MAC) came up
+        assert result.ssh_ready_at is not None, f"SSH not reached; console: {result.console_log}"
     with read_disk(result) as disk:
         assert_provisioned(disk, ssh_key[1])
         if platform == "azure":  # the OVF's admin user (the record's default) is the default user, with the key

@@ -6,7 +6,8 @@ provisioning media (ISO 9660 labelled ``rd_rdfe_stable*``, or UDF). Read as clou
 
 - ``ovf-env.xml`` (``_azure_ovf``): the admin user (the default user, its password hashed, SSH
   password logins as ``DisableSshPasswordAuthentication`` says), SSH keys, hostname and
-  ``CustomData`` (the user-data); the media is read in userspace (ISO 9660) or mounted (UDF);
+  ``CustomData`` (the user-data); the media is read in userspace (UDF: ``_udf``; ISO 9660), and
+  mounted only when that fails (a UDF metadata partition);
 - IMDS ``/metadata/instance?api-version=2021-08-01`` (``Metadata: true``): the instance id
   (``vmId``), location and zone, keys (``compute.publicKeys`` before the OVF's), and the network
   config: DHCP on every NIC that has addresses, named ``ethN`` and matched by MAC, route metric
@@ -121,8 +122,20 @@ def network_config(imds_network: Any) -> dict | None:
     return {"version": 2, "ethernets": ethernets} if ethernets else None
 
 
-def fallback_network_config() -> dict:
-    return {"version": 2, "ethernets": {"eth0": {"dhcp4": True, "match": {"name": "eth0"}}}}
+# accelerated networking's VFs (cloud-init 22.4's BLACKLIST_DRIVERS): never the fallback NIC
+BLACKLIST_DRIVERS = ["mlx4_core", "mlx5_core"]
+
+
+def fallback_network_config(root: Any) -> dict:
+    """As cloud-init 22.4 without IMDS network data: DHCP on the most likely NIC, matched by MAC
+    (Mellanox VFs excluded); ``{}`` without one. Not ``eth0`` by name: the NIC may be ens3."""
+    from cloudseed.network.fallback import candidates
+
+    nics = candidates(root, blacklist_drivers=BLACKLIST_DRIVERS)
+    if not nics:
+        return {}
+    name, mac = nics[0]
+    return {"version": 2, "ethernets": {name: {"match": {"macaddress": mac}, "set-name": name, "dhcp4": True}}}
 
 
 class Azure(Datasource):
@@ -164,6 +177,14 @@ class Azure(Datasource):
         from cloudseed.agent.devices import MountError, mounted_readonly
 
         for device in _media_devices():
+            if _is_udf(device):  # read in userspace first: no udf kernel module needed
+                from cloudseed.agent.datasources._udf import UdfError, read_root_file
+
+                try:
+                    return parse(read_root_file(device, "ovf-env.xml", MAX_BYTES + 1)), \
+                        f"provisioning media ({device}, UDF)"
+                except UdfError as e:
+                    LOG.info("Azure: %s as UDF: %s; trying ISO 9660 and mount", device, e)
             try:
                 with mounted_readonly(device, fstypes=("iso9660", "udf")) as top:
                     path = os.path.join(top, "ovf-env.xml")
@@ -280,7 +301,7 @@ class Azure(Datasource):
         if user:
             config["system_info"] = {"default_user": user}
         self.extra["cloud_config"] = config  # under the system config's, over it; user-data wins
-        self.network_config = network_config(imds.get("network")) or fallback_network_config()
+        self.network_config = network_config(imds.get("network")) or fallback_network_config(self.ctx.root) or None
         self.raw = {"imds": imds}
         sources = [s for s in (where, "IMDS" if imds else "") if s]
         self.subplatform = " + ".join(sources)

@@ -399,3 +399,29 @@ def _read(path: str) -> str:
             return f.read(65536)
     except OSError:
         return ""
+
+
+def test_fallback_network_config_is_the_likely_nic_by_mac_not_eth0(tmp_path):
+    """Without IMDS network data: DHCP on the most likely NIC matched by MAC, as cloud-init 22.4's
+    generate_fallback_config (Mellanox VFs excluded); the lab's virtio NIC is ens3, not eth0."""
+    import os
+
+    from cloudseed.agent.datasources.azure import fallback_network_config
+    from cloudseed.core.root import TargetRoot
+
+    def nic(name, mac, driver):
+        d = tmp_path / "sys/class/net" / name
+        (d / "device").mkdir(parents=True)
+        for key, text in (("address", mac), ("carrier", "1"), ("operstate", "up"), ("type", "1"),
+                          ("uevent", f"INTERFACE={name}")):
+            (d / key).write_text(text + "\n")
+        (tmp_path / "sys/bus/drivers" / driver).mkdir(parents=True, exist_ok=True)
+        os.symlink(f"/sys/bus/drivers/{driver}", d / "device" / "driver")  # resolved inside the root
+
+    root = str(tmp_path)  # a path: a TargetRoot resolves the driver link (live, "/" reads it as is)
+    assert fallback_network_config(TargetRoot(root)) == {}
+    nic("enP1s1", "00:0d:3a:00:00:02", "mlx5_core")  # accelerated networking's VF: never chosen
+    assert fallback_network_config(root) == {}
+    nic("ens3", "00:0d:3a:00:00:01", "hv_netvsc")
+    assert fallback_network_config(root) == {"version": 2, "ethernets": {"ens3": {
+        "match": {"macaddress": "00:0d:3a:00:00:01"}, "set-name": "ens3", "dhcp4": True}}}
