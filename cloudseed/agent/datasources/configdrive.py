@@ -2,7 +2,9 @@
 
 The drive (a CD-ROM, a disk or a partition) carries ``openstack/<version>/`` (meta_data.json,
 user_data, vendor_data.json, vendor_data2.json, network_data.json) and often
-``ec2/latest/meta-data.json``; the newest version we understand is read. A seed directory
+``ec2/latest/meta-data.json``; the newest version we understand is read. Without
+network_data.json, the interfaces file that ``meta_data.json``'s ``network_config.content_path``
+names (Proxmox VE's ``/content/0000``) is the network config (``_eni.py``). A seed directory
 (``/var/lib/cloud/seed/config_drive``) with the same layout works too. Needs no network.
 """
 
@@ -108,6 +110,8 @@ class ConfigDrive(Datasource):
                     LOG.error("%s; ignored", e)
                     self.warnings.append(str(e))
             fill_datasource(self, tree, where)
+            if self.network_config is None:
+                self._eni_network(read, where)
         except MetadataError as e:
             LOG.error("config drive %s", e)
             raise
@@ -118,6 +122,24 @@ class ConfigDrive(Datasource):
             return False
         self.subplatform = f"{kind} ({where})"
         return True
+
+    def _eni_network(self, read, where: str) -> None:
+        """No network_data.json: the interfaces file meta_data.json's network_config points at (Proxmox)."""
+        item = self.metadata.get("network_config")
+        if not isinstance(item, dict) or self.ctx.ds_cfg(self.name).get("apply_network_config", True) is False:
+            return
+        pieces = [p for p in str(item.get("content_path", "")).split("/") if p]
+        if not pieces or ".." in pieces:
+            raise MetadataError(f"{where}: meta_data.json network_config has no valid content_path ({item!r})")
+        data = read("/".join(["openstack", *pieces]))
+        if data is None:
+            raise MetadataError(f"{where}/openstack/{'/'.join(pieces)} (network_config's content_path) is missing")
+        from cloudseed.agent.datasources._eni import ENIError, eni_to_v1
+
+        try:
+            self.network_config = eni_to_v1(data.decode("utf-8", "replace"), f"{where}/openstack/{'/'.join(pieces)}")
+        except ENIError as e:
+            raise MetadataError(str(e)) from None
 
 
 DATASOURCE = ConfigDrive
