@@ -7,6 +7,7 @@ Hostile servers: a silent one, a password server closing mid-reply, junk answers
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
@@ -264,3 +265,33 @@ def test_generators_enable_the_agent_on_cloudstack(tmp_path, facts, enabled):
         assert ("CloudStack (DMI" in verdict) == enabled, (kind, verdict)
         if enabled:
             assert verdict.startswith("enabled"), (kind, verdict)
+
+
+@pytest.mark.skipif(not (shutil.which("dnsmasq") and shutil.which("dhclient")), reason="needs dnsmasq and dhclient")
+def test_router_from_a_lease_dhclient_wrote(cloud, tmp_path):
+    """A real DHCP exchange: dnsmasq in the cloud namespace (the router's address), ISC dhclient in
+    the guest writing its lease file into the root (its script is /bin/true: nothing else changes)."""
+    lab = cloud.lab
+    work = tmp_path / "dhcp"
+    work.mkdir()
+    lab.start_in_cloud("dnsmasq", "--keep-in-foreground", "--no-daemon", "--port=0", "--bind-interfaces",
+                       f"--interface={lab.cloud_if}", "--except-interface=lo", "--no-resolv", "--no-hosts",
+                       f"--dhcp-range={lab.guest_ip},{lab.guest_ip},255.255.255.0,2m",
+                       f"--dhcp-host={cloud.mac},{lab.guest_ip}", f"--dhcp-leasefile={work}/leases",
+                       f"--pid-file={work}/dnsmasq.pid")
+    root = tmp_path / "root"
+    write_tree(root, {f"sys/class/dmi/id/{k}": v + "\n" for k, v in DMI.items()})
+    (root / "var/lib/dhcp").mkdir(parents=True)
+    lease = root / "var/lib/dhcp" / f"dhclient.{lab.guest_if}.leases"
+    try:
+        lab.guest_exec("dhclient", "-1", "-4", "-sf", "/bin/true", "-lf", str(lease), "-pf", str(work / "dhclient.pid"),
+                       lab.guest_if, timeout=40)
+    finally:
+        lab.guest_exec("dhclient", "-x", "-sf", "/bin/true", "-lf", str(lease), "-pf", str(work / "dhclient.pid"),
+                       lab.guest_if, check=False, timeout=20)
+    assert f"dhcp-server-identifier {lab.cloud_ip};" in lease.read_text()
+    set_password(cloud, None)
+    out = find_in_guest(lab, str(root), ["CloudStack"])
+    assert out["ds"] is not None, out
+    assert out["address"] == f"http://{lab.cloud_ip}" and out["ds"]["metadata"]["instance-id"] == IID
+    assert f"the DHCP lease /var/lib/dhcp/dhclient.{lab.guest_if}.leases" in out["_stderr"]
