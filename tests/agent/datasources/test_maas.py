@@ -256,3 +256,29 @@ def test_kernel_command_line_cloud_config_url(target, maas_server):
     assert ds.instance_id == "node-4y3h8a"
     # the whole document sits under the system config (root-only), as cloud-init's /run/cloud-init/cloud.cfg
     assert ds.extra["cloud_config"]["reporting"] == {"maas": {"type": "webhook"}}
+
+
+def test_agent_provisions_from_the_maas_api_and_keeps_the_keys_private(target, maas_server):
+    import stat
+
+    cfg = {"metadata_url": maas_server.url, "max_wait": 10, **CREDS}
+    target.write("/etc/cloud/cloud.cfg.d/90_dpkg_maas.cfg", json.dumps({"datasource": {"MAAS": cfg}}) + "\n")
+    target.write("/etc/cloudseed/cloud.cfg.d/90-test.cfg",
+                 "datasource_list: [MAAS, None]\ncloud_init_modules: [write_files, set_hostname]\n"
+                 "cloud_config_modules: []\ncloud_final_modules: []\n")
+    target.write("/usr/lib/systemd/systemd-networkd", "#!/bin/sh\n", mode=0o755)
+    from cloudseed.agent.stages import Agent
+
+    agent = Agent(target)
+    assert agent.run_local() == 0
+    assert agent.run_network() == 0
+    public = target.read_text("/run/cloudseed/instance-data.json")
+    data = json.loads(public)
+    assert (data["v1"]["platform"], data["v1"]["instance_id"]) == ("maas", "node-4y3h8a")
+    assert data["v1"]["public_ssh_keys"] == [KEY, KEY2]
+    assert CREDS["token_secret"] not in public  # the OAuth secret is in the config: root-only
+    sensitive_path = "/run/cloudseed/instance-data-sensitive.json"
+    sensitive = target.path(sensitive_path)
+    assert stat.S_IMODE(os.stat(sensitive).st_mode) == 0o600
+    assert CREDS["token_secret"] in target.read_text(sensitive_path)
+    assert target.read_text("/etc/hostname").strip() == "maas-node"

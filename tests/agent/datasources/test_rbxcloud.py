@@ -134,3 +134,31 @@ def test_same_data_as_cloud_init(tmp_path):
     ref_cfg = dict(ref["cfg"])
     del ref_cfg["network_config"]  # ours goes to network_config, not into the config
     assert ours["cfg"] == ref_cfg
+
+
+def test_agent_keeps_the_password_hash_out_of_world_readable_instance_data(target, tmp_path):
+    import os
+    import stat
+
+    target.write("/etc/cloudseed/cloud.cfg.d/90-test.cfg",
+                 "datasource_list: [RbxCloud, None]\ncloud_init_modules: [set_hostname]\n"
+                 "cloud_config_modules: []\ncloud_final_modules: []\n")
+    target.write("/usr/lib/systemd/systemd-networkd", "#!/bin/sh\n", mode=0o755)
+    target.write("/sys/class/net/eth0/address", "00:15:5d:ff:0f:03\n")
+    target.makedirs("/sys/class/net/eth0/device")
+    from cloudseed.agent.stages import Agent
+
+    with loop_device(image(tmp_path)) as device:
+        agent = Agent(target)
+        assert agent.run_local() == 0
+        assert agent.run_network() == 0
+    public = target.read_text("/run/cloudseed/instance-data.json")
+    data = json.loads(public)
+    assert data["v1"]["platform"] == "rbxcloud" and data["v1"]["subplatform"] == f"config-disk ({device})"
+    assert data["v1"]["instance_id"] == CLOUD["vm"]["_id"] and HASH not in public
+    sensitive_path = "/run/cloudseed/instance-data-sensitive.json"
+    sensitive = target.path(sensitive_path)
+    assert stat.S_IMODE(os.stat(sensitive).st_mode) == 0o600 and HASH in target.read_text(sensitive_path)
+    assert target.read_text("/etc/hostname").strip() == "rbx-vm-1"
+    rendered = "".join(target.read_text(f"/etc/systemd/network/{f}") for f in target.listdir("/etc/systemd/network"))
+    assert "62.181.8.174/21" in rendered and "00:15:5d:ff:0f:03" in rendered
