@@ -77,8 +77,9 @@ def read_dir(top: str, where: str, etc_hosts_exists: bool) -> dict[str, Any] | N
     hashed = password.get("sha512") if isinstance(password, dict) else None
     user = {"name": username, "gecos": username, "sudo": ["ALL=(ALL) NOPASSWD:ALL"], "passwd": hashed,
             "lock_passwd": False, "ssh_authorized_keys": list(extra.get("sshKeys") or [])}
-    cfg = {"ssh_pwauth": True, "disable_root": True, "system_info": {"default_user": user},
-           "manage_etc_hosts": not etc_hosts_exists}
+    cfg: dict[str, Any] = {"ssh_pwauth": True, "disable_root": True, "manage_etc_hosts": not etc_hosts_exists}
+    if username:  # cloud-init 22.4 sets a default user named None when there is no username; here none
+        cfg["system_info"] = {"default_user": user}
     userdata = read_file(top, "user.data")
     return {"metadata": {"instance-id": vm["_id"], "local-hostname": vm["name"], "public-keys": []},
             "userdata": userdata, "network": network_config(netadps, where), "cfg": cfg}

@@ -91,6 +91,14 @@ def test_truncated_json_and_truncated_image(tmp_path):
         pass
 
 
+def test_no_username_no_default_user(tmp_path):
+    """Named difference: 22.4 configures a default user named None; here the image's stays."""
+    cloud = {**CLOUD, "additionalMetadata": {"sshKeys": [KEY]}}
+    with extracted(image(tmp_path, cloud=cloud)) as top:
+        r = read_dir(top, "img", True)
+    assert "system_info" not in r["cfg"] and r["cfg"]["ssh_pwauth"] is True
+
+
 def test_no_cloud_json_is_not_rbxcloud(tmp_path):
     src = write_tree(str(tmp_path / "other"), {"user.data": USER_DATA})
     with extracted(make_vfat(src, str(tmp_path / "o.img"), "CLOUDMD")) as top:
