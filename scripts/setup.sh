@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   # building seeds and images, booting VMs
   qemu-system-x86 qemu-utils debootstrap e2fsprogs dosfstools mtools xorriso genisoimage
+  udftools  # mkudffs/udfinfo: other UDF writers and readers beside cloudseed's (Azure's media)
   socat openssh-client busybox-static
   # network namespaces, DHCP, real network tools
   iproute2 dnsmasq-base isc-dhcp-client

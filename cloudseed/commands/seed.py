@@ -19,8 +19,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     build = sub.add_parser("build", help="write a seed image", description=HELP)
     build.add_argument("--kind", choices=("nocloud", "configdrive", "azure"), default="nocloud",
                        help="seed layout (default nocloud; azure: the provisioning ISO with ovf-env.xml)")
-    build.add_argument("--fs", choices=("iso9660", "vfat"), default="iso9660",
-                       help="filesystem of the image (default iso9660)")
+    build.add_argument("--fs", choices=("iso9660", "vfat", "udf"), default="iso9660",
+                       help="filesystem of the image (default iso9660; udf: --kind azure only, UDF with an "
+                       "ISO 9660 bridge, as Azure attaches it)")
     build.add_argument("-o", "--output", required=True, metavar="OUT", help="image file to write")
     build.add_argument("--instance-id", metavar="ID", help="instance id (from files mode)")
     build.add_argument("--hostname", metavar="NAME", help="host name of the instance")

@@ -19,7 +19,7 @@ from cloudseed.provider.seeds.errors import SeedError
 from cloudseed.provider.seeds.spec import InstanceSpec
 
 KINDS = ("nocloud", "configdrive", "azure")
-FILESYSTEMS = ("iso9660", "vfat")
+FILESYSTEMS = ("iso9660", "vfat", "udf")  # udf: Azure's media only (UDF with an ISO 9660 bridge)
 
 
 def seed_files(kind: str, spec: InstanceSpec) -> tuple[dict[str, bytes], str]:
@@ -39,19 +39,21 @@ def build_seed(kind: str, fs: str, spec: InstanceSpec, out_path: str, epoch: int
     """Write the seed image to ``out_path``; returns a summary (label, files, size)."""
     if fs not in FILESYSTEMS:
         raise SeedError(f"--fs {fs!r}: must be one of {', '.join(FILESYSTEMS)}")
-    if kind == "azure" and fs != "iso9660":
-        raise SeedError("--kind azure: Azure's provisioning media is ISO 9660 (or UDF); use --fs iso9660")
+    if kind == "azure" and fs not in ("iso9660", "udf"):
+        raise SeedError("--kind azure: Azure's provisioning media is UDF or ISO 9660; use --fs udf or iso9660")
+    if fs == "udf" and kind != "azure":
+        raise SeedError(f"--fs udf: only for --kind azure (a {kind} seed is ISO 9660 or VFAT)")
     files, label = seed_files(kind, spec)
     directory = os.path.dirname(os.path.abspath(out_path))
     if not os.path.isdir(directory):
         raise SeedError(f"-o {out_path}: directory {directory} does not exist")
     handle, temp = tempfile.mkstemp(prefix=".seed-", dir=directory)
     try:
-        if fs == "iso9660":
+        if fs in ("iso9660", "udf"):
             from cloudseed.provider.seeds.iso9660 import write_iso
 
             with os.fdopen(handle, "wb") as out:
-                write_iso(files, label, out, epoch)
+                write_iso(files, label, out, epoch, udf=fs == "udf")
         else:
             from cloudseed.provider.seeds.vfat import write_vfat
 
@@ -63,5 +65,5 @@ def build_seed(kind: str, fs: str, spec: InstanceSpec, out_path: str, epoch: int
         if os.path.exists(temp):
             os.unlink(temp)
         raise
-    return {"kind": kind, "fs": fs, "label": label if fs == "iso9660" else label.upper(),
+    return {"kind": kind, "fs": fs, "label": label if fs != "vfat" else label.upper(),
             "files": sorted(files), "size": os.path.getsize(out_path), "path": out_path}

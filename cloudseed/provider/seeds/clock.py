@@ -47,12 +47,13 @@ def frozen_clock(epoch: int | None = None) -> Iterator[int]:
     import pycdlib.headervd
     import pycdlib.inplaceeditor
     import pycdlib.pycdlib
+    import pycdlib.udf
     import pyfatfs.PyFat
     from pyfatfs.DosDateTime import DosDateTime
 
     epoch = default_epoch() if epoch is None else epoch
     frozen = _FrozenTime(epoch)
-    modules = (pycdlib.dates, pycdlib.headervd, pycdlib.inplaceeditor, pycdlib.pycdlib, pyfatfs.PyFat)
+    modules = (pycdlib.dates, pycdlib.headervd, pycdlib.inplaceeditor, pycdlib.pycdlib, pycdlib.udf, pyfatfs.PyFat)
     fixed = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
 
     def dos_now(*_args, **_kwargs) -> DosDateTime:

@@ -42,28 +42,47 @@ def _mangle(name: str, is_dir: bool, taken: set[str]) -> str:
         candidate = stem[:_MAX_NAME - 1 - len(ext) - len(suffix)] + suffix
 
 
-def write_iso(files: dict[str, bytes], label: str, out: BinaryIO, epoch: int | None = None) -> None:
-    """Write ``files`` (relative path -> content) as an ISO 9660 image labelled ``label``."""
+def write_iso(files: dict[str, bytes], label: str, out: BinaryIO, epoch: int | None = None,
+              udf: bool = False) -> None:
+    """Write ``files`` (relative path -> content) as an ISO 9660 image labelled ``label``; with
+    ``udf``, a UDF volume over the same files too (blkid then calls it udf: Azure's media)."""
     import pycdlib
 
     check_paths(files, "iso9660")
+    if udf:  # pycdlib names the UDF volume set with random bits: the same files, the same bytes
+        import random
+
+        import pycdlib.udf
+
+        saved_random = pycdlib.udf.random
+        pycdlib.udf.random = random.Random(label)  # type: ignore[assignment]
+        try:
+            return _write(files, label, out, epoch, pycdlib, "2.60")
+        finally:
+            pycdlib.udf.random = saved_random
+    return _write(files, label, out, epoch, pycdlib, None)
+
+
+def _write(files: dict[str, bytes], label: str, out: BinaryIO, epoch: int | None, pycdlib, udf) -> None:
     directories = sorted({"/".join(path.split("/")[:i]) for path in files
                           for i in range(1, path.count("/") + 1)})
     with frozen_clock(epoch):
         iso = pycdlib.PyCdlib()
         iso.new(interchange_level=3, joliet=3, rock_ridge="1.09", vol_ident=label,
-                sys_ident="LINUX", app_ident_str="CLOUDSEED")
+                sys_ident="LINUX", app_ident_str="CLOUDSEED", udf=udf)
+        udf_path = (lambda path: "/" + path) if udf else (lambda path: None)
         iso_names: dict[str, str] = {"": ""}
         taken: dict[str, set[str]] = {}
         for directory in directories:
             parent, _, name = directory.rpartition("/")
             iso_dir = iso_names[parent] + "/" + _mangle(name, True, taken.setdefault(parent, set()))
             iso_names[directory] = iso_dir
-            iso.add_directory(iso_dir, rr_name=name, joliet_path="/" + directory)
+            iso.add_directory(iso_dir, rr_name=name, joliet_path="/" + directory, udf_path=udf_path(directory))
         for path in sorted(files):
             parent, _, name = path.rpartition("/")
             iso_file = iso_names[parent] + "/" + _mangle(name, False, taken.setdefault(parent, set()))
             data = files[path]
-            iso.add_fp(io.BytesIO(data), len(data), iso_file + ";1", rr_name=name, joliet_path="/" + path)
+            iso.add_fp(io.BytesIO(data), len(data), iso_file + ";1", rr_name=name, joliet_path="/" + path,
+                       udf_path=udf_path(path))
         iso.write_fp(out)
         iso.close()
