@@ -49,3 +49,29 @@ def loop_device(image: str):
         yield device
     finally:
         subprocess.run(["losetup", "-d", device], check=False)
+
+
+def generator_verdicts(tmp: str, files: dict[str, str]) -> dict[str, str]:
+    """What the shell generator and ``cloudseed generator`` decide for a root holding ``files``
+    (the host's devices are what both probe): ``{"shell": "enabled: ...", "python": ...}``."""
+    from cloudlab import CLOUDSEED, GENERATOR
+
+    verdicts = {}
+    for kind in ("shell", "python"):
+        root = os.path.join(tmp, f"gen-{kind}")
+        shutil.rmtree(root, ignore_errors=True)
+        os.makedirs(os.path.join(root, "etc"))
+        write_tree(root, files)
+        out = os.path.join(tmp, f"gen-{kind}-out")
+        if kind == "shell":
+            env = {"CLOUDSEED_ROOT": root, "CLOUDSEED_BIN": CLOUDSEED, "PATH": os.environ["PATH"]}
+            argv = ["/bin/sh", GENERATOR, out]
+        else:
+            env, argv = None, [CLOUDSEED, "--root", root, "generator", out]
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        run = os.path.join(root, "run", "cloudseed")
+        name = "enabled" if os.path.exists(os.path.join(run, "enabled")) else "disabled"
+        with open(os.path.join(run, name)) as f:
+            verdicts[kind] = f"{name}: {f.read()}"
+    return verdicts

@@ -177,3 +177,17 @@ def test_same_data_as_cloud_init(target, tmp_path, kind):
     assert ds.userdata_raw.decode() == ref["userdata"]
     if kind == "os_code":
         assert ds.vendordata_raw.decode() == ref["vendordata"]["cloud-init"] and ds.network_config == ref["networkdata"]
+
+
+def test_both_generators_on_a_metadata_disk_need_xen(tmp_path):
+    from diskimages import generator_verdicts
+
+    src = write_tree(str(tmp_path / "tm"), template_files())
+    with loop_device(make_iso(src, str(tmp_path / "md.iso"), "METADATA")) as device:
+        on_xen = generator_verdicts(str(tmp_path / "xen"), {"proc/xen/capabilities": ""})
+        elsewhere = generator_verdicts(str(tmp_path / "kvm"), {})
+    for kind, verdict in on_xen.items():
+        assert verdict.startswith("enabled"), (kind, verdict)
+    assert f"IBMCloud (Xen and a filesystem labelled METADATA on {device}" in on_xen["python"]
+    for kind, verdict in elsewhere.items():  # (another test's seed device may enable it: never for IBM)
+        assert "IBMCloud (" not in verdict and f"metadata on {device}" not in verdict, (kind, verdict)

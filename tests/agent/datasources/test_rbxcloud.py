@@ -170,3 +170,13 @@ def test_agent_keeps_the_password_hash_out_of_world_readable_instance_data(targe
     assert target.read_text("/etc/hostname").strip() == "rbx-vm-1"
     rendered = "".join(target.read_text(f"/etc/systemd/network/{f}") for f in target.listdir("/etc/systemd/network"))
     assert "62.181.8.174/21" in rendered and "00:15:5d:ff:0f:03" in rendered
+
+
+def test_both_generators_enable_the_agent_on_a_cloudmd_disk(tmp_path):
+    from diskimages import generator_verdicts
+
+    with loop_device(image(tmp_path)) as device:
+        verdicts = generator_verdicts(str(tmp_path), {})
+    for kind, verdict in verdicts.items():
+        assert verdict.startswith("enabled"), (kind, verdict)
+    assert f"RbxCloud (filesystem labelled CLOUDMD on {device}" in verdicts["python"]
