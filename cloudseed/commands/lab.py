@@ -27,7 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                                                  "digitalocean", "hetzner", "oracle", "azure"),
                         default="nocloud", help="how the instance data reaches the guest (default nocloud; azure: "
                         "the provisioning ISO, IMDS and the wire server)")
-    source.add_argument("--fs", choices=("iso9660", "vfat"), default="iso9660", help="seed filesystem")
+    source.add_argument("--fs", choices=("iso9660", "vfat", "udf"), default="iso9660",
+                        help="seed filesystem (udf: Azure's provisioning media only)")
     source.add_argument("--seed", metavar="FILE", action="append", default=[],
                         help="attach this ready-made seed image instead of building one")
     source.add_argument("--instance-id", metavar="ID", default="iid-lab-0001")
@@ -96,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
             server = MetadataServer(spec, workdir, imds_tokens=args.imds_tokens)
             platform = args.datasource
         if args.datasource == "azure" and not seeds:  # the provisioning media beside IMDS
-            seed = os.path.join(workdir, "seed-azure.iso")
-            build_seed("azure", "iso9660", spec, seed)
+            seed = os.path.join(workdir, f"seed-azure.{args.fs}")
+            build_seed("azure", args.fs, spec, seed)
             seeds.append(seed)
         elif platform is None and not seeds:
             seed = os.path.join(workdir, f"seed-{args.datasource}.{args.fs}")

@@ -3,8 +3,9 @@
 Each boot gives the VM the platform's DMI strings through qemu's -smbios options (lab/vm.py
 PLATFORMS), so the image's generator and the agent detect the platform from local facts as on
 the real cloud, and checks the provisioned disk from outside. Azure's VM also gets the
-provisioning ISO (``ovf-env.xml``, built by ``seed build --kind azure``'s code) and reaches the
-wire server at 168.63.129.16, which must have recorded it Ready. Only under ``CLOUDSEED_E2E=all``.
+provisioning media (``ovf-env.xml`` on UDF, built by ``seed build --kind azure --fs udf``'s code)
+and reaches the wire server at 168.63.129.16, which must have recorded it Ready. Only under
+``CLOUDSEED_E2E=all``.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ def test_public_cloud_metadata_service(lab, ssh_key, tmp_path, platform):
     image, accel, reason = lab
     instance = spec(ssh_key[1])
     seeds = []
-    if platform == "azure":  # the provisioning media, as Azure attaches it beside IMDS
-        seeds.append(str(tmp_path / "ovf.iso"))
-        build_seed("azure", "iso9660", instance, seeds[0])
+    if platform == "azure":  # the provisioning media, as Azure attaches it beside IMDS: UDF
+        seeds.append(str(tmp_path / "ovf.udf"))
+        build_seed("azure", "udf", instance, seeds[0])
     health = None
     with MetadataServer(instance, str(tmp_path)) as server:
         result = run_boot(image, str(tmp_path), accel=accel, accel_reason=reason, seeds=seeds,
@@ -54,3 +55,4 @@ def test_public_cloud_metadata_service(lab, ssh_key, tmp_path, platform):
         if platform == "azure":  # the OVF's admin user (the record's default) is the default user, with the key
             assert "azureuser:" in disk.text("/etc/passwd")
             assert ssh_key[1] in (disk.text("/home/azureuser/.ssh/authorized_keys") or "")
+            assert ", UDF)" in (disk.text("/var/log/cloudseed.log") or "")  # the disc read as UDF, in userspace
