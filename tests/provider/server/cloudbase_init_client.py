@@ -1,7 +1,8 @@
 """Run one of cloudbase-init's metadata services (its own code, unchanged) and print what it read as JSON.
 
 Run with the Python of a venv that has the ``cloudbase-init`` package, inside the guest network
-namespace of ``cloud_reference.CloudNamespaces``: ``python cloudbase_init_client.py SERVICE [MEDIA_DIR]``.
+namespace of ``cloud_reference.CloudNamespaces``: ``python cloudbase_init_client.py SERVICE [MEDIA_DIR]``;
+``CBI_CONF`` (JSON ``{"group.option": value}``) holds what an operator sets in cloudbase-init.conf.
 
 cloudbase-init is written for Windows. What is replaced here, and only this, is OS-level:
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import types
 
@@ -51,6 +53,10 @@ def main() -> int:
     conf([], project="cloudbase-init")
     conf.set_override("retry_count", 2)
     conf.set_override("retry_count_interval", 0)
+    # the operator's settings (cloudbase-init.conf), e.g. {"maas.metadata_base_url": "http://..."}
+    for key, setting in json.loads(os.environ.get("CBI_CONF") or "{}").items():
+        group, _, name = key.rpartition(".")
+        conf.set_override(name, setting, group or None)
     out: dict = {}
     if service_name == "ec2":
         from cloudbaseinit.metadata.services.ec2service import EC2Service as Service
@@ -60,6 +66,10 @@ def main() -> int:
         from cloudbaseinit.metadata.services.oraclecloudservice import OracleCloudService as Service
     elif service_name == "openstack":
         from cloudbaseinit.metadata.services.httpservice import HttpService as Service
+    elif service_name == "cloudstack":
+        from cloudbaseinit.metadata.services.cloudstack import CloudStack as Service
+    elif service_name == "maas":
+        from cloudbaseinit.metadata.services.maasservice import MaaSHttpService as Service
     elif service_name == "azure":
         from cloudbaseinit.metadata.services import azureservice
 
@@ -84,6 +94,9 @@ def main() -> int:
         out["network"] = {"links": [{"name": link.name, "mac": link.mac_address} for link in details.links],
                           "networks": [{"link": n.link, "address": n.address_cidr} for n in details.networks],
                           "dns": [s.addresses for s in details.services]} if details else None
+    if service_name == "cloudstack":  # the password server: the password, then "saved_password"
+        out["admin_password"] = _try(service.get_admin_password)
+        out["admin_password_again"] = _try(service.get_admin_password)
     if service_name == "azure":
         out["base_url"] = service._base_url
         out["admin_username"] = _try(service.get_admin_username)

@@ -1,5 +1,5 @@
-"""cloudbase-init's own metadata services (EC2, GCE, Oracle Cloud, OpenStack HTTP, Azure) as real
-clients of ``cloudseed serve`` in a guest network namespace.
+"""cloudbase-init's own metadata services (EC2, GCE, Oracle Cloud, OpenStack HTTP, CloudStack, MAAS,
+Azure) as real clients of ``cloudseed serve`` in a guest network namespace.
 
 cloudbase-init (the ``cloudbase-init`` package from PyPI, 1.1.9, in its own venv:
 ``$CLOUDSEED_CBI_VENV``, default ``~/.cache/cloudseed-cbi-venv``; ``scripts/setup.sh`` installs it,
@@ -9,9 +9,10 @@ metadata.google.internal and, for Azure, the wire server at 168.63.129.16. Only 
 parts are replaced (listed in that file). The tests are skipped, saying why, only when the package
 cannot be installed.
 
-Not run here: cloudbase-init's config-drive and NoCloud services (they find the drive through the
-Windows osutils: drive letters and WMI), CloudStack's and MAAS's (no emulation of theirs is part of
-this suite), Packet's (not emulated).
+Not run here: cloudbase-init's config-drive, NoCloud, OVF and VMware guestinfo services (they find
+their data through the Windows osutils: drive letters, WMI, the VMware tools) and Packet's (not
+emulated). CloudStack's and MAAS's are told the emulation's address as an operator does
+(``metadata_base_url`` in cloudbase-init.conf; MAAS's OAuth keys too).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def cloud(tmp_path_factory):
     if python is None:
         pytest.skip(f"cloudbase-init cannot be installed here: {why}")
     cloud = CloudNamespaces(str(tmp_path_factory.mktemp("cbi") / "server.db"),
-                            str(tmp_path_factory.mktemp("cbi-server")), extra_addresses=("168.63.129.16",))
+                            str(tmp_path_factory.mktemp("cbi-server")), extra_addresses=("168.63.129.16",),
+                            serve_extra=("--password-server-listen", "169.254.169.254:8080"))
     cloud.python = python
     yield cloud
     cloud.close()
@@ -83,9 +85,10 @@ def place(cloud, instance_id: str, **fields) -> None:
                      **fields)
 
 
-def run_service(cloud, service: str, media: str | None = None) -> dict:
+def run_service(cloud, service: str, media: str | None = None, conf: dict | None = None) -> dict:
     argv = ["ip", "netns", "exec", cloud.gst, cloud.python, CLIENT, service] + ([media] if media else [])
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    env = {**os.environ, "CBI_CONF": json.dumps(conf or {})}
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["log"] = proc.stderr
@@ -161,6 +164,40 @@ def test_openstack_http_service_reads_the_emulation(cloud):
     network = out["network"]
     assert [link["mac"] for link in network["links"]] == [cloud.mac]
     assert [n["address"] for n in network["networks"]] == [f"{cloud.guest_ip}/24"]
+
+
+def test_cloudstack_service_reads_the_emulation_and_the_password_server(cloud):
+    # cloudbase-init looks at metadata_base_url (default the router 10.1.1.1), then the DHCP
+    # servers in use (Windows osutils); here the operator's setting names the emulation's address
+    place(cloud, "cbi-cs-vm-1", hostname="cbi-cs", user_data=USER_DATA, password="Cs-pass.42",
+          ssh_keys=[{"name": "alice", "data": KEY}, {"name": "bob", "data": OTHER_KEY}],
+          clouds={"cloudstack": {"service_offering": "small-1"}})
+    out = run_service(cloud, "cloudstack", conf={"cloudstack.metadata_base_url": "http://169.254.169.254/"})
+    assert out["loaded"] is True
+    assert value(out, "instance_id") == "cbi-cs-vm-1"
+    assert value(out, "host_name") == "cbi-cs"
+    assert value(out, "public_keys") == [KEY, OTHER_KEY]
+    assert value(out, "user_data") == USER_DATA
+    # send_my_password, then saved_password: served once, as CloudStack's router does
+    assert value(out, "admin_password") == "Cs-pass.42"
+    assert value(out, "admin_password_again") is None
+
+
+def test_maas_service_reads_the_emulation_with_oauth(cloud):
+    keys = {"consumer_key": "cbiConsumer", "token_key": "cbiToken", "token_secret": "cbiSecret"}
+    place(cloud, "cbi-maas-node", hostname="cbi-maas", user_data=USER_DATA,
+          ssh_keys=[{"name": "alice", "data": KEY}], clouds={"maas": keys})
+    conf = {"maas.metadata_base_url": "http://169.254.169.254/MAAS/metadata/",
+            "maas.oauth_consumer_key": "cbiConsumer", "maas.oauth_token_key": "cbiToken",
+            "maas.oauth_token_secret": "cbiSecret"}
+    out = run_service(cloud, "maas", conf=conf)
+    assert out["loaded"] is True
+    assert value(out, "instance_id") == "cbi-maas-node"
+    assert value(out, "host_name") == "cbi-maas"
+    assert value(out, "public_keys") == [KEY]
+    assert value(out, "user_data") == USER_DATA
+    wrong = run_service(cloud, "maas", conf={**conf, "maas.oauth_token_secret": "wrong"})
+    assert wrong["loaded"] is False and "401" in wrong["instance_id"]["error"]
 
 
 def _show(cloud, instance_id: str) -> dict:
