@@ -179,7 +179,7 @@ def test_seed_build_from_files_is_reproducible_and_read_back(tmp_path):
     assert [k["value"] for k in cfg["_pubkeys"]] == [KEY]
     refused = subprocess.run([*args, "--fs", "vfat", "-o", str(tmp_path / "c.img")], capture_output=True, text=True,
                              timeout=60)
-    assert refused.returncode != 0 and "use --fs iso9660" in refused.stderr
+    assert refused.returncode != 0 and "use --fs udf or iso9660" in refused.stderr
 
 
 # ---------------------------------------------------------------- detection
