@@ -78,10 +78,9 @@ def early_types(keytypes: list[str]) -> list[str]:
     """The types the local stage starts early: the fast ones, unless only slow ones are wanted.
 
     A slow key (RSA) is not among them when a fast one is wanted too: the local stage starts it
-    separately at the ordinary priority (``start_early(..., niceness=0)``: not the boosted one of
-    the local stage's unit, which its fast keys share), and sshd does not wait for it: when it is
-    still running at the ssh module, ``generate`` with ``defer_slow`` leaves it to a helper that
-    installs it and reloads sshd.
+    separately at niceness 10 (the fast ones at 0: neither keeps the local stage's boost), and
+    sshd does not wait for it: when it is still running at the ssh module, ``generate`` with
+    ``defer_slow`` leaves it to a helper that installs it and reloads sshd.
     """
     wanted = [t for t in dict.fromkeys(keytypes) if t in KNOWN_TYPES]
     fast = [t for t in wanted if t not in SLOW_TYPES]

@@ -8,11 +8,12 @@ default user; root gets them behind ``disable_root_opts`` when ``disable_root`` 
 ``ssh_pwauth`` sets ``PasswordAuthentication``; ``ssh_publish_hostkeys`` records the public host
 keys in instance data. Default key types are rsa, ecdsa and ed25519 (DSA only when asked for).
 
-At boot the host keys of a new instance are started in the local stage: the fast types (ecdsa,
-ed25519) at once, RSA alongside at low priority (``nice -n 10``). This module adopts the keys that
-are done; an RSA key still being generated does not hold sshd back: a background helper installs
-it when it lands and reloads sshd (``systemctl reload-or-try-restart``), so sshd may serve RSA a
-moment after it first answers (docs/lab.md has the measured times).
+At boot the host keys of a new instance are started in the local stage, in the background: the
+fast types (ecdsa, ed25519) at niceness 0, RSA alongside at niceness 10 (it takes seconds of CPU;
+at 0 it slowed the whole first boot). This module adopts the keys that are done; an RSA key still
+being generated does not hold sshd back: a background helper installs it when it lands and
+reloads sshd once (``systemctl reload-or-try-restart``), so sshd can serve RSA some seconds after
+it first answers and after "boot finished" (docs/lab.md has the measured times).
 """
 
 from __future__ import annotations
