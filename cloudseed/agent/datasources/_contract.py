@@ -49,8 +49,14 @@ def problems(plugin: ModuleType, stem: str) -> list[str]:
         found.append(f"DATASOURCE.stages {cls.stages!r}: one or both of {LOCAL!r}, {NETWORK!r}")
     if "detect" in vars(cls):
         found.append("DATASOURCE overrides detect(); declare why(ctx) -> reason | None instead")
-    if not cls.fallback and "why" not in vars(cls):
+    if not cls.fallback and not _declared(cls, "why"):
         found.append("DATASOURCE declares no why(ctx): how is it detected?")
-    if "fetch" not in vars(cls):
+    if not _declared(cls, "fetch"):
         found.append("DATASOURCE declares no fetch()")
     return found
+
+
+def _declared(cls: type, hook: str) -> bool:
+    """``hook`` is declared by the class or a shared base of its own (such as
+    ``_metadata_service.MetadataServiceDatasource``), not only by ``Datasource`` itself."""
+    return any(hook in vars(k) for k in cls.__mro__ if k is not Datasource and issubclass(k, Datasource))

@@ -1,5 +1,6 @@
-"""Shared by the HTTP metadata datasources (OpenStack, Ec2, GCE, DigitalOcean, Hetzner, Oracle): time
-limits, the local-stage network, the system's NICs by MAC, and detection by DMI or a configured URL.
+"""Shared by the HTTP metadata datasources (OpenStack, Ec2, GCE, DigitalOcean, Hetzner, Oracle...): time
+limits, the local-stage network, the system's NICs by MAC, detection by DMI or a configured URL, and
+``MetadataServiceDatasource``, the one shape of a datasource that reads one such service.
 
 ``datasource: <Name>: {max_wait, timeout, retries}``: ``max_wait`` bounds the wait for the
 service's first answer (seconds, default 2; 0 or less: do not try), ``timeout`` bounds each later
@@ -14,9 +15,9 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
-from cloudseed.agent.datasources import LOCAL, DatasourceContext
+from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
 
 LOG = logging.getLogger("cloudseed.datasources")
 
@@ -94,11 +95,107 @@ def system_macs() -> dict[str, str]:
     return found
 
 
-def identified_or_configured(ctx: DatasourceContext, name: str, identified: Any) -> str | None:
-    """Detection of a cloud's service: its DMI facts (``identified(ctx)``), or a configured metadata_url."""
+def identified_or_configured(ctx: DatasourceContext, name: str, identified: Any,
+                             keys: tuple[str, ...] = ("metadata_url",)) -> str | None:
+    """Detection of a cloud's service: its DMI facts (``identified(ctx)``), or a configured URL
+    (the first of the settings ``keys`` that is set)."""
     found = identified(ctx)
     if found:
         return found
-    if ctx.ds_cfg(name).get("metadata_url"):
-        return f"datasource.{name}.metadata_url is configured"
+    section = ctx.ds_cfg(name)
+    for key in keys:
+        if section.get(key):
+            return f"datasource.{name}.{key} is configured"
     return None
+
+
+MAX_DOCUMENT = 4 * 1024 * 1024
+
+
+class MetadataServiceDatasource(Datasource):
+    """A datasource reading one HTTP metadata service, in the local stage (through a temporary DHCP
+    lease, only where the platform was identified) and the network stage.
+
+    A subclass declares ``identified`` (``staticmethod`` of its DMI/local-facts check), ``read``,
+    and may change ``stages``, ``url_keys`` (the settings that configure its URL: detection
+    without DMI), ``error`` (the exception its service's failures raise), ``may_try`` (checks
+    before the service is reached, without the network) and ``reach`` (how the service is made
+    reachable in this stage). ``fetch``: ``max_wait`` <= 0 means do not try.
+    """
+
+    stages: ClassVar[tuple[str, ...]] = (LOCAL, NETWORK)
+    url_keys: ClassVar[tuple[str, ...]] = ("metadata_url",)
+    error: ClassVar[type[Exception]] = ValueError
+
+    def __init__(self, ctx: DatasourceContext):
+        super().__init__(ctx)
+        self.metadata_address: str | None = None
+
+    @staticmethod
+    def identified(ctx: DatasourceContext) -> str | None:
+        return None
+
+    @classmethod
+    def why(cls, ctx: DatasourceContext) -> str | None:
+        return identified_or_configured(ctx, cls.name, cls.identified, cls.url_keys)
+
+    def fetch(self) -> bool:
+        section = self.ctx.ds_cfg(self.name)
+        limits = ServiceLimits.from_cfg(section)
+        if limits.max_wait <= 0 or not self.may_try(section):
+            return False
+        with self.reach() as ok:
+            return self.read(section, limits) if ok else False
+
+    def may_try(self, section: dict[str, Any]) -> bool:
+        """False when the service is not to be tried here (local facts only; may raise ``error``)."""
+        return True
+
+    @contextlib.contextmanager
+    def reach(self) -> Iterator[bool]:
+        """True while the service can be tried in this stage: in the local stage only where the
+        platform was identified, through a temporary DHCP lease (``reachable``)."""
+        if self.ctx.stage == LOCAL and not self.identified(self.ctx):
+            yield False
+            return
+        with reachable(self.ctx, self.name) as ok:
+            yield ok
+
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
+        """Read the service into this datasource; False when it is not there."""
+        raise NotImplementedError
+
+    def get_document(self, url: str, limits: ServiceLimits, *, retries: int | None = None,
+                     headers: dict[str, str] | None = None, max_bytes: int = MAX_DOCUMENT,
+                     raise_in_network: bool = True) -> bytes | None:
+        """The service's first document, each try bounded by ``max_wait`` (``retries`` more tries,
+        default the configured ones). None when it cannot be read in the local stage (logged: the
+        network stage tries again), or in the network stage unless ``raise_in_network``: then
+        ``error`` naming the URL and the failure."""
+        from cloudseed.core.http import FetchError, fetch
+
+        tries = limits.retries if retries is None else retries
+        try:
+            return fetch(url, timeout=limits.max_wait, retries=tries, max_bytes=max_bytes, headers=headers,
+                         max_wait=limits.max_wait * (tries + 1) + 2)
+        except FetchError as e:
+            log = logging.getLogger("cloudseed.datasources." + type(self).__module__.rsplit(".", 1)[-1])
+            if self.ctx.stage == LOCAL:
+                log.info("%s: %s; leaving it to the %s stage", self.name, e, NETWORK)
+                return None
+            if not raise_in_network:
+                log.info("%s: %s", self.name, e)
+                return None
+            raise self.error(f"{self.name} metadata {e}") from None
+
+    def json_object(self, body: bytes, url: str) -> dict[str, Any]:
+        """``body`` of ``url`` as a JSON object, else ``error`` saying what it is instead."""
+        import json
+
+        try:
+            doc = json.loads(body.decode("utf-8", "replace"))
+        except ValueError as e:
+            raise self.error(f"{self.name} metadata {url}: not a JSON document ({e})") from None
+        if not isinstance(doc, dict):
+            raise self.error(f"{self.name} metadata {url}: expected a JSON object, got {type(doc).__name__}")
+        return doc

@@ -15,18 +15,12 @@ import logging
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import (
-    ServiceLimits,
-    identified_or_configured,
-    reachable,
-    system_macs,
-)
+from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
 
 LOG = logging.getLogger("cloudseed.datasources.nwcs")
 
 DEFAULT_URL = "http://169.254.169.254/api/v1/metadata"
-MAX_DOCUMENT = 4 * 1024 * 1024
 
 
 class NWCSError(Exception):
@@ -55,53 +49,19 @@ def network_config(network: Any, macs: dict[str, str]) -> dict | None:
     return {**network, "config": config}
 
 
-class NWCS(Datasource):
+class NWCS(MetadataServiceDatasource):
     name = "NWCS"
-    stages = (LOCAL, NETWORK)
     platform = "nwcs"
+    identified = staticmethod(identified)
+    error = NWCSError
 
-    def __init__(self, ctx: DatasourceContext):
-        super().__init__(ctx)
-        self.cloud_name = "nwcs"
-        self.metadata_address: str | None = None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, identified)
-
-    def fetch(self) -> bool:
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
-        if self.ctx.stage == LOCAL and not identified(self.ctx):
-            return False
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         url = str(section.get("metadata_url") or DEFAULT_URL)
-        with reachable(self.ctx, self.name) as ok:
-            if not ok:
-                return False
-            return self._read(url, limits)
-
-    def _read(self, url: str, limits: ServiceLimits) -> bool:
-        import json
-
-        from cloudseed.core.http import FetchError, fetch
-
         started = time.monotonic()
-        try:
-            body = fetch(url, timeout=limits.max_wait, retries=limits.retries, max_bytes=MAX_DOCUMENT,
-                         max_wait=limits.max_wait * (limits.retries + 1) + 2)
-        except FetchError as e:
-            if self.ctx.stage == LOCAL:
-                LOG.info("NWCS: %s; leaving it to the network stage", e)
-                return False
-            raise NWCSError(f"NWCS metadata {e}") from None
-        try:
-            md = json.loads(body.decode("utf-8", "replace"))
-        except ValueError as e:
-            raise NWCSError(f"NWCS metadata {url}: not a JSON document ({e})") from None
-        if not isinstance(md, dict):
-            raise NWCSError(f"NWCS metadata {url}: expected a JSON object, got {type(md).__name__}")
+        body = self.get_document(url, limits)
+        if body is None:
+            return False
+        md = self.json_object(body, url)
         instance_id = md.get("instance-id")
         if isinstance(instance_id, bool) or not isinstance(instance_id, (str, int)) or instance_id == "":
             raise NWCSError(f"NWCS metadata {url}: no instance-id")

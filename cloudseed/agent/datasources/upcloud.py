@@ -19,18 +19,12 @@ import logging
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import (
-    ServiceLimits,
-    identified_or_configured,
-    reachable,
-    system_macs,
-)
+from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
 
 LOG = logging.getLogger("cloudseed.datasources.upcloud")
 
 DEFAULT_URL = "http://169.254.169.254/metadata/v1.json"
-MAX_DOCUMENT = 4 * 1024 * 1024
 
 
 class UpCloudError(Exception):
@@ -77,56 +71,25 @@ def network_config(network: Any, macs: dict[str, str]) -> dict | None:
     return {"version": 1, "config": config}
 
 
-class UpCloud(Datasource):
+class UpCloud(MetadataServiceDatasource):
     name = "UpCloud"
-    stages = (LOCAL, NETWORK)
     platform = "upcloud"
+    identified = staticmethod(identified)
+    error = UpCloudError
 
-    def __init__(self, ctx: DatasourceContext):
-        super().__init__(ctx)
-        self.cloud_name = "upcloud"
-        self.metadata_address: str | None = None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, identified)
-
-    def fetch(self) -> bool:
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
-        if self.ctx.stage == LOCAL and not identified(self.ctx):
-            return False
-        server_uuid = self.ctx.dmi("product_uuid")
-        if identified(self.ctx) and not server_uuid:
+    def may_try(self, section: dict[str, Any]) -> bool:
+        if identified(self.ctx) and not self.ctx.dmi("product_uuid"):
             raise UpCloudError("DMI says UpCloud but gives no system UUID (/sys/class/dmi/id/product_uuid)")
+        return True
+
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
+        server_uuid = self.ctx.dmi("product_uuid")
         url = str(section.get("metadata_url") or DEFAULT_URL)
-        with reachable(self.ctx, self.name) as ok:
-            if not ok:
-                return False
-            return self._read(url, limits, server_uuid)
-
-    def _read(self, url: str, limits: ServiceLimits, server_uuid: str | None) -> bool:
-        import json
-
-        from cloudseed.core.http import FetchError, fetch
-
         started = time.monotonic()
-        try:
-            body = fetch(url, timeout=limits.max_wait, retries=limits.retries, max_bytes=MAX_DOCUMENT,
-                         max_wait=limits.max_wait * (limits.retries + 1) + 2)
-        except FetchError as e:
-            if self.ctx.stage == LOCAL:
-                LOG.info("UpCloud: %s; leaving it to the network stage", e)
-                return False
-            raise UpCloudError(f"UpCloud metadata {e}") from None
-        try:
-            md = json.loads(body.decode("utf-8", "replace"))
-        except ValueError as e:
-            raise UpCloudError(f"UpCloud metadata {url}: not a JSON document ({e})") from None
-        if not isinstance(md, dict):
-            raise UpCloudError(f"UpCloud metadata {url}: expected a JSON object, got {type(md).__name__}")
+        body = self.get_document(url, limits)
+        if body is None:
+            return False
+        md = self.json_object(body, url)
         instance_id = md.get("instance_id", server_uuid)
         if isinstance(instance_id, bool) or not isinstance(instance_id, (str, int)) or instance_id == "":
             raise UpCloudError(f"UpCloud metadata {url}: no instance_id")

@@ -21,14 +21,13 @@ import logging
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable, system_macs
+from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
 
 LOG = logging.getLogger("cloudseed.datasources.vultr")
 
 DEFAULT_URL = "http://169.254.169.254"
 NAMESERVERS = ["108.61.10.10", "2001:19f0:300:1704::6"]
-MAX_DOCUMENT = 4 * 1024 * 1024
 
 
 class VultrError(Exception):
@@ -117,62 +116,21 @@ def vendordata(value: Any) -> bytes | None:
     return b"#cloud-config-archive\n" + json.dumps(parts).encode("utf-8")
 
 
-class Vultr(Datasource):
+class Vultr(MetadataServiceDatasource):
     name = "Vultr"
-    stages = (LOCAL, NETWORK)
     platform = "vultr"
     sensitive_keys = ("startup-script",)  # the operator's script: only root reads it in instance data
+    identified = staticmethod(identified)
+    url_keys = ("url", "metadata_url")
+    error = VultrError
 
-    def __init__(self, ctx: DatasourceContext):
-        super().__init__(ctx)
-        self.cloud_name = "vultr"
-        self.metadata_address: str | None = None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        found = identified(ctx)
-        if found:
-            return found
-        section = ctx.ds_cfg(cls.name)
-        for key in ("url", "metadata_url"):
-            if section.get(key):
-                return f"datasource.{cls.name}.{key} is configured"
-        return None
-
-    def fetch(self) -> bool:
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
-        if self.ctx.stage == LOCAL and not identified(self.ctx):
-            return False
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         url = str(section.get("metadata_url") or f"{str(section.get('url') or DEFAULT_URL).rstrip('/')}/v1.json")
-        with reachable(self.ctx, self.name) as ok:
-            if not ok:
-                return False
-            return self._read(url, limits)
-
-    def _read(self, url: str, limits: ServiceLimits) -> bool:
-        import json
-
-        from cloudseed.core.http import FetchError, fetch
-
         started = time.monotonic()
-        try:
-            body = fetch(url, timeout=limits.max_wait, retries=limits.retries, max_bytes=MAX_DOCUMENT,
-                         headers={"Metadata-Token": "cloudinit"},
-                         max_wait=limits.max_wait * (limits.retries + 1) + 2)
-        except FetchError as e:
-            if self.ctx.stage == LOCAL:
-                LOG.info("Vultr: %s; leaving it to the network stage", e)
-                return False
-            raise VultrError(f"Vultr metadata {e}") from None
-        try:
-            md = json.loads(body.decode("utf-8", "replace"))
-        except ValueError as e:
-            raise VultrError(f"Vultr metadata {url}: not a JSON document ({e})") from None
-        if not isinstance(md, dict):
-            raise VultrError(f"Vultr metadata {url}: expected a JSON object, got {type(md).__name__}")
+        body = self.get_document(url, limits, headers={"Metadata-Token": "cloudinit"})
+        if body is None:
+            return False
+        md = self.json_object(body, url)
         instance_id = md.get("instance-v2-id") or md.get("instanceid")
         if isinstance(instance_id, bool) or not isinstance(instance_id, (str, int)) or instance_id == "":
             raise VultrError(f"Vultr metadata {url}: no instance-v2-id")
