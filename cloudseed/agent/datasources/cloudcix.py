@@ -17,8 +17,8 @@ import logging
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured, reachable
+from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 LOG = logging.getLogger("cloudseed.datasources.cloudcix")
 
@@ -32,45 +32,22 @@ def identified(ctx: DatasourceContext) -> str | None:
     return None
 
 
-class CloudCIX(Datasource):
+class CloudCIX(MetadataServiceDatasource):
     name = "CloudCIX"
-    stages = (LOCAL, NETWORK)
     platform = "cloudcix"
+    identified = staticmethod(identified)
 
-    def __init__(self, ctx: DatasourceContext):
-        super().__init__(ctx)
-        self.metadata_address: str | None = None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, identified)
-
-    def fetch(self) -> bool:
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
-        if self.ctx.stage == LOCAL and not identified(self.ctx):
-            return False
-        md_url = str(section.get("metadata_url") or f"{BASE_URL}/metadata")
-        ud_url = str(section.get("userdata_url") or md_url.rsplit("/", 1)[0] + "/userdata")
-        with reachable(self.ctx, self.name) as ok:
-            if not ok:
-                return False
-            return self._read(md_url, ud_url, limits)
-
-    def _read(self, md_url: str, ud_url: str, limits: ServiceLimits) -> bool:
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         import json
 
         from cloudseed.agent.datasources.hetzner import maybe_b64decode
-        from cloudseed.core.http import FetchError, fetch
+        from cloudseed.core.http import fetch
 
+        md_url = str(section.get("metadata_url") or f"{BASE_URL}/metadata")
+        ud_url = str(section.get("userdata_url") or md_url.rsplit("/", 1)[0] + "/userdata")
         started = time.monotonic()
-        try:
-            body = fetch(md_url, timeout=limits.max_wait, retries=0, max_bytes=MAX_DOCUMENT,
-                         max_wait=limits.max_wait + 2)
-        except FetchError as e:
-            LOG.info("CloudCIX: %s", e)
+        body = self.get_document(md_url, limits, retries=0, raise_in_network=False)
+        if body is None:
             return False
         try:
             md: Any = json.loads(body.decode("utf-8", "replace"))

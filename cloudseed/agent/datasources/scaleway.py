@@ -21,8 +21,8 @@ import logging
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured, reachable
+from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 LOG = logging.getLogger("cloudseed.datasources.scaleway")
 
@@ -147,46 +147,21 @@ def _nic(ctx: DatasourceContext) -> tuple[str, str | None]:
     return "eth0", None
 
 
-class Scaleway(Datasource):
+class Scaleway(MetadataServiceDatasource):
     name = "Scaleway"
-    stages = (LOCAL, NETWORK)
     platform = "scaleway"
+    identified = staticmethod(identified)
 
-    def __init__(self, ctx: DatasourceContext):
-        super().__init__(ctx)
-        self.metadata_address: str | None = None
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
+        import json
 
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, identified)
-
-    def fetch(self) -> bool:
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
-        if self.ctx.stage == LOCAL and not identified(self.ctx):
-            return False
         urls = {"metadata": str(section.get("metadata_url") or f"{BASE_URL}/conf?format=json"),
                 "userdata": str(section.get("userdata_url") or f"{BASE_URL}/user_data/cloud-init"),
                 "vendordata": str(section.get("vendordata_url") or f"{BASE_URL}/vendor_data/cloud-init")}
-        with reachable(self.ctx, self.name) as ok:
-            if not ok:
-                return False
-            return self._read(urls, limits)
-
-    def _read(self, urls: dict[str, str], limits: ServiceLimits) -> bool:
-        import json
-
-        from cloudseed.core.http import FetchError, fetch
-
         started = time.monotonic()
         md_url = urls["metadata"]
-        try:
-            body = fetch(md_url, timeout=limits.max_wait, retries=0, max_bytes=MAX_DOCUMENT,
-                         max_wait=limits.max_wait + 2)
-        except FetchError as e:
-            LOG.info("Scaleway: %s", e)
+        body = self.get_document(md_url, limits, retries=0, raise_in_network=False)
+        if body is None:
             return False
         try:
             md: Any = json.loads(body.decode("utf-8", "replace"))
