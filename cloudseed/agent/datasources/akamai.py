@@ -23,8 +23,8 @@ import re
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured, reachable
+from cloudseed.agent.datasources import LOCAL, NETWORK, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 LOG = logging.getLogger("cloudseed.datasources.akamai")
 
@@ -53,41 +53,31 @@ def settings(ctx: DatasourceContext, section: dict) -> dict[str, bool]:
     return found
 
 
-class Akamai(Datasource):
+def bases(section: dict, allowed: dict[str, bool]) -> list[str]:
+    """The service's addresses to try: the configured one, else those of the allowed IP versions."""
+    configured = section.get("metadata_url")
+    if configured:
+        return [str(configured).rstrip("/")]
+    return [b for b, ok in zip(BASE_URLS, (allowed["allow_ipv4"], allowed["allow_ipv6"])) if ok]
+
+
+class Akamai(MetadataServiceDatasource):
     name = "Akamai"
-    stages = (LOCAL, NETWORK)
     platform = "akamai"
+    identified = staticmethod(identified)
 
-    def __init__(self, ctx: DatasourceContext):
-        super().__init__(ctx)
-        self.metadata_address: str | None = None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, identified)
-
-    def fetch(self) -> bool:
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
+    def may_try(self, section: dict[str, Any]) -> bool:
         allowed = settings(self.ctx, section)
-        if limits.max_wait <= 0:
-            return False
         if self.ctx.stage == LOCAL and not (identified(self.ctx) and allowed["allow_local_stage"]):
             return False
         if self.ctx.stage == NETWORK and not allowed["allow_init_stage"]:
             return False
-        configured = section.get("metadata_url")
-        bases = [str(configured).rstrip("/")] if configured else \
-            [b for b, ok in zip(BASE_URLS, (allowed["allow_ipv4"], allowed["allow_ipv6"])) if ok]
-        if not bases:
+        if not bases(section, allowed):
             LOG.info("Akamai: configuration allows neither IPv4 nor IPv6")
             return False
-        with reachable(self.ctx, self.name) as ok:
-            if not ok:
-                return False
-            return self._read(bases, limits)
+        return True
 
-    def _read(self, bases: list[str], limits: ServiceLimits) -> bool:
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         import base64
         import binascii
         import json
@@ -95,12 +85,13 @@ class Akamai(Datasource):
         from cloudseed.core.http import FetchError, fetch, first_answer
 
         started = time.monotonic()
-        answer = first_answer([f"{b}/v1/token" for b in bases], method="PUT",
+        addresses = bases(section, settings(self.ctx, section))
+        answer = first_answer([f"{b}/v1/token" for b in addresses], method="PUT",
                               headers={"Metadata-Token-Expiry-Seconds": TOKEN_EXPIRY},
                               timeout=limits.max_wait, max_wait=limits.max_wait, max_bytes=4096,
                               accept=lambda e: e.status in (400, 401, 403, 404, 405))
         if answer is None:
-            LOG.info("Akamai: no answer from %s within %gs", " or ".join(bases), limits.max_wait)
+            LOG.info("Akamai: no answer from %s within %gs", " or ".join(addresses), limits.max_wait)
             return False
         token_url, response = answer
         if isinstance(response, FetchError):

@@ -24,13 +24,8 @@ import os
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import (
-    ServiceLimits,
-    identified_or_configured,
-    reachable,
-    system_macs,
-)
+from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
 
 LOG = logging.getLogger("cloudseed.datasources.oracle")
 
@@ -69,33 +64,18 @@ def network_config(vnics: Any, system_macs: dict[str, str]) -> dict | None:
 
 
 
-class Oracle(Datasource):
+class Oracle(MetadataServiceDatasource):
     name = "Oracle"
-    stages = (LOCAL, NETWORK)
     platform = "oracle"
+    identified = staticmethod(identified)
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
-        self.cloud_name = "oracle"
-        self.metadata_address: str | None = None
         self.imds_version = ""
 
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, identified)
-
-    def fetch(self) -> bool:
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
-        if self.ctx.stage == LOCAL and not identified(self.ctx):
-            return False
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         base = str(section.get("metadata_url") or BASE_URL).rstrip("/")
-        with reachable(self.ctx, self.name) as ok:
-            if not ok:
-                return False
-            return self._read(base, limits)
+        return self._read(base, limits)
 
     def _get(self, url: str, version: int, timeout: float, retries: int) -> Any:
         from cloudseed.core.http import fetch
