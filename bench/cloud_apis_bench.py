@@ -1,8 +1,8 @@
-"""Throughput and p99 of the GCE, DigitalOcean, Hetzner, Oracle (and OpenStack) APIs beside lighttpd.
+"""Throughput and p99 of the GCE, DigitalOcean, Hetzner, Oracle, Azure (and OpenStack) APIs beside lighttpd.
 
 One ``cloudseed serve`` with a one-instance registry, then one lighttpd process serving the same
 answers as static files; wrk (1 thread, 50 keep-alive connections) cycles through 4 paths of each
-API, GCE and Oracle requests carrying the headers their rules require. Run as root or not; it
+API, GCE, Oracle and Azure requests carrying the headers their rules require. Run as root or not; it
 only uses loopback. ``.venv/bin/python bench/cloud_apis_bench.py [--duration 4]``
 """
 
@@ -31,6 +31,11 @@ APIS = {
                  "/hetzner/v1/metadata/network-config"], {}),
     "oracle": (["/opc/v2/instance/", "/opc/v2/vnics/", "/opc/v2/instance/hostname", "/opc/v1/instance/"],
                {"Authorization": "Bearer Oracle"}),
+    # IMDS (a JSON subtree, a text leaf, the versions) and the wire server's goal state; no path is
+    # a prefix of another, so lighttpd can serve each answer as one file
+    "azure": (["/metadata/instance/network?api-version=2021-08-01",
+               "/metadata/instance/compute/vmId?api-version=2021-08-01&format=text", "/metadata/versions",
+               "/machine/?comp=goalstate"], {"Metadata": "true", "x-ms-version": "2012-11-30"}),
     "openstack": (["/openstack/latest/network_data.json", "/openstack/latest/user_data",
                    "/openstack/latest/vendor_data.json", "/openstack/2012-08-10/user_data"], {}),
 }

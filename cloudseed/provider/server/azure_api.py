@@ -38,6 +38,7 @@ _NO_VERSION = error(400, "Bad request. api-version was not specified in the requ
                          "refer to aka.ms/azureimds")
 _BAD_VERSION = error(400, "Bad request. api-version is invalid or was not specified in the request.")
 _NOT_FOUND = error(404, "Not found")
+_VERSIONS = Response(200, json.dumps({"apiVersions": list(VERSIONS)}), JSON)
 
 
 def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
@@ -49,9 +50,13 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
         return _NO_METADATA
     if "x-forwarded-for" in request.headers and not app._is_proxy(request.peer):
         return _FORWARDED
-    query = dict(parse_qsl(request.query or "", keep_blank_values=True))
+    seen = "azure?" + request.path + "?" + request.query  # the answer to this exact target, once rendered
+    found = instance.responses.get(seen)
+    if found is not None and (request.method == "GET" or request.method == "HEAD"):
+        return found
     if request.path.rstrip("/") == "/metadata/versions":
-        return Response(200, json.dumps({"apiVersions": list(VERSIONS)}), JSON)
+        return _VERSIONS
+    query = dict(parse_qsl(request.query or "", keep_blank_values=True))
     version = query.get("api-version")
     if not version:
         return _NO_VERSION
@@ -76,6 +81,8 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
         if tree is None:
             tree = instance.trees["azure"] = azure.document(instance.record)
         found = instance.responses[key] = render(tree, parts[1:], fmt)
+    if found.status == 200 and len(instance.responses) < 1024:  # bounded: the queries are the client's
+        instance.responses[seen] = found
     return found
 
 

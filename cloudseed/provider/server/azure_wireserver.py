@@ -44,7 +44,10 @@ def handle(app: Any, request: Any, instance: Any) -> Any:
     if comp == "goalstate":
         if request.method not in ("GET", "HEAD"):
             return text_error(405, "use GET", [("Allow", "GET, HEAD")])
-        return Response(200, azure.goal_state(record), XML)
+        found = instance.responses.get("azure/goalstate")  # rendered once per record version
+        if found is None:
+            found = instance.responses["azure/goalstate"] = Response(200, azure.goal_state(record), XML)
+        return found
     if comp == "health":
         if request.method != "POST":
             return text_error(405, "use POST", [("Allow", "POST")])
