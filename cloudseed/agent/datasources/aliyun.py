@@ -16,8 +16,8 @@ import logging
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, urls_from_cfg
+from cloudseed.agent.datasources import NETWORK, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, urls_from_cfg
 
 LOG = logging.getLogger("cloudseed.datasources.aliyun")
 
@@ -45,33 +45,17 @@ def public_keys(value: Any) -> list[str]:
     return keys
 
 
-class AliYun(Datasource):
+class AliYun(MetadataServiceDatasource):
     name = "AliYun"
     stages = (NETWORK,)
     platform = "aliyun"
+    identified = staticmethod(identified)
+    url_keys = ("metadata_urls",)
 
-    def __init__(self, ctx: DatasourceContext):
-        super().__init__(ctx)
-        self.cloud_name = "aliyun"
-        self.metadata_address: str | None = None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        found = identified(ctx)
-        if found:
-            return found
-        if ctx.ds_cfg(cls.name).get("metadata_urls"):
-            return "datasource.AliYun.metadata_urls is configured"
-        return None
-
-    def fetch(self) -> bool:
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         from cloudseed.agent.datasources.ec2 import ImdsError, crawl_tree
         from cloudseed.core.http import FetchError, fetch, first_answer
 
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
         started = time.monotonic()
         urls = urls_from_cfg(section, DEFAULT_URLS)
         answer = first_answer([f"{u}/{VERSION}/meta-data/instance-id" for u in urls], timeout=limits.max_wait,

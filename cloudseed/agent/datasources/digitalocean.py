@@ -21,14 +21,13 @@ import subprocess
 import time
 from typing import Any, Iterator
 
-from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured, system_macs
+from cloudseed.agent.datasources import LOCAL, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
 
 LOG = logging.getLogger("cloudseed.datasources.digitalocean")
 
 DEFAULT_URL = "http://169.254.169.254/metadata/v1.json"
 NIC_NAMES = {"public": "eth0", "private": "eth1"}
-MAX_DOCUMENT = 4 * 1024 * 1024
 
 
 def identified(ctx: DatasourceContext) -> str | None:
@@ -95,36 +94,23 @@ def link_local(ctx: DatasourceContext) -> Iterator[None]:
             subprocess.run(["ip", "addr", "del", address, "dev", nic], capture_output=True)
 
 
-class DigitalOcean(Datasource):
+class DigitalOcean(MetadataServiceDatasource):
     name = "DigitalOcean"
-    stages = (LOCAL, NETWORK)
     platform = "digitalocean"
+    identified = staticmethod(identified)
 
-    def __init__(self, ctx: DatasourceContext):
-        super().__init__(ctx)
-        self.cloud_name = "digitalocean"
-        self.metadata_address: str | None = None
+    @contextlib.contextmanager
+    def reach(self) -> Iterator[bool]:
+        """DigitalOcean has no DHCP: in the local stage a link-local address while the service is read."""
+        with link_local(self.ctx):
+            yield True
 
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, identified)
-
-    def fetch(self) -> bool:
-        from cloudseed.core.http import FetchError, fetch
-
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         url = str(section.get("metadata_url") or DEFAULT_URL)
         started = time.monotonic()
-        with link_local(self.ctx):
-            try:
-                body = fetch(url, timeout=limits.max_wait, retries=limits.retries, max_bytes=MAX_DOCUMENT,
-                             max_wait=limits.max_wait * (limits.retries + 1) + 2)
-            except FetchError as e:
-                LOG.info("DigitalOcean: %s", e)
-                return False
+        body = self.get_document(url, limits, raise_in_network=False)
+        if body is None:
+            return False
         try:
             md = json.loads(body.decode("utf-8", "replace"))
         except ValueError as e:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
-from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured
+from cloudseed.agent.datasources import NETWORK, DatasourceContext
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 LOG = logging.getLogger("cloudseed.datasources.exoscale")
 
@@ -34,22 +35,17 @@ def identified(ctx: DatasourceContext) -> str | None:
     return None
 
 
-class Exoscale(Datasource):
+class Exoscale(MetadataServiceDatasource):
     name = "Exoscale"
     stages = (NETWORK,)
     platform = "exoscale"
+    identified = staticmethod(identified)
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
-        self.cloud_name = "exoscale"
-        self.metadata_address: str | None = None
         self.warnings: list[str] = []
 
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, identified)
-
-    def fetch(self) -> bool:
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         from urllib.parse import urlsplit
 
         from cloudseed.agent.datasources.cloudstack import (
@@ -60,10 +56,6 @@ class Exoscale(Datasource):
         )
         from cloudseed.core.http import FetchError
 
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
         started = time.monotonic()
         base = str(section.get("metadata_url") or METADATA_URL).rstrip("/")
         version = str(section.get("api_version") or API_VERSION).strip("/")
