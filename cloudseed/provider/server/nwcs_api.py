@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from cloudseed.provider.instance_data import nwcs
 from cloudseed.provider.server.http import Response, text_error
-from cloudseed.provider.server.vultr_api import tree_response
+from cloudseed.provider.server.json_tree import tree_response
 
 PREFIX = "/api/v1"
 
