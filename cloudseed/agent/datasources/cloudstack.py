@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import ServiceLimits, identified_or_configured
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 LOG = logging.getLogger("cloudseed.datasources.cloudstack")
 
@@ -260,28 +260,19 @@ def read_tree(ds: Datasource, base: str, version: str, limits: ServiceLimits, ma
     return True
 
 
-class CloudStack(Datasource):
+class CloudStack(MetadataServiceDatasource):
     name = "CloudStack"
     stages = (NETWORK,)
     platform = "cloudstack"
+    identified = staticmethod(identified)
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
-        self.cloud_name = "cloudstack"
-        self.metadata_address: str | None = None
         self.warnings: list[str] = []
 
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, identified)
-
-    def fetch(self) -> bool:
+    def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         from urllib.parse import urlsplit
 
-        section = self.ctx.ds_cfg(self.name)
-        limits = ServiceLimits.from_cfg(section)
-        if limits.max_wait <= 0:
-            return False
         started = time.monotonic()
         configured = section.get("metadata_url")
         if configured:
