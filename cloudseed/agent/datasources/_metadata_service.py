@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator
 
@@ -112,6 +113,12 @@ def identified_or_configured(ctx: DatasourceContext, name: str, identified: Any,
 MAX_DOCUMENT = 4 * 1024 * 1024
 
 
+def listed_keys(value: Any) -> list[str]:
+    """SSH keys given as one text or a list of them (stripped; empty ones left out)."""
+    keys = value or []
+    return [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+
+
 class MetadataServiceDatasource(Datasource):
     """A datasource reading one HTTP metadata service, in the local stage (through a temporary DHCP
     lease, only where the platform was identified) and the network stage.
@@ -179,7 +186,7 @@ class MetadataServiceDatasource(Datasource):
             return fetch(url, timeout=limits.max_wait, retries=tries, max_bytes=max_bytes, headers=headers,
                          max_wait=limits.max_wait * (tries + 1) + 2)
         except FetchError as e:
-            log = logging.getLogger("cloudseed.datasources." + type(self).__module__.rsplit(".", 1)[-1])
+            log = self._log()
             if self.ctx.stage == LOCAL:
                 log.info("%s: %s; leaving it to the %s stage", self.name, e, NETWORK)
                 return None
@@ -187,6 +194,17 @@ class MetadataServiceDatasource(Datasource):
                 log.info("%s: %s", self.name, e)
                 return None
             raise self.error(f"{self.name} metadata {e}") from None
+
+    def found(self, url: str, instance_id: Any, started: float, kind: str = "instance") -> bool:
+        """Note where the instance was read (``metadata_address``, ``subplatform``), log it; True."""
+        self.metadata_address = url
+        self.subplatform = f"metadata ({url})"
+        self._log().info("%s: read %s%s from %s in %.2fs", self.name, f"{kind} " if kind else "", instance_id,
+                         url, time.monotonic() - started)
+        return True
+
+    def _log(self) -> logging.Logger:
+        return logging.getLogger("cloudseed.datasources." + type(self).__module__.rsplit(".", 1)[-1])
 
     def json_object(self, body: bytes, url: str) -> dict[str, Any]:
         """``body`` of ``url`` as a JSON object, else ``error`` saying what it is instead."""

@@ -100,7 +100,6 @@ class Akamai(MetadataServiceDatasource):
         if not token or len(token) > 1024 or not token.isprintable() or token.startswith(("[", "{")):
             raise ValueError(f"{token_url}: not a metadata token ({token[:40]!r})")
         base = token_url[:-len("/v1/token")]
-        self.metadata_address = base
         docs: dict[str, Any] = {}
         for name in ("instance", "ssh-keys", "network"):
             url = f"{base}/v1/{name}"
@@ -137,9 +136,7 @@ class Akamai(MetadataServiceDatasource):
         self.region = str(md["region"]) if md.get("region") else None
         self.network_config = None  # the fallback (DHCP), as cloud-init 23.4
         self.raw = {"instance": md, "network": docs["network"], "ssh-keys": docs["ssh-keys"]}
-        self.subplatform = f"metadata ({base})"
-        LOG.info("Akamai: read Linode %s from %s in %.2fs", instance_id, base, time.monotonic() - started)
-        return True
+        return self.found(base, instance_id, started, "Linode")
 
 
 DATASOURCE = Akamai

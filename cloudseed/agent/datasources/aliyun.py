@@ -83,10 +83,7 @@ class AliYun(MetadataServiceDatasource):
                 raise ValueError(f"AliYun: {e}") from None
             userdata = b""
         self._fill(meta, userdata)
-        self.metadata_address = base
-        self.subplatform = f"metadata ({base})"
-        LOG.info("AliYun: read %s from %s in %.2fs", self.metadata["instance-id"], base, time.monotonic() - started)
-        return True
+        return self.found(base, self.metadata["instance-id"], started, "")
 
     def _fill(self, meta: dict[str, Any], userdata: bytes) -> None:
         from cloudseed.agent.datasources.ec2 import network_config_from_macs

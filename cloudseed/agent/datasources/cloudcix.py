@@ -13,14 +13,11 @@ starts; without a lease the network stage reads it.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from cloudseed.agent.datasources import DatasourceContext
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
-
-LOG = logging.getLogger("cloudseed.datasources.cloudcix")
 
 BASE_URL = "http://169.254.169.254/v1"
 MAX_DOCUMENT = 4 * 1024 * 1024
@@ -64,7 +61,6 @@ class CloudCIX(MetadataServiceDatasource):
         userdata = fetch(ud_url, timeout=limits.timeout, retries=limits.retries, max_bytes=MAX_DOCUMENT,
                          max_wait=limits.timeout * (limits.retries + 1) + 2)
         hostname = md.get("local-hostname") or md.get("hostname")
-        self.metadata_address = md_url
         self.metadata = {"instance-id": str(instance_id)}
         if isinstance(hostname, str) and hostname:
             self.metadata["local-hostname"] = hostname
@@ -74,9 +70,7 @@ class CloudCIX(MetadataServiceDatasource):
         self.userdata_raw = maybe_b64decode(userdata) if userdata else None
         self.network_config = network or None
         self.raw = md
-        self.subplatform = f"metadata ({md_url})"
-        LOG.info("CloudCIX: read instance %s from %s in %.2fs", instance_id, md_url, time.monotonic() - started)
-        return True
+        return self.found(md_url, instance_id, started)
 
 
 DATASOURCE = CloudCIX

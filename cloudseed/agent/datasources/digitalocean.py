@@ -22,7 +22,12 @@ import time
 from typing import Any, Iterator
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext
-from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
+from cloudseed.agent.datasources._metadata_service import (
+    MetadataServiceDatasource,
+    ServiceLimits,
+    listed_keys,
+    system_macs,
+)
 
 LOG = logging.getLogger("cloudseed.datasources.digitalocean")
 
@@ -118,24 +123,20 @@ class DigitalOcean(MetadataServiceDatasource):
         if not isinstance(md, dict):
             raise ValueError(f"{url}: not a JSON object")
         serial = self.ctx.dmi("product_serial")
-        self.metadata_address = url
         instance_id = md.get("droplet_id", serial)
         self.metadata = {"instance-id": str(instance_id), "local-hostname": str(md.get("hostname", instance_id)),
                          "interfaces": md.get("interfaces"), "public-keys": md.get("public_keys"),
                          "availability_zone": md.get("region", "default")}
         self.availability_zone = str(md.get("region", "default"))
         self.region = self.availability_zone
-        keys = md.get("public_keys") or []
-        self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+        self.public_keys = listed_keys(md.get("public_keys"))
         for attr, key in (("userdata_raw", "user_data"), ("vendordata_raw", "vendor_data")):
             value = md.get(key)
             setattr(self, attr, str(value).encode("utf-8") if value else None)
         dns = md.get("dns") if isinstance(md.get("dns"), dict) else {}
         self.network_config = network_config(md.get("interfaces"), dns.get("nameservers"), system_macs())
         self.raw = {k: v for k, v in md.items() if k not in ("user_data", "vendor_data", "auth_key")}
-        self.subplatform = f"metadata ({url})"
-        LOG.info("DigitalOcean: read droplet %s from %s in %.2fs", instance_id, url, time.monotonic() - started)
-        return True
+        return self.found(url, instance_id, started, "droplet")
 
 
 DATASOURCE = DigitalOcean

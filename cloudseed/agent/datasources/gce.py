@@ -133,7 +133,6 @@ class GCE(MetadataServiceDatasource):
             if instance.get(key) in (None, ""):
                 LOG.warning("GCE: %sinstance/%s is missing; not GCE", base, key)
                 return False
-        self.metadata_address = base
         attrs = instance.get("attributes") if isinstance(instance.get("attributes"), dict) else {}
         zone = str(instance["zone"]).rsplit("/", 1)[-1]
         self.availability_zone = zone
@@ -158,9 +157,7 @@ class GCE(MetadataServiceDatasource):
             self.userdata_raw = data
         self.network_config = network_config(instance.get("networkInterfaces"), system_macs())
         self.raw = {"instance": instance, "project": {"attributes": project}}
-        self.subplatform = f"metadata ({base})"
-        LOG.info("GCE: read instance %s from %s in %.2fs", instance["id"], base, time.monotonic() - started)
-        return True
+        return self.found(base, instance["id"], started)
 
 
 DATASOURCE = GCE

@@ -11,14 +11,11 @@ service is read through a temporary DHCP lease (Hetzner has DHCP).
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from cloudseed.agent.datasources import DatasourceContext
-from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
-
-LOG = logging.getLogger("cloudseed.datasources.hetzner")
+from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, listed_keys
 
 BASE_URL = "http://169.254.169.254/hetzner/v1"
 MAX_DOCUMENT = 4 * 1024 * 1024
@@ -66,11 +63,9 @@ class Hetzner(MetadataServiceDatasource):
         if identified(self.ctx) and serial and serial != instance_id:
             raise ValueError(f"Hetzner: the DMI serial {serial!r} does not match instance-id {instance_id!r} "
                              f"from {md_url}")
-        self.metadata_address = md_url
         self.metadata = {"instance-id": instance_id, "local-hostname": str(md.get("hostname") or instance_id),
                          "network-config": md.get("network-config"), "public-keys": md.get("public-keys")}
-        keys = md.get("public-keys") or []
-        self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+        self.public_keys = listed_keys(md.get("public-keys"))
         self.userdata_raw = maybe_b64decode(userdata) if userdata else None
         vendor = md.get("vendor_data")
         self.vendordata_raw = str(vendor).encode("utf-8") if vendor else None
@@ -79,9 +74,7 @@ class Hetzner(MetadataServiceDatasource):
         self.region = str(md["region"]) if md.get("region") else None
         self.availability_zone = str(md["availability-zone"]) if md.get("availability-zone") else None
         self.raw = {k: v for k, v in md.items() if k != "vendor_data"}
-        self.subplatform = f"metadata ({md_url})"
-        LOG.info("Hetzner: read server %s from %s in %.2fs", instance_id, md_url, time.monotonic() - started)
-        return True
+        return self.found(md_url, instance_id, started, "server")
 
 
 DATASOURCE = Hetzner

@@ -16,7 +16,12 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import DatasourceContext
-from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
+from cloudseed.agent.datasources._metadata_service import (
+    MetadataServiceDatasource,
+    ServiceLimits,
+    listed_keys,
+    system_macs,
+)
 
 LOG = logging.getLogger("cloudseed.datasources.nwcs")
 
@@ -67,17 +72,13 @@ class NWCS(MetadataServiceDatasource):
             raise NWCSError(f"NWCS metadata {url}: no instance-id")
         self.metadata = {"instance-id": str(instance_id), "local-hostname": md.get("hostname"),
                          "public-keys": md.get("public-keys"), "network": md.get("network")}
-        keys = md.get("public-keys") or []
-        self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+        self.public_keys = listed_keys(md.get("public-keys"))
         for attr, key in (("userdata_raw", "userdata"), ("vendordata_raw", "vendordata")):
             value = md.get(key)
             setattr(self, attr, value.encode("utf-8") if isinstance(value, str) and value else None)
         self.network_config = network_config(md.get("network"), system_macs())
-        self.metadata_address = url
         self.raw = {k: v for k, v in md.items() if k not in ("userdata", "vendordata")}
-        self.subplatform = f"metadata ({url})"
-        LOG.info("NWCS: read instance %s from %s in %.2fs", instance_id, url, time.monotonic() - started)
-        return True
+        return self.found(url, instance_id, started)
 
 
 DATASOURCE = NWCS

@@ -17,14 +17,11 @@ lease.
 from __future__ import annotations
 
 import errno
-import logging
 import time
 from typing import Any
 
 from cloudseed.agent.datasources import DatasourceContext
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
-
-LOG = logging.getLogger("cloudseed.datasources.scaleway")
 
 BASE_URL = "http://169.254.42.42"
 MAX_DOCUMENT = 4 * 1024 * 1024
@@ -181,7 +178,6 @@ class Scaleway(MetadataServiceDatasource):
                 raise ValueError(f"Scaleway: {kind} from {urls[kind]} could not be read: {e}") from None
         instance_id = str(md["id"])
         hostname = str(md.get("hostname") or md.get("name") or instance_id)
-        self.metadata_address = md_url
         self.metadata = {"instance-id": instance_id, "local-hostname": hostname}
         self.public_keys = public_keys(md)
         self.userdata_raw = data["userdata"]
@@ -194,9 +190,7 @@ class Scaleway(MetadataServiceDatasource):
             self.availability_zone = zone
             self.region = zone.rsplit("-", 1)[0] if zone.count("-") >= 2 else zone
         self.raw = md
-        self.subplatform = f"metadata ({md_url})"
-        LOG.info("Scaleway: read server %s from %s in %.2fs", instance_id, md_url, time.monotonic() - started)
-        return True
+        return self.found(md_url, instance_id, started, "server")
 
 
 DATASOURCE = Scaleway

@@ -15,14 +15,16 @@ service is read through a temporary DHCP lease (UpCloud has DHCP), as 22.4's UpC
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from cloudseed.agent.datasources import DatasourceContext
-from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
-
-LOG = logging.getLogger("cloudseed.datasources.upcloud")
+from cloudseed.agent.datasources._metadata_service import (
+    MetadataServiceDatasource,
+    ServiceLimits,
+    listed_keys,
+    system_macs,
+)
 
 DEFAULT_URL = "http://169.254.169.254/metadata/v1.json"
 
@@ -98,17 +100,13 @@ class UpCloud(MetadataServiceDatasource):
         self.metadata = {"instance-id": str(instance_id), "local-hostname": md.get("hostname"),
                          "network": md.get("network"), "public-keys": md.get("public_keys"),
                          "availability_zone": zone}
-        keys = md.get("public_keys") or []
-        self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+        self.public_keys = listed_keys(md.get("public_keys"))
         for attr, key in (("userdata_raw", "user_data"), ("vendordata_raw", "vendor_data")):
             value = md.get(key)
             setattr(self, attr, value.encode("utf-8") if isinstance(value, str) and value else None)
         self.network_config = network_config(md.get("network"), system_macs())
-        self.metadata_address = url
         self.raw = {k: v for k, v in md.items() if k not in ("user_data", "vendor_data")}
-        self.subplatform = f"metadata ({url})"
-        LOG.info("UpCloud: read server %s from %s in %.2fs", instance_id, url, time.monotonic() - started)
-        return True
+        return self.found(url, instance_id, started, "server")
 
 
 DATASOURCE = UpCloud

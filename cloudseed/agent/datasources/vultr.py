@@ -17,14 +17,16 @@ data. In the local stage the service is read through a temporary DHCP lease (Vul
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 from cloudseed.agent.datasources import DatasourceContext
-from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
-
-LOG = logging.getLogger("cloudseed.datasources.vultr")
+from cloudseed.agent.datasources._metadata_service import (
+    MetadataServiceDatasource,
+    ServiceLimits,
+    listed_keys,
+    system_macs,
+)
 
 DEFAULT_URL = "http://169.254.169.254"
 NAMESERVERS = ["108.61.10.10", "2001:19f0:300:1704::6"]
@@ -144,16 +146,12 @@ class Vultr(MetadataServiceDatasource):
                          "instance-id": str(instance_id),
                          "local-hostname": str(hostname) if hostname not in (None, "") else "guest",
                          "region": self.region}
-        keys = md.get("public-keys") or []
-        self.public_keys = [str(k).strip() for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
+        self.public_keys = listed_keys(md.get("public-keys"))
         user = md.get("user-data")
         self.userdata_raw = user.encode("utf-8") if isinstance(user, str) and user else None
         self.vendordata_raw = vendordata(md.get("vendor-data"))
         self.network_config = network_config(md, system_macs())
-        self.metadata_address = url
-        self.subplatform = f"metadata ({url})"
-        LOG.info("Vultr: read instance %s from %s in %.2fs", instance_id, url, time.monotonic() - started)
-        return True
+        return self.found(url, instance_id, started)
 
 
 DATASOURCE = Vultr
