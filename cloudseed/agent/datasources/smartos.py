@@ -58,6 +58,14 @@ JSON_ATTRIBUTES = {"network-data": "sdc:nics", "dns_servers": "sdc:resolvers", "
 NO_BASE64_DECODE = ("iptables_disable", "motd_sys_info", "root_authorized_keys", "sdc:datacenter_name",
                     "sdc:uuiduser-data", "user-script")
 
+# a KVM guest's second disk is its ephemeral disk: partitioned and formatted unless it has a table
+# (cloud-init's built-in config for SmartOS KVM; ``datasource: SmartOS: {disk_aliases: {...}}`` renames)
+KVM_DISK_ALIASES = {"ephemeral0": "/dev/vdb"}
+KVM_CLOUD_CONFIG = {
+    "disk_setup": {"ephemeral0": {"table_type": "mbr", "layout": False, "overwrite": False}},
+    "fs_setup": [{"label": "ephemeral0", "filesystem": "ext4", "device": "ephemeral0"}],
+}
+
 BUILTIN_VENDOR_DATA = """\
 #cloud-boothook
 #!/bin/sh
@@ -380,6 +388,12 @@ class SmartOS(Datasource):
                 raise JoyentMetadataError(f"{path}: sdc:nics/sdc:routes: {e}") from None
         self.raw = {"meta_data": md}  # the script and data keys: redacted as sensitive_keys
         self.extra = {"smartos_type": "kvm" if kvm else "lx-brand"}
+        if kvm:
+            import copy
+
+            aliases = self.ctx.ds_cfg(self.name).get("disk_aliases")
+            md["block-device-mapping"] = dict(aliases) if isinstance(aliases, dict) else dict(KVM_DISK_ALIASES)
+            self.extra["cloud_config"] = copy.deepcopy(KVM_CLOUD_CONFIG)  # over the system config, under user-data
         self.subplatform = f"serial ({path})" if kvm else f"socket ({path})"
         self._set_provisioned()
 

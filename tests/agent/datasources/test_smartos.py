@@ -119,6 +119,11 @@ def test_reads_the_host_over_a_pty(target, pty):
     assert "write_files" not in json.dumps(public) and "user-script ran" not in json.dumps(public)
     assert public["ds"]["meta_data"]["instance-id"] == HOST["sdc:uuid"]
     assert "KEYS" in host.requests  # the KVM client's legacy base64 markers were looked at
+    # a KVM guest's second disk is its ephemeral disk, set up as cloud-init's built-in config does
+    assert ds.metadata["block-device-mapping"] == {"ephemeral0": "/dev/vdb"}
+    assert ds.extra["cloud_config"]["fs_setup"] == [{"label": "ephemeral0", "filesystem": "ext4",
+                                                     "device": "ephemeral0"}]
+    assert ds.extra["cloud_config"]["disk_setup"]["ephemeral0"]["overwrite"] is False
     net = ds.network_config
     assert net["config"][0]["subnets"][0] == {
         "type": "static", "address": "8.12.42.102/24", "gateway": "8.12.42.1",
@@ -158,6 +163,7 @@ def test_lx_brand_zone_socket(target):
         assert ds is not None and ds.instance_id == HOST["sdc:uuid"]
         assert ds.subplatform.startswith("socket (") and ds.extra["smartos_type"] == "lx-brand"
         assert "KEYS" not in responders[0].requests  # no legacy base64 on the socket
+        assert "cloud_config" not in ds.extra and "block-device-mapping" not in ds.metadata  # no disks in a zone
     finally:
         server.close()
         for r in responders:
