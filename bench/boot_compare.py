@@ -90,11 +90,16 @@ def sysinit_at(result: BootResult) -> float | None:
     return console_at(result, SYSINIT)
 
 
-def finished_at(result: BootResult, multi_user: float | None) -> float | None:
-    """The later of multi-user.target and the agent's final message (None if either is missing)."""
-    if multi_user is None or (result.image.agent != "none" and result.agent_done_at is None):
+def finished_at(sample: dict, agent: str) -> float | None:
+    """The later of multi-user.target and the agent's final message (None if the agent's is missing).
+
+    systemd does not always print "Reached target multi-user.target" (a getty on the serial
+    console can take it over first): then the collector's line stands in for it, an upper bound
+    (its unit is ordered after multi-user.target)."""
+    multi_user = sample.get("multi_user_at") or sample.get("collected_at")
+    if multi_user is None or (agent != "none" and sample.get("agent_done_at") is None):
         return None
-    return max(multi_user, result.agent_done_at or 0.0)
+    return max(multi_user, sample.get("agent_done_at") or 0.0)
 
 
 def all_keys_at(result: BootResult, limit: float = 180.0) -> float | None:
@@ -117,11 +122,11 @@ def measure(image, workdir: str, accel: str, reason: str, seed: str, timeout: fl
             overlay: str | None = None) -> tuple[dict, BootResult]:
     result = run_boot(image, workdir, accel=accel, accel_reason=reason, seeds=[seed], timeout=timeout,
                       ssh_timeout=90, keep=True, overlay=overlay)
-    multi_user = console_at(result, MULTI_USER)
     sample = {"stages": stage_seconds(result), "sysinit_at": sysinit_at(result), "ssh_ready_at": result.ssh_ready_at,
-              "multi_user_at": multi_user, "finished_at": finished_at(result, multi_user),
+              "multi_user_at": console_at(result, MULTI_USER),
               "collected_at": result.collected_at, "agent_done_at": result.agent_done_at,
               "all_keys_at": all_keys_at(result), "timed_out": result.timed_out}
+    sample["finished_at"] = finished_at(sample, image.agent)
     sample["agent_total"] = sum(sample["stages"].values()) if sample["stages"] else None
     if result.vm:
         result.vm.stop()
@@ -168,7 +173,10 @@ def main() -> int:
     parser.add_argument("--reboot", action="store_true", help="also a second boot of each instance")
     parser.add_argument("--json", metavar="FILE", help="also write all samples as JSON")
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--tables-from", metavar="FILE", help="only print the tables of a series saved with --json")
     args = parser.parse_args()
+    if args.tables_from:
+        return tables_from(args.tables_from)
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     work = tempfile.mkdtemp(prefix="bench-boot-")
     print(f"console logs under {work}", flush=True)
@@ -206,10 +214,19 @@ def main() -> int:
                       f"{fmt(again['agent_total'])}", flush=True)
             if os.path.exists(result.overlay):
                 os.unlink(result.overlay)
-    load = os.getloadavg()
-    print(f"\nload at end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n")
+    end = os.getloadavg()
+    print(f"\nload at end {end[0]:.2f} {end[1]:.2f} {end[2]:.2f}\n")
+    report(samples, reboots if args.reboot else None)
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump({"accel": accel, "load_start": load, "load_end": end, "samples": samples, "reboots": reboots},
+                      handle, indent=2)
+    return 0
+
+
+def report(samples: dict[str, list[dict]], reboots: dict[str, list[dict]] | None) -> None:
     print("\n".join(table("first boot", samples)))
-    if args.reboot:
+    if reboots:
         print()
         print("\n".join(table("reboot of the same instance", reboots)))
     stages = ("local", "network", "config", "final")
@@ -217,9 +234,20 @@ def main() -> int:
     for agent, runs in samples.items():
         if agent != "none":
             print(f"| {agent} | " + " | ".join(fmt(median([r['stages'].get(s) for r in runs])) for s in stages) + " |")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"accel": accel, "samples": samples, "reboots": reboots}, handle, indent=2)
+
+
+def tables_from(path: str) -> int:
+    """The tables of a series saved with --json, "boot finished" recomputed from the saved lines."""
+    with open(path) as handle:
+        saved = json.load(handle)
+    for series in (saved["samples"], saved.get("reboots") or {}):
+        for agent, runs in series.items():
+            for sample in runs:
+                sample["finished_at"] = finished_at(sample, agent)
+    if saved.get("load_start"):
+        print("load at start " + " ".join(f"{v:.2f}" for v in saved["load_start"]) +
+              ", at end " + " ".join(f"{v:.2f}" for v in saved["load_end"]) + "\n")
+    report(saved["samples"], saved.get("reboots") or None)
     return 0
 
 
