@@ -29,6 +29,8 @@ APT_PACKAGES=(
   dpkg-dev apt-utils gpg rpm createrepo-c  # and rpms for the real dnf test
   # disk_setup/fs_setup/mounts/ntp/rsyslog tests: real partitioners, mkfs and config checkers
   gdisk xfsprogs btrfs-progs chrony rsyslog
+  # Azure resource disk tests: a real NTFS (mkntfs) and its userspace lister (ntfsls)
+  ntfs-3g
   # wireguard tests: wg-quick parses the written configuration
   wireguard-tools
   # yum_add_repo tests: dnf reads the written .repo files
