@@ -118,3 +118,32 @@ def test_a_stage_with_errors_fails_its_unit(seeded, notify):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+def test_the_network_stage_code_is_loaded_while_waiting_for_networking(seeded):
+    """After READY the process imports what the network stage needs (user-data processing and its
+    regular expressions, the init modules) at the ordinary priority, and gets its raised one back."""
+    code = f"""
+import os, sys
+from cloudseed.core.root import TargetRoot
+from cloudseed.agent.stages import BootState, _preload_network_stage
+state = BootState.load(TargetRoot({seeded.top!r}))
+raised = -5 if os.geteuid() == 0 else 0
+os.setpriority(os.PRIO_PROCESS, 0, raised)
+before = {{m for m in ("cloudseed.agent.userdata", "cloudseed.agent.modules.write_files") if m in sys.modules}}
+seen = []
+real = os.setpriority
+os.setpriority = lambda which, who, value: seen.append(value) or real(which, who, value)
+_preload_network_stage(state)
+after = {{m for m in ("cloudseed.agent.userdata", "cloudseed.agent.modules.write_files") if m in sys.modules}}
+import json
+print(json.dumps([sorted(before), sorted(after), seen, os.getpriority(os.PRIO_PROCESS, 0) == raised]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    before, after, seen, restored = json.loads(out.stdout.strip().splitlines()[-1])
+    assert before == []
+    assert after == ["cloudseed.agent.modules.write_files", "cloudseed.agent.userdata"]
+    assert restored
+    if os.geteuid() == 0:
+        assert seen == [0, -5]  # ordinary for the imports, raised again for the stage
