@@ -1,7 +1,8 @@
 """``cloudseed install [--with-package]``: install the systemd units and generator into a root.
 
 Units go to ``/usr/lib/systemd/system``, the generator to ``/usr/lib/systemd/system-generators``,
-the later stages' helper to ``/usr/lib/cloudseed/cloudseed-stage``;
+the later stages' helper to ``/usr/lib/cloudseed/cloudseed-stage``, udev rules (Azure's disk
+links) to ``/usr/lib/udev/rules.d``;
 the generator enables ``cloudseed.target`` at each boot unless the agent is disabled or no
 datasource can exist. ``--with-package`` also copies this cloudseed package into the root's
 ``/usr/lib/python3/dist-packages`` with a ``/usr/bin/cloudseed`` launcher (for images), byte-compiled,
@@ -20,6 +21,8 @@ GENERATOR_DIR = "/usr/lib/systemd/system-generators"
 PACKAGE_DIR = "/usr/lib/python3/dist-packages/cloudseed"
 LAUNCHER = "/usr/bin/cloudseed"
 STAGE_HELPER = "/usr/lib/cloudseed/cloudseed-stage"  # ExecStart of the later stages' units
+UDEV_RULES_DIR = "/usr/lib/udev/rules.d"
+UDEV_RULES = ("66-cloudseed-azure-ephemeral.rules",)  # /dev/disk/cloud/azure_resource for the Azure datasource
 UNITS = ("cloudseed-local.service", "cloudseed-network.service", "cloudseed-config.service",
          "cloudseed-final.service", "cloudseed.target")
 
@@ -44,6 +47,9 @@ def install_units(root) -> list[str]:
         written.append(root.write(f"{GENERATOR_DIR}/cloudseed-generator", f.read(), mode=0o755))
     with open(os.path.join(data, "cloudseed-stage"), "rb") as f:
         written.append(root.write(STAGE_HELPER, f.read(), mode=0o755))
+    for rule in UDEV_RULES:
+        with open(os.path.join(os.path.dirname(data), "udev", rule), "rb") as f:
+            written.append(root.write(f"{UDEV_RULES_DIR}/{rule}", f.read(), mode=0o644))
     return written
 
 

@@ -13,7 +13,13 @@ provisioning media (ISO 9660 labelled ``rd_rdfe_stable*``, or UDF). Read as clou
   config: DHCP on every NIC that has addresses, named ``ethN`` and matched by MAC, route metric
   100 x (N+1), secondary addresses static, DHCPv6 where the NIC has IPv6 addresses;
 - then the VM is reported ready to the wire server (``_azure_wireserver``), once per instance;
-  a failure is an error in the status, bounded in time, never a hang.
+  a failure is an error in the status, bounded in time, never a hang;
+- the resource disk (``/dev/disk/cloud/azure_resource``, or ``disk_aliases: {ephemeral0: ...}``):
+  when it is there and still as the platform made it (``_azure_resource_disk``), cloud-init's
+  built-in ``disk_setup``/``fs_setup`` (gpt, one ext4 partition) join the datasource's config and
+  the disk becomes ``ephemeral0`` (mounts puts it on ``/mnt``); otherwise it is left alone and the
+  status says why. On the same instance a fresh disk (a resize or redeploy) has those two modules
+  run again, as 22.4's ``address_ephemeral_resize`` does.
 """
 
 from __future__ import annotations
@@ -301,10 +307,52 @@ class Azure(Datasource):
         if user:
             config["system_info"] = {"default_user": user}
         self.extra["cloud_config"] = config  # under the system config's, over it; user-data wins
+        self._resource_disk()
         self.network_config = network_config(imds.get("network")) or fallback_network_config(self.ctx.root) or None
         self.raw = {"imds": imds}
         sources = [s for s in (where, "IMDS" if imds else "") if s]
         self.subplatform = " + ".join(sources)
+
+    # -- the resource disk
+    def _resource_disk(self) -> None:
+        """cloud-init's ephemeral disk config and ``ephemeral0`` when the resource disk may be reformatted."""
+        from cloudseed.agent.datasources import _azure_resource_disk as rd
+        from cloudseed.core.values import as_bool
+
+        section = self.ctx.ds_cfg(self.name)
+        aliases = section.get("disk_aliases")
+        disk = str((aliases.get("ephemeral0") if isinstance(aliases, dict) else None) or rd.RESOURCE_DISK)
+        if not os.path.exists(disk):  # one stat: no resource disk on this VM size (as 22.4: nothing merged)
+            LOG.info("Azure: no resource disk (%s)", disk)
+            return
+        previous = self.ctx.root.read_text(self.ctx.paths.current_instance_file, default="").strip()
+        same_instance = previous == self.instance_id
+        preserve = as_bool(section.get(rd.PRESERVE_KEY), False)
+        verdict = rd.reformat_verdict(disk, preserve_ntfs=preserve)
+        mapping = {"ephemeral0": disk}
+        if verdict.safe:
+            import copy
+
+            self.metadata["block-device-mapping"] = mapping
+            config = self.extra["cloud_config"]
+            for key, value in copy.deepcopy(rd.EPHEMERAL_CLOUD_CONFIG).items():
+                config.setdefault(key, value)
+            LOG.info("Azure: resource disk %s becomes ext4 on /mnt: %s", disk, verdict.reason)
+            if same_instance:  # the disk came back fresh (resize, redeploy): format and mount it again
+                from cloudseed.agent.state import PER_INSTANCE, Semaphores
+
+                sems = Semaphores(self.ctx.paths, self.instance_id)
+                for module in ("disk_setup", "mounts"):
+                    sems.clear(module, PER_INSTANCE)
+                LOG.info("Azure: same instance, fresh resource disk: disk_setup and mounts run again")
+        elif same_instance:  # ours from an earlier boot (ext4): still ephemeral0, never formatted again
+            self.metadata["block-device-mapping"] = mapping
+            LOG.info("Azure: resource disk %s kept: %s", disk, verdict.reason)
+        elif preserve:
+            LOG.info("Azure: resource disk %s left alone: %s", disk, verdict.reason)
+        else:
+            LOG.warning("Azure: resource disk %s left alone: %s", disk, verdict.reason)
+            self.warnings.append(f"Azure: the resource disk {disk} is not formatted or mounted: {verdict.reason}")
 
     # -- the wire server
     def _report_ready(self, section: dict, imds: dict) -> None:
