@@ -47,6 +47,7 @@ def same_instance_as_last_boot(state: BootState) -> Datasource | None:
     if ds is None or ds.instance_id.lower() != uuid:
         return None
     LOG.info("instance %s unchanged (DMI product_uuid): using the cached %s datasource", ds.instance_id, ds.name)
+    ds.reused()
     return ds
 
 

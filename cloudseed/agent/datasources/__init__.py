@@ -99,6 +99,11 @@ class Datasource:
         """Read everything; True when this datasource provided an instance."""
         raise NotImplementedError
 
+    def reused(self) -> None:
+        """A later boot of the same instance reuses this datasource from its cache (no fetch): look
+        at the local facts that can change between boots (Azure: its resource disk). Quick; nothing
+        by default. Changes made here are saved with the cache."""
+
     # -- derived facts
     @property
     def instance_id(self) -> str:

@@ -68,6 +68,12 @@ def is_ntfs(node: str) -> bool:
     return len(sector) == 512 and sector[3:11] == b"NTFS    " and sector[510:512] == b"\x55\xaa"
 
 
+def looks_fresh(disk: str) -> bool:
+    """1 or 2 partitions, the last one NTFS: what a later boot checks first (no process started)."""
+    found = partitions(disk)
+    return 1 <= len(found) <= 2 and is_ntfs(found[-1])
+
+
 def filesystem_of(node: str) -> str:
     """What blkid's low-level probe says ``node`` holds (``ext4``...), or a phrase when nothing."""
     try:

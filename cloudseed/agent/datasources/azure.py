@@ -314,7 +314,17 @@ class Azure(Datasource):
         self.subplatform = " + ".join(sources)
 
     # -- the resource disk
-    def _resource_disk(self) -> None:
+    def reused(self) -> None:
+        """A later boot of the same instance from the cache: a resource disk that is as the platform
+        makes it again (a resize, a redeploy) is formatted and mounted again, as 22.4's
+        ``address_ephemeral_resize`` checks at every boot. Without one: a stat and a sector read."""
+        try:
+            self._resource_disk(same_instance=True)
+        except OSError as e:  # never a failed boot over the resource disk
+            LOG.warning("Azure: resource disk: %s", e)
+            self.warnings.append(f"Azure: the resource disk could not be checked: {e}")
+
+    def _resource_disk(self, same_instance: bool | None = None) -> None:
         """cloud-init's ephemeral disk config and ``ephemeral0`` when the resource disk may be reformatted."""
         from cloudseed.agent.datasources import _azure_resource_disk as rd
         from cloudseed.core.values import as_bool
@@ -325,16 +335,21 @@ class Azure(Datasource):
         if not os.path.exists(disk):  # one stat: no resource disk on this VM size (as 22.4: nothing merged)
             LOG.info("Azure: no resource disk (%s)", disk)
             return
-        previous = self.ctx.root.read_text(self.ctx.paths.current_instance_file, default="").strip()
-        same_instance = previous == self.instance_id
+        mapping = {"ephemeral0": disk}
+        if same_instance is None:
+            previous = self.ctx.root.read_text(self.ctx.paths.current_instance_file, default="").strip()
+            same_instance = previous == self.instance_id
+        if same_instance and not rd.looks_fresh(disk):  # ours from an earlier boot (ext4): kept, never formatted again
+            if self.metadata.get("block-device-mapping") != mapping:
+                self.metadata["block-device-mapping"] = mapping
+            return
         preserve = as_bool(section.get(rd.PRESERVE_KEY), False)
         verdict = rd.reformat_verdict(disk, preserve_ntfs=preserve)
-        mapping = {"ephemeral0": disk}
         if verdict.safe:
             import copy
 
             self.metadata["block-device-mapping"] = mapping
-            config = self.extra["cloud_config"]
+            config = self.extra.setdefault("cloud_config", {})
             for key, value in copy.deepcopy(rd.EPHEMERAL_CLOUD_CONFIG).items():
                 config.setdefault(key, value)
             LOG.info("Azure: resource disk %s becomes ext4 on /mnt: %s", disk, verdict.reason)
@@ -345,10 +360,7 @@ class Azure(Datasource):
                 for module in ("disk_setup", "mounts"):
                     sems.clear(module, PER_INSTANCE)
                 LOG.info("Azure: same instance, fresh resource disk: disk_setup and mounts run again")
-        elif same_instance:  # ours from an earlier boot (ext4): still ephemeral0, never formatted again
-            self.metadata["block-device-mapping"] = mapping
-            LOG.info("Azure: resource disk %s kept: %s", disk, verdict.reason)
-        elif preserve:
+        elif preserve or same_instance:
             LOG.info("Azure: resource disk %s left alone: %s", disk, verdict.reason)
         else:
             LOG.warning("Azure: resource disk %s left alone: %s", disk, verdict.reason)

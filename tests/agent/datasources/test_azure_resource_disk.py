@@ -276,6 +276,51 @@ def test_same_instance_with_its_ext4_keeps_ephemeral0_quietly(resource_disk, tmp
     assert "disk_setup" not in ds.extra["cloud_config"] and ds.warnings == []
 
 
+def _reboot_of_the_same_instance(tmp_path, disk: str, first_boot_disk: str):
+    """Boot 1 (fetch, adopt) with ``first_boot_disk``; boot 2 reuses the cache with ``disk`` attached."""
+    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.instances import adopt, same_instance_as_last_boot
+
+    def settings(path: str) -> str:
+        return ("datasource:\n  Azure:\n    max_wait: 0\n    report_ready: false\n"
+                f"    disk_aliases: {{ephemeral0: {path}}}\n")
+
+    top = tmp_path / "root"
+    (top / "sys/class/dmi/id").mkdir(parents=True)
+    (top / "sys/class/dmi/id/product_uuid").write_text("iid-azure\n")  # as Azure: the vmId
+    (top / "etc/cloud").mkdir(parents=True)
+    (top / "etc/cloud/cloud.cfg").write_text(settings(first_boot_disk))
+    root = TargetRoot(str(top))
+    ds = azure(tmp_path, first_boot_disk)
+    state = BootState.load(root)
+    assert adopt(state, ds) is True
+    sem = top / "var/lib/cloudseed/instances/iid-azure/sem"
+    for name in ("disk_setup", "mounts", "users_groups"):
+        (sem / name).write_text("1\n")
+    root.remove(state.paths.boot_datasource_file)  # the reboot: /run is empty
+    (top / "etc/cloud/cloud.cfg").write_text(settings(disk))
+    state = BootState.load(root)
+    again = same_instance_as_last_boot(state)
+    assert again is not None and again.instance_id == "iid-azure"
+    return again, sorted(os.listdir(sem))
+
+
+def test_cached_reboot_with_a_fresh_disk_reruns_disk_setup_and_mounts(resource_disk, tmp_path):
+    """A resize or redeploy of a Gen2 VM: DMI says same instance, no fetch; the disk is NTFS again."""
+    fresh = resource_disk("one")
+    ds, sems = _reboot_of_the_same_instance(tmp_path, fresh, first_boot_disk=str(tmp_path / "gone"))
+    assert sems == ["users_groups"]
+    assert "disk_setup" in ds.extra["cloud_config"] and ds.metadata["block-device-mapping"] == {"ephemeral0": fresh}
+
+
+def test_cached_reboot_with_our_ext4_touches_nothing(resource_disk, tmp_path):
+    ours = resource_disk("one", fs="ext4")
+    started = time.monotonic()
+    ds, sems = _reboot_of_the_same_instance(tmp_path, ours, first_boot_disk=ours)
+    assert sems == ["disk_setup", "mounts", "users_groups"] and ds.warnings == []
+    assert time.monotonic() - started < 10
+
+
 # ---------------------------------------------------------------- the modules with that config
 def test_disk_setup_and_mounts_make_ext4_and_the_mnt_line(resource_disk, tmp_path, target):
     from cloudseed.agent.modules import ModuleContext, run_module
