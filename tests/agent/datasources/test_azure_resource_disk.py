@@ -252,6 +252,8 @@ def test_hostile_ntfs_boot_sector_is_refused_in_bounded_time(resource_disk, tmp_
     verdict = rd.reformat_verdict(disk)
     assert time.monotonic() - started < 2 * rd.TIMEOUT
     assert not verdict.safe and "could not be listed" in verdict.reason and f"{disk}p1" in verdict.reason
+    ok, message = reference_verdict(disk)
+    assert ok is False and "was not ntfs formatted" in message  # 22.4 keeps it too: blkid sees no NTFS
     ds = azure(tmp_path, disk)
     assert "disk_setup" not in ds.extra["cloud_config"] and "could not be listed" in ds.warnings[0]
 
