@@ -41,7 +41,8 @@ def test_package_declares_the_swap_and_its_dependencies(deb_package):
     listing = subprocess.run(["dpkg-deb", "-c", deb_package], capture_output=True, text=True, check=True).stdout
     for path in ("./usr/bin/cloud-init", "./usr/bin/cloud-id", "./usr/bin/cloud-init-per", "./usr/bin/cloudseed",
                  "./lib/systemd/system-generators/cloudseed-generator", "./usr/lib/cloudseed/cloudseed-stage",
-                 "./usr/lib/python3/dist-packages/cloudseed/cli.py", *(f"./lib/systemd/system/{u}" for u in UNITS)):
+                 "./usr/lib/python3/dist-packages/cloudseed/cli.py", *(f"./lib/systemd/system/{u}" for u in UNITS),
+                 "./lib/udev/rules.d/66-cloudseed-azure-ephemeral.rules"):  # cloud-init's Azure disk links go
         assert path in listing, path
 
 
