@@ -372,3 +372,36 @@ def test_install_ships_the_udev_rule_for_the_resource_disk_link(tmp_path):
     gotos = {part.split('"')[1] for line in lines for part in line.split(", ") if part.startswith("GOTO=")}
     assert gotos <= labels  # every jump has its label
     assert rd.RESOURCE_DISK == "/dev/disk/cloud/azure_resource"
+
+
+def test_udev_parses_the_rule_without_complaint(tmp_path):
+    """systemd-udev's own parser (``udevadm test``) reads the rule from a private /etc/udev/rules.d
+    (a tmpfs in a mount namespace of its own: the host's rules are untouched); a broken copy shows
+    that it would complain."""
+    if os.geteuid() != 0 or not shutil.which("udevadm") or not shutil.which("unshare"):
+        pytest.skip("needs root, udevadm and unshare")
+    source = os.path.join(os.path.dirname(rd.__file__), "..", "..", "data", "udev",
+                          "66-cloudseed-azure-ephemeral.rules")
+    with open(source) as handle:
+        good = handle.read()
+    broken = good.replace('GOTO="cloudseed_azure_gen2"', 'GOTO="nowhere"', 1)
+    image = tmp_path / "probe.img"
+    with open(image, "wb") as handle:
+        handle.truncate(MIB)
+    disk = _sh("losetup", "--find", "--show", str(image)).strip()
+    try:
+        outputs = []
+        for text in (good, broken):
+            (tmp_path / "66-probe.rules").write_text(text)
+            script = (f"mount --make-rprivate / && mkdir -p /etc/udev/rules.d && "
+                      f"mount -t tmpfs tmpfs /etc/udev/rules.d && cp {tmp_path}/66-probe.rules /etc/udev/rules.d/ && "
+                      f"udevadm test --action=add /sys/class/block/{os.path.basename(disk)}")
+            proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+            outputs.append([line for line in (proc.stdout + proc.stderr).splitlines() if "66-probe.rules" in line])
+    finally:
+        subprocess.run(["losetup", "--detach", disk], capture_output=True)
+    good_lines, broken_lines = outputs
+    if not any("Reading rules file" in line for line in good_lines):
+        pytest.skip("udevadm test did not read /etc/udev/rules.d here")
+    assert [line for line in good_lines if "Reading rules file" not in line] == [], good_lines
+    assert any("no matching label" in line for line in broken_lines), broken_lines
