@@ -339,8 +339,8 @@ class Azure(Datasource):
         if same_instance is None:
             previous = self.ctx.root.read_text(self.ctx.paths.current_instance_file, default="").strip()
             same_instance = previous == self.instance_id
-        if same_instance and not rd.looks_fresh(disk):  # ours from an earlier boot (ext4): kept, never formatted again
-            if self.metadata.get("block-device-mapping") != mapping:
+        if same_instance and not rd.looks_fresh(disk):  # not as the platform makes it: never formatted again
+            if len(rd.partitions(disk)) == 1:  # the one partition disk_setup made: still ephemeral0
                 self.metadata["block-device-mapping"] = mapping
             return
         preserve = as_bool(section.get(rd.PRESERVE_KEY), False)

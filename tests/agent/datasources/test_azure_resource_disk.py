@@ -278,6 +278,13 @@ def test_same_instance_with_its_ext4_keeps_ephemeral0_quietly(resource_disk, tmp
     assert "disk_setup" not in ds.extra["cloud_config"] and ds.warnings == []
 
 
+def test_same_instance_with_a_disk_we_did_not_make_maps_nothing(resource_disk, tmp_path):
+    disk = resource_disk("three")
+    ds = azure(tmp_path, disk, previous_iid="iid-azure")
+    assert "block-device-mapping" not in ds.metadata and "disk_setup" not in ds.extra["cloud_config"]
+    assert ds.warnings == []  # said on the instance's first boot
+
+
 def _reboot_of_the_same_instance(tmp_path, disk: str, first_boot_disk: str):
     """Boot 1 (fetch, adopt) with ``first_boot_disk``; boot 2 reuses the cache with ``disk`` attached."""
     from cloudseed.agent.boot_state import BootState
