@@ -43,6 +43,10 @@ class Gate:
         while not os.path.exists(go):
             time.sleep(POLL_SECONDS)
 
+    def asked(self, stage: str) -> bool:
+        """Has ``stage``'s unit asked for it already?"""
+        return os.path.exists(self.root.path(f"{self.directory}/{stage}.go"))
+
     def done(self, stage: str, code: int) -> None:
         self.root.write(f"{self.directory}/{stage}.done", f"{code}\n")
 

@@ -27,7 +27,10 @@ from cloudseed.core.values import get_list
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
+    from typing import Any
+
     from cloudseed.agent.datasources import Datasource
+    from cloudseed.agent.handoff import Gate
 
 LOG = logging.getLogger("cloudseed.stages")
 
@@ -202,7 +205,7 @@ def run_handed_off(state: BootState) -> int:
         for stage in LATER_STAGES:
             gate.done(stage, 0)
         return 0
-    _preload_network_stage(state)
+    _preload_later_stages(state, gate)
     for stage in LATER_STAGES:
         gate.wait_for(stage)
         if stage == "config":
@@ -213,41 +216,59 @@ def run_handed_off(state: BootState) -> int:
     return max(codes)
 
 
-def _preload_network_stage(state: BootState) -> None:
-    """Import what the network stage will (user-data processing, PyYAML, the init modules) now.
+def _preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
+    """Import what the later stages will, while networking comes up; run nothing.
 
     The process would otherwise sit idle until networking is up (DHCP; on a reboot also
-    ``ifupdown-pre``'s ``udevadm settle``), then spend about 0.5 s importing (under TCG) on the
-    path to sshd. Done at the ordinary priority, not the unit's raised one, which the network
-    stage gets back (root may raise it again). Nothing is run: an import that fails is only logged.
+    ``ifupdown-pre``'s ``udevadm settle``), then import on the path to sshd: under TCG about
+    0.5 s of a reboot's 0.7 s network stage, and the config stage's imports competed with sshd's
+    start. First the network stage's code (user-data processing, the init modules) at the
+    ordinary priority, then the config and final modules at niceness 10 (idle time only); it
+    stops as soon as the network stage's unit asks, and the stage gets the raised priority back
+    (root only: others never change theirs here). An import that fails is only logged.
     """
     import importlib
 
     from cloudseed.agent.modules import load_module, parse_entry
 
+    def asked() -> bool:
+        return gate is not None and gate.asked("network")
+
+    def set_niceness(value: int) -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, value)
+        except OSError as e:
+            LOG.debug("priority left as it is: %s", e)
+
+    root_user = os.geteuid() == 0
     try:
         raised = os.getpriority(os.PRIO_PROCESS, 0)
     except OSError:
-        raised = 0
-    if raised < 0 and os.geteuid() == 0:
-        _ordinary_priority()
-    names = ["cloudseed.agent.userdata", "cloudseed.agent.userdata.includes", "cloudseed.agent.userdata_stage",
-             "cloudseed.agent.scripts"]
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except Exception as e:  # the stage itself will report it
-            LOG.debug("preloading %s: %s", name, e)
-    for entry in get_list(state.system_cfg, STAGE_LIST_KEYS["init"]):
-        try:
-            load_module(parse_entry(entry)[0])
-        except Exception as e:
-            LOG.debug("preloading module %r: %s", entry, e)
-    if raised < 0 and os.geteuid() == 0:
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, raised)
-        except OSError as e:
-            LOG.debug("priority not raised again: %s", e)
+        raised, root_user = 0, False
+    modules = {stage: get_list(state.system_cfg, STAGE_LIST_KEYS[stage]) for stage in ("init", "config", "final")}
+    steps: list[tuple[int, str, Any]] = [
+        (0, "import", name) for name in ("cloudseed.agent.userdata", "cloudseed.agent.userdata.includes",
+                                         "cloudseed.agent.userdata_stage", "cloudseed.agent.scripts")]
+    steps += [(0, "module", entry) for entry in modules["init"]]
+    steps += [(10, "module", entry) for entry in modules["config"] + modules["final"]]
+    current = raised
+    try:
+        for niceness, kind, what in steps:
+            if asked():
+                return
+            if root_user and niceness != current:
+                set_niceness(niceness)
+                current = niceness
+            try:
+                if kind == "import":
+                    importlib.import_module(what)
+                else:
+                    load_module(parse_entry(what)[0])
+            except Exception as e:  # the stage itself will report it
+                LOG.debug("preloading %r: %s", what, e)
+    finally:
+        if root_user and current != raised:
+            set_niceness(raised)
 
 
 def _ordinary_priority() -> None:

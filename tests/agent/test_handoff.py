@@ -120,30 +120,52 @@ def test_a_stage_with_errors_fails_its_unit(seeded, notify):
         proc.wait()
 
 
-def test_the_network_stage_code_is_loaded_while_waiting_for_networking(seeded):
-    """After READY the process imports what the network stage needs (user-data processing and its
-    regular expressions, the init modules) at the ordinary priority, and gets its raised one back."""
+PRELOADED = ("cloudseed.agent.userdata", "cloudseed.agent.modules.write_files",
+             "cloudseed.agent.modules.write_files_deferred", "cloudseed.agent.modules.final_message")
+
+
+def preload(root, ask_first: bool) -> tuple[list, list, list, bool]:
+    """_preload_later_stages in a fresh process: (modules before, after, priorities set, restored)."""
     code = f"""
-import os, sys
+import json, os, sys
 from cloudseed.core.root import TargetRoot
-from cloudseed.agent.stages import BootState, _preload_network_stage
-state = BootState.load(TargetRoot({seeded.top!r}))
+from cloudseed.agent.handoff import Gate
+from cloudseed.agent.stages import BootState, _preload_later_stages
+root = TargetRoot({root.top!r})
+state = BootState.load(root)
+gate = Gate(root)
+gate.open()
+if {ask_first!r}:
+    root.write(gate.directory + "/network.go", "")
 raised = -5 if os.geteuid() == 0 else 0
 os.setpriority(os.PRIO_PROCESS, 0, raised)
-before = {{m for m in ("cloudseed.agent.userdata", "cloudseed.agent.modules.write_files") if m in sys.modules}}
+names = {PRELOADED!r}
+before = sorted(m for m in names if m in sys.modules)
 seen = []
 real = os.setpriority
 os.setpriority = lambda which, who, value: seen.append(value) or real(which, who, value)
-_preload_network_stage(state)
-after = {{m for m in ("cloudseed.agent.userdata", "cloudseed.agent.modules.write_files") if m in sys.modules}}
-import json
-print(json.dumps([sorted(before), sorted(after), seen, os.getpriority(os.PRIO_PROCESS, 0) == raised]))
+_preload_later_stages(state, gate)
+after = sorted(m for m in names if m in sys.modules)
+print(json.dumps([before, after, seen, os.getpriority(os.PRIO_PROCESS, 0) == raised]))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
-    before, after, seen, restored = json.loads(out.stdout.strip().splitlines()[-1])
+    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_the_later_stages_code_is_loaded_while_waiting_for_networking(seeded):
+    """After READY the process imports what the later stages need (user-data processing and its
+    regular expressions, the init modules at the ordinary priority; the config and final modules
+    at niceness 10) and gets its raised priority back for the network stage."""
+    before, after, seen, restored = preload(seeded, ask_first=False)
     assert before == []
-    assert after == ["cloudseed.agent.modules.write_files", "cloudseed.agent.userdata"]
+    assert after == sorted(PRELOADED)
     assert restored
     if os.geteuid() == 0:
-        assert seen == [0, -5]  # ordinary for the imports, raised again for the stage
+        assert seen == [0, 10, -5]  # ordinary, then idle-time only, then raised again for the stage
+
+
+def test_preloading_stops_when_the_network_stage_is_asked_for(seeded):
+    """Networking was quicker: the stage is not kept waiting for imports it would make itself."""
+    before, after, seen, restored = preload(seeded, ask_first=True)
+    assert before == [] and after == [] and seen == [] and restored
