@@ -146,6 +146,7 @@ class RequestParser:
             head = _HEADS.get(data)  # it frames as that head, so no need to look for its end
             if head is not None:
                 self.pos = size
+                self._scanned = 0  # the next head is looked for from its own start
                 return head, b""
         end = data.find(b"\r\n\r\n", pos + self._scanned, pos + MAX_HEAD + 4)
         if end < 0:

@@ -130,3 +130,20 @@ def test_a_repeated_head_gives_the_same_answer_as_a_new_one():
     raw = b"GET /repeat HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     first, second = parse_all(raw, [len(raw)]), parse_all(raw, [len(raw)])  # second from the memo
     assert first == second and first[0][5] is False
+
+
+def test_a_head_seen_before_that_arrived_in_pieces_leaves_no_stale_scan_position():
+    # found by fuzz_wire: a head that ends a read and was seen before is taken from the memo;
+    # the search for the next head's end must start at that head's own start, or a malformed
+    # pipelined request (or the end of a valid one) is looked for past where it is
+    known = b"GET /seen HTTP/1.1\r\nHost: x\r\n\r\n"
+    parse_all(known, [len(known)])  # now in the memo
+    parser = RequestParser(1024)
+    for piece in (known[:10], known[10:]):  # scanned partly, then completed: taken from the memo
+        parser.feed(piece)
+        item = parser.next()
+    assert item is not None and item[0].target == "/seen"
+    parser.feed(b"bad\r\n\r\n")
+    with pytest.raises(WireError) as refused:
+        parser.next()
+    assert refused.value.status == 400
