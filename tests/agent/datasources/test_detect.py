@@ -169,3 +169,21 @@ def test_unknown_datasource_is_skipped(target):
     cfg = cfg_of(target, "datasource_list: [Azure, OpenStack, None]\n")
     write_tree(target.top, {"sys/class/dmi/id/product_name": "OpenStack Nova\n"})
     assert [n for n, _ in possible_datasources(target, cfg, "")] == ["OpenStack"]
+
+
+# cloud-init's own default datasource_list (as Debian ships cloud-init 24.x-26.x)
+CLOUD_INIT_DEFAULT_LIST = [
+    "NoCloud", "ConfigDrive", "OpenNebula", "DigitalOcean", "Azure", "AltCloud", "VMware", "OVF", "MAAS", "GCE",
+    "OpenStack", "CloudSigma", "SmartOS", "Bigstep", "Scaleway", "AliYun", "Ec2", "CloudStack", "Hetzner",
+    "IBMCloud", "Oracle", "Exoscale", "RbxCloud", "UpCloud", "Vultr", "LXD", "NWCS", "Akamai", "WSL", "CloudCIX",
+    "None"]
+
+
+def test_every_datasource_of_cloud_inits_default_list_is_in_ours_and_loads():
+    from cloudseed.agent.config import BUILTIN
+    from cloudseed.agent.datasources import datasource_class
+
+    ours = BUILTIN["datasource_list"]
+    assert [name for name in CLOUD_INIT_DEFAULT_LIST if name not in ours] == []
+    for name in CLOUD_INIT_DEFAULT_LIST:
+        assert datasource_class(name).name == name
