@@ -123,7 +123,8 @@ def cloud(tmp_path_factory):
         pytest.skip("needs root (network namespaces)")
     vendor = tmp_path_factory.mktemp("vultr-vendor") / "vendor-data"
     vendor.write_text(VENDOR)
-    lab = CloudLab(str(tmp_path_factory.mktemp("vultr")), IID, {"vultr": {"region": "ams", "startup_script": "#!/bin/sh\necho s3cret\n"}}, USER_DATA,
+    clouds = {"vultr": {"region": "ams", "startup_script": "#!/bin/sh\necho s3cret\n"}}
+    lab = CloudLab(str(tmp_path_factory.mktemp("vultr")), IID, clouds, USER_DATA,
                    extra=["--vendor-data", str(vendor)])
     yield lab
     lab.close()
