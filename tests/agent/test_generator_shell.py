@@ -160,3 +160,31 @@ def test_a_label_on_a_real_device_is_found(tmp_path):
         assert decide(root, str(tmp_path / "out2"), shell=False)[0]
     finally:
         subprocess.run(["losetup", "-d", device], check=False)
+
+
+def test_a_seed_behind_devices_without_a_filesystem_is_found_by_both(tmp_path):
+    """Real loop devices: one without any filesystem, one vfat labelled DATA, then a cidata ISO. The
+    label probe must read past devices where it finds nothing (``blkid -p DEV...`` stops at the
+    first such device, so a generator using it disabled the agent in a VM whose root disk came first)."""
+    if os.geteuid() != 0 or not shutil.which("losetup") or not shutil.which("genisoimage"):
+        pytest.skip("needs root, losetup and genisoimage")
+    (tmp_path / "empty.img").write_bytes(b"\0" * (4 << 20))
+    (tmp_path / "data.img").write_bytes(b"\0" * (8 << 20))
+    subprocess.run(["mkfs.vfat", "-n", "DATA", str(tmp_path / "data.img")], check=True, capture_output=True)
+    (tmp_path / "iso").mkdir()
+    (tmp_path / "iso" / "meta-data").write_text("instance-id: loop-order\n")
+    subprocess.run(["genisoimage", "-quiet", "-V", "cidata", "-r", "-o", str(tmp_path / "seed.iso"),
+                    str(tmp_path / "iso")], check=True)
+    attached = []
+    try:
+        for name in ("empty.img", "data.img", "seed.iso"):  # in this order: lower loop numbers first
+            attached.append(subprocess.run(["losetup", "-f", "--show", str(tmp_path / name)], check=True,
+                                           capture_output=True, text=True).stdout.strip())
+        root = make_root(str(tmp_path), {})
+        shell = decide(root, str(tmp_path / "shell-out"), shell=True)
+        python = decide(root, str(tmp_path / "python-out"), shell=False)
+        assert shell[0] and python[0], (shell, python)
+        assert f"cidata on {attached[2]}" in shell[1] and f"cidata on {attached[2]}" in python[1]
+    finally:
+        for device in attached:
+            subprocess.run(["losetup", "-d", device], capture_output=True)
