@@ -151,6 +151,30 @@ def find_in_guest(lab: NetLab, root: str, names: list, cfg: dict | None = None, 
     return lab.guest_python(code, timeout=timeout)
 
 
+SCRIPTED_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripted_server.py")
+
+
+def find_against_script(root: str, script: dict, facts: dict, names: list, cfg: dict,
+                        address: str = "169.254.169.254") -> tuple[dict, float]:
+    """``find_in_guest`` for ``names`` in a guest whose root ``root`` holds ``facts`` (files), against
+    ``scripted_server.py`` answering ``script`` at ``address``:80 in a fresh lab; and the seconds it
+    took. Skips without root (network namespaces)."""
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    extra = () if address == "169.254.169.254" else (address,)
+    lab = NetLab(extra_addresses=extra)
+    try:
+        lab.start_in_cloud(PYTHON, SCRIPTED_SERVER, address, "80", json.dumps(script), ready="ready")
+        write_tree(root, facts)
+        started = time.monotonic()
+        out = find_in_guest(lab, root, names, cfg=cfg)
+        return out, time.monotonic() - started
+    finally:
+        lab.close()
+
+
 def write_tree(top, files: dict) -> None:
     """Create ``files`` ({relative path: text or bytes}) under ``top``."""
     for name, content in files.items():

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import cloudlab
 import netlab
 import pytest
 from cloudlab import KEY, CloudLab, generators, provision
-from netlab import NetLab, find_in_guest, write_tree
+from netlab import find_against_script, find_in_guest, write_tree
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.akamai import Akamai, settings
@@ -26,7 +25,6 @@ V6 = "fd00:a9fe:a9fe::1"
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-akamai-user-data, content: seen}\n"
 LINODE_ID = "53275497"
 DMI = {"sys_vendor": "Linode", "product_name": "Compute Instance", "product_serial": LINODE_ID}
-SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripted_server.py")
 QUICK = {"datasource": {"Akamai": {"max_wait": 1, "timeout": 1, "retries": 0}}}
 
 
@@ -124,19 +122,11 @@ INSTANCE = json.dumps({"id": 5, "label": "x", "region": "us-east"})
       "/v1/network": {"body": "{}"}, "/v1/user-data": {"status": 401, "body": "bad token"}}, "401"),
 ], ids=["silent", "token-refused", "closed-mid-reply", "truncated-json", "no-id", "user-data-401"])
 def test_hostile_services_fail_clearly_and_quickly(tmp_path, script, expect):
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
-    lab = NetLab()
-    try:
-        lab.start_in_cloud(netlab.PYTHON, SERVER, "169.254.169.254", "80", json.dumps(script), ready="ready")
-        write_tree(tmp_path, {"sys/class/dmi/id/sys_vendor": "Linode\n"})
-        started = time.monotonic()
-        out = find_in_guest(lab, str(tmp_path), ["Akamai"], cfg=QUICK)
-        assert time.monotonic() - started < 20
-        assert out["ds"] is None
-        if expect is None:
-            assert out["took"] < 6
-        else:
-            assert expect in " ".join(out["errors"]), out["errors"]
-    finally:
-        lab.close()
+    facts = {"sys/class/dmi/id/sys_vendor": "Linode\n"}
+    out, took = find_against_script(str(tmp_path), script, facts, ["Akamai"], QUICK)
+    assert took < 20
+    assert out["ds"] is None
+    if expect is None:
+        assert out["took"] < 6
+    else:
+        assert expect in " ".join(out["errors"]), out["errors"]

@@ -6,14 +6,12 @@ closes mid-reply).
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
-import socket
-import threading
 import time
 
 import pytest
+from hostile_http import HostileServer
 
 from cloudseed.agent.datasources import NETWORK, DatasourceContext, find_datasource
 from cloudseed.agent.datasources.bigstep import Bigstep, BigstepError
@@ -24,41 +22,8 @@ DOC = {"metadata": {"instance-id": "bs-4242", "local-hostname": "bs-node", "publ
        "vendordata_raw": "#cloud-config\npackages: [htop]\n"}
 
 
-class Server:
-    """A loopback HTTP server answering ``/doc`` with ``body`` (``mode``: normal, hang, cut)."""
-
-    def __init__(self, body: bytes, mode: str = "normal"):
-        outer = self
-        self.body, self.mode, self.hits = body, mode, 0
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                outer.hits += 1
-                if outer.mode == "hang":
-                    time.sleep(30)
-                    return
-                if self.path != "/doc":
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(outer.body)))
-                self.end_headers()
-                self.wfile.write(outer.body[:len(outer.body) // 2] if outer.mode == "cut" else outer.body)
-                if outer.mode == "cut":
-                    self.wfile.flush()
-                    self.connection.shutdown(socket.SHUT_RDWR)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/doc"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def doc_url(srv: HostileServer) -> str:
+    return f"{srv.base}/doc"
 
 
 def context(target, cfg=None) -> DatasourceContext:
@@ -77,15 +42,15 @@ def test_detection_is_the_url_file_only(target):
 
 
 def test_reads_the_document(target):
-    srv = Server(json.dumps(DOC).encode())
+    srv = HostileServer(json.dumps(DOC).encode(), path="/doc")
     try:
-        seed(target, srv.url)
+        seed(target, doc_url(srv))
         ds = find_datasource(context(target), ["Bigstep"]).datasource
     finally:
         srv.close()
     assert ds.instance_id == "bs-4242" and ds.local_hostname == "bs-node"
     assert ds.userdata_raw == DOC["userdata_raw"].encode() and ds.vendordata_raw == DOC["vendordata_raw"].encode()
-    assert ds.public_keys == ["ssh-ed25519 AAAA k"] and ds.subplatform == f"metadata ({srv.url})"
+    assert ds.public_keys == ["ssh-ed25519 AAAA k"] and ds.subplatform == f"metadata ({doc_url(srv)})"
 
 
 @pytest.mark.parametrize("body,message", [
@@ -97,22 +62,22 @@ def test_reads_the_document(target):
     (json.dumps({**DOC, "userdata_raw": {"a": 1}}).encode(), "'userdata_raw' is dict"),
 ])
 def test_bad_documents_are_errors_naming_the_url(target, body, message):
-    srv = Server(body)
+    srv = HostileServer(body, path="/doc")
     try:
-        seed(target, srv.url)
+        seed(target, doc_url(srv))
         search = find_datasource(context(target), ["Bigstep"])
     finally:
         srv.close()
     assert search.datasource is None
-    assert len(search.errors) == 1 and message in search.errors[0] and srv.url in search.errors[0], search.errors
+    assert len(search.errors) == 1 and message in search.errors[0] and doc_url(srv) in search.errors[0], search.errors
 
 
-@pytest.mark.parametrize("mode", ["hang", "cut"])
+@pytest.mark.parametrize("mode", ["silent", "cut"])
 def test_a_server_that_hangs_or_cuts_is_bounded(target, mode):
-    srv = Server(json.dumps(DOC).encode(), mode)
+    srv = HostileServer(json.dumps(DOC).encode(), mode, path="/doc")
     cfg = {"datasource": {"Bigstep": {"timeout": 1, "retries": 1}}}
     try:
-        seed(target, srv.url)
+        seed(target, doc_url(srv))
         started = time.monotonic()
         search = find_datasource(context(target, cfg), ["Bigstep"])
         took = time.monotonic() - started
@@ -149,10 +114,10 @@ print(json.dumps({"ok": ok, "metadata": ds.metadata, "userdata": ds.userdata_raw
 def test_same_data_as_cloud_init(target):
     from reference import reference_python
 
-    srv = Server(json.dumps(DOC).encode())
+    srv = HostileServer(json.dumps(DOC).encode(), path="/doc")
     try:
         # cloud-init reads the file as it is (with its newline): requests strips it
-        seed(target, srv.url)
+        seed(target, doc_url(srv))
         ref = json.loads(reference_python(REFERENCE, target.top).stdout)
         ds = find_datasource(context(target), ["Bigstep"]).datasource
     finally:

@@ -8,14 +8,11 @@ No reference differential: DataSourceCloudCIX is not in Debian's cloud-init 22.4
 
 from __future__ import annotations
 
-import json
 import os
-import time
 
-import netlab
 import pytest
 from cloudlab import KEY, CloudLab, generators, provision
-from netlab import NetLab, find_in_guest, write_tree
+from netlab import find_against_script, write_tree
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.cloudcix import CloudCIX
@@ -24,7 +21,6 @@ from cloudseed.agent.state import Paths
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-cloudcix-user-data, content: seen}\n"
 IID = "12_34"
 DMI = {"product_name": "CloudCIX"}
-SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripted_server.py")
 QUICK = {"datasource": {"CloudCIX": {"max_wait": 1, "timeout": 1, "retries": 0}}}
 
 
@@ -90,19 +86,11 @@ def test_generators_enable_the_agent_on_cloudcix(tmp_path, facts, enabled):
     ({"/v1/metadata": {"body": "{\"instance_id\": \"x\"}"}, "/v1/userdata": {"action": "silent"}}, "userdata"),
 ], ids=["silent", "closed-mid-reply", "truncated-json", "no-id", "bad-network", "userdata-silent"])
 def test_hostile_services_fail_clearly_and_quickly(tmp_path, script, expect):
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
-    lab = NetLab()
-    try:
-        lab.start_in_cloud(netlab.PYTHON, SERVER, "169.254.169.254", "80", json.dumps(script), ready="ready")
-        write_tree(tmp_path, {"sys/class/dmi/id/product_name": "CloudCIX\n"})
-        started = time.monotonic()
-        out = find_in_guest(lab, str(tmp_path), ["CloudCIX"], cfg=QUICK)
-        assert time.monotonic() - started < 20
-        assert out["ds"] is None
-        if expect is None:
-            assert out["took"] < 6
-        else:
-            assert expect in " ".join(out["errors"]), out["errors"]
-    finally:
-        lab.close()
+    facts = {"sys/class/dmi/id/product_name": "CloudCIX\n"}
+    out, took = find_against_script(str(tmp_path), script, facts, ["CloudCIX"], QUICK)
+    assert took < 20
+    assert out["ds"] is None
+    if expect is None:
+        assert out["took"] < 6
+    else:
+        assert expect in " ".join(out["errors"]), out["errors"]

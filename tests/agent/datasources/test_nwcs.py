@@ -10,9 +10,10 @@ import os
 
 import pytest
 from cloudlab import KEY, CloudLab, generators, provision
+from hostile_http import HostileServer
 from netlab import write_tree
 from reference import reference_python
-from test_vultr import HostileServer, search
+from test_vultr import search
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.nwcs import NWCS, network_config

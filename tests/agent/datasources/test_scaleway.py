@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import cloudlab
 import netlab
 import pytest
 from cloudlab import KEY, OTHER_KEY, CloudLab, generators, provision
-from netlab import NetLab, find_in_guest, write_tree
+from netlab import NetLab, find_against_script, find_in_guest, write_tree
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.scaleway import Scaleway, network_config, public_keys
@@ -24,7 +23,6 @@ ADDRESS = "169.254.42.42"
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-scaleway-user-data, content: seen}\n"
 SERVER_ID = "5e7c1a7e-0000-4000-8000-00000000abcd"
 DMI = {"sys_vendor": "Scaleway", "product_name": "SCW-DEV1-S"}
-SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripted_server.py")
 QUICK = {"datasource": {"Scaleway": {"max_wait": 1, "timeout": 1, "retries": 0}}}
 
 
@@ -136,22 +134,14 @@ GOOD_CONF = json.dumps({"id": "srv-1", "hostname": "h", "ssh_public_keys": [], "
     ({"/conf": {"body": GOOD_CONF}, "/user_data/cloud-init": {"action": "silent"}}, "userdata from"),
 ], ids=["silent", "closed-mid-reply", "truncated-json", "not-an-object", "user-data-refused", "user-data-silent"])
 def test_hostile_services_fail_clearly_and_quickly(tmp_path, script, expect):
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces)")
-    lab = NetLab(extra_addresses=(ADDRESS,))
-    try:
-        lab.start_in_cloud(netlab.PYTHON, SERVER, ADDRESS, "80", json.dumps(script), ready="ready")
-        write_tree(tmp_path, {"sys/class/dmi/id/sys_vendor": "Scaleway\n"})
-        started = time.monotonic()
-        out = find_in_guest(lab, str(tmp_path), ["Scaleway"], cfg=QUICK)
-        assert time.monotonic() - started < 20
-        assert out["ds"] is None
-        if expect is None:
-            assert out["took"] < 6
-        else:
-            assert expect in " ".join(out["errors"]), out["errors"]
-    finally:
-        lab.close()
+    facts = {"sys/class/dmi/id/sys_vendor": "Scaleway\n"}
+    out, took = find_against_script(str(tmp_path), script, facts, ["Scaleway"], QUICK, address=ADDRESS)
+    assert took < 20
+    assert out["ds"] is None
+    if expect is None:
+        assert out["took"] < 6
+    else:
+        assert expect in " ".join(out["errors"]), out["errors"]
 
 
 def test_without_user_data_the_server_still_boots(tmp_path):
@@ -159,7 +149,8 @@ def test_without_user_data_the_server_still_boots(tmp_path):
         pytest.skip("needs root (network namespaces)")
     lab = NetLab(extra_addresses=(ADDRESS,))
     try:
-        lab.start_in_cloud(netlab.PYTHON, SERVER, ADDRESS, "80", json.dumps({"/conf": {"body": GOOD_CONF}}),
+        script = json.dumps({"/conf": {"body": GOOD_CONF}})
+        lab.start_in_cloud(netlab.PYTHON, netlab.SCRIPTED_SERVER, ADDRESS, "80", script,
                            ready="ready")
         write_tree(tmp_path, {"var/run/scaleway": ""})
         out = find_in_guest(lab, str(tmp_path), ["Scaleway"], cfg=QUICK)

@@ -6,15 +6,13 @@ never answers, one that closes mid-reply). ``HostileServer`` is shared with the 
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
-import socket
-import threading
 import time
 
 import pytest
 from cloudlab import KEY, CloudLab, generators, provision
+from hostile_http import HostileServer
 from netlab import write_tree
 from reference import reference_python
 
@@ -162,45 +160,6 @@ def test_generators_enable_the_agent_on_vultr(tmp_path, facts, enabled):
 
 
 # ------------------------------------------------------------------------------ hostile answers
-
-
-class HostileServer:
-    """A loopback HTTP server answering every GET with ``body`` (``mode``: ok, silent - accept and
-    never answer -, cut - announce the whole body, send half, close)."""
-
-    def __init__(self, body: bytes, mode: str = "ok"):
-        outer = self
-        self.body, self.mode, self.hits = body, mode, 0
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                outer.hits += 1
-                if outer.mode == "silent":
-                    time.sleep(20)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(outer.body)))
-                self.end_headers()
-                self.wfile.write(outer.body[:len(outer.body) // 2] if outer.mode == "cut" else outer.body)
-                if outer.mode == "cut":
-                    self.wfile.flush()
-                    self.connection.shutdown(socket.SHUT_RDWR)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def __enter__(self) -> HostileServer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 LIMITS = {"max_wait": 1, "timeout": 1, "retries": 1}
