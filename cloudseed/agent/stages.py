@@ -208,7 +208,9 @@ def run_handed_off(state: BootState) -> int:
     _preload_later_stages(state, gate)
     for stage in LATER_STAGES:
         gate.wait_for(stage)
-        if stage == "config":
+        if stage == "network":
+            _early_stage_priority()
+        elif stage == "config":
             _ordinary_priority()
         code = run_network(state) if stage == "network" else run_modules(state, stage)
         gate.done(stage, code)
@@ -225,7 +227,9 @@ def _preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
     start. First the network stage's code (user-data processing, the init modules) at the
     ordinary priority, then the config and final modules at niceness 10 (idle time only); it
     stops as soon as the network stage's unit asks, and the stage gets the raised priority back
-    (root only: others never change theirs here). An import that fails is only logged.
+    (root only: others never change theirs here). Never above the priority the process started
+    with: on a provisioned disk (a reboot) the generator's drop-in starts it at niceness 10, and
+    everything before the network stage stays there. An import that fails is only logged.
     """
     import importlib
 
@@ -256,6 +260,7 @@ def _preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
         for niceness, kind, what in steps:
             if asked():
                 return
+            niceness = max(niceness, raised)
             if root_user and niceness != current:
                 set_niceness(niceness)
                 current = niceness
@@ -269,6 +274,19 @@ def _preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
     finally:
         if root_user and current != raised:
             set_niceness(raised)
+
+
+def _early_stage_priority() -> None:
+    """The network stage (on the path to sshd) runs at no lower a priority than the ordinary one.
+
+    On a reboot the generator's drop-in starts the process at niceness 10 (its local stage must
+    not slow udev's coldplug); by the network stage networking is up and sshd waits for it.
+    """
+    try:
+        if os.geteuid() == 0 and os.getpriority(os.PRIO_PROCESS, 0) > 0:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except OSError as e:
+        LOG.debug("priority left as it is: %s", e)
 
 
 def _ordinary_priority() -> None:

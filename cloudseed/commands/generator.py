@@ -4,6 +4,8 @@ Runs at every boot before any unit starts. When a datasource can exist here (see
 ``cloudseed.agent.detect``) it links ``cloudseed.target`` into ``NORMAL_DIR/multi-user.target.wants``
 and writes ``/run/cloudseed/enabled`` (JSON: which datasources may exist and why); otherwise it
 links nothing and writes the reason to ``/run/cloudseed/disabled``. Paths are inside ``--root``.
+When this disk has already served an instance (most likely a reboot) it also gives
+``cloudseed-local.service`` a drop-in that lowers its priority, as the shell generator does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ HELP = "systemd generator: enable the agent for this boot only when a datasource
 
 TARGET_UNIT = "/usr/lib/systemd/system/cloudseed.target"
 RUN_DIR = "/run/cloudseed"
+INSTANCE_LINK = "/var/lib/cloudseed/instance"
+# same name and text as cloudseed-generator (the shell one) writes
+REBOOT_DROPIN = "cloudseed-local.service.d/50-provisioned-disk.conf"
+REBOOT_DROPIN_TEXT = ("# cloudseed-generator: /var/lib/cloudseed/instance exists (most likely a reboot)\n"
+                      "[Service]\nNice=10\n")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
         root.symlink(TARGET_UNIT, link)
         root.remove(f"{RUN_DIR}/disabled")
         root.write(f"{RUN_DIR}/enabled", json.dumps(verdict, indent=1) + "\n", mode=0o644)
+        dropin = f"{args.normal_dir.rstrip('/')}/{REBOOT_DROPIN}"
+        if root.islink(INSTANCE_LINK):
+            root.write(dropin, REBOOT_DROPIN_TEXT, mode=0o644)
+        else:
+            root.remove(dropin)
     else:
         root.remove(link)
         root.remove(f"{RUN_DIR}/enabled")

@@ -188,3 +188,77 @@ def test_a_seed_behind_devices_without_a_filesystem_is_found_by_both(tmp_path):
     finally:
         for device in attached:
             subprocess.run(["losetup", "-d", device], capture_output=True)
+
+
+REBOOT_DROPIN = "cloudseed-local.service.d/50-provisioned-disk.conf"
+
+
+@pytest.mark.parametrize("shell", [True, False], ids=["shell", "python"])
+def test_a_provisioned_disk_gets_the_local_stage_at_low_priority(tmp_path, shell):
+    """A disk that has served an instance (the ``instance`` link exists: most likely a reboot) starts
+    the local stage at niceness 10 through a drop-in, so it does not slow udev's coldplug that
+    networking waits for; a fresh disk keeps the unit's own priority, and a stale drop-in goes."""
+    root = make_root(str(tmp_path), {"sys/class/dmi/id/product_name": "OpenStack Nova\n"})
+    out = str(tmp_path / "out")
+
+    def dropin() -> str | None:
+        path = os.path.join(out if shell else root + out, REBOOT_DROPIN)
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return f.read()
+
+    assert decide(root, out, shell=shell)[0]
+    assert dropin() is None
+    os.makedirs(os.path.join(root, "var/lib/cloudseed/instances/i-1"))
+    os.symlink("/var/lib/cloudseed/instances/i-1", os.path.join(root, "var/lib/cloudseed/instance"))
+    assert decide(root, out, shell=shell)[0]
+    text = dropin()
+    assert text is not None and "[Service]\nNice=10\n" in text
+    os.unlink(os.path.join(root, "var/lib/cloudseed/instance"))
+    assert decide(root, out, shell=shell)[0]
+    assert dropin() is None
+
+
+def test_both_generators_write_the_same_dropin(tmp_path):
+    root = make_root(str(tmp_path), {"sys/class/dmi/id/sys_vendor": "Hetzner\n"})
+    os.makedirs(os.path.join(root, "var/lib/cloudseed/instances/i-1"))
+    os.symlink("/var/lib/cloudseed/instances/i-1", os.path.join(root, "var/lib/cloudseed/instance"))
+    decide(root, str(tmp_path / "s"), shell=True)
+    decide(root, str(tmp_path / "p"), shell=False)
+    with open(os.path.join(str(tmp_path / "s"), REBOOT_DROPIN)) as a, \
+            open(root + os.path.join(str(tmp_path / "p"), REBOOT_DROPIN)) as b:
+        assert a.read() == b.read()
+
+
+def test_a_by_label_link_is_a_hint_that_blkid_confirms(tmp_path):
+    """udev's /dev/disk/by-label (left by the initramfs) points the shell generator at one device to
+    probe instead of all; the link alone decides nothing: a 'cidata' link to a device without that
+    label is not a seed, and the full probe (which finds none here) has the last word."""
+    if os.geteuid() != 0 or not shutil.which("losetup") or not shutil.which("genisoimage"):
+        pytest.skip("needs root, losetup and genisoimage")
+    (tmp_path / "iso").mkdir()
+    (tmp_path / "iso" / "meta-data").write_text("instance-id: by-label\n")
+    subprocess.run(["genisoimage", "-quiet", "-V", "cidata", "-r", "-o", str(tmp_path / "seed.iso"),
+                    str(tmp_path / "iso")], check=True)
+    (tmp_path / "data.img").write_bytes(b"\0" * (8 << 20))
+    subprocess.run(["mkfs.vfat", "-n", "DATA", str(tmp_path / "data.img")], check=True, capture_output=True)
+    root = make_root(str(tmp_path), {})
+    links = os.path.join(root, "dev/disk/by-label")
+    os.makedirs(links)
+    data = subprocess.run(["losetup", "-f", "--show", "-r", str(tmp_path / "data.img")], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    try:
+        os.symlink(data, os.path.join(links, "CIDATA"))  # a lying link: the device is labelled DATA
+        linked, text = decide(root, str(tmp_path / "out1"), shell=True)
+        assert not linked, text
+        seed = subprocess.run(["losetup", "-f", "--show", "-r", str(tmp_path / "seed.iso")], check=True,
+                              capture_output=True, text=True).stdout.strip()
+        try:
+            os.symlink(seed, os.path.join(links, "cidata"))
+            linked, text = decide(root, str(tmp_path / "out2"), shell=True)
+            assert linked and f"cidata on {links}/cidata" in json.loads(text)["reason"], text
+        finally:
+            subprocess.run(["losetup", "-d", seed], capture_output=True)
+    finally:
+        subprocess.run(["losetup", "-d", data], capture_output=True)

@@ -124,20 +124,21 @@ PRELOADED = ("cloudseed.agent.userdata", "cloudseed.agent.modules.write_files",
              "cloudseed.agent.modules.write_files_deferred", "cloudseed.agent.modules.final_message")
 
 
-def preload(root, ask_first: bool) -> tuple[list, list, list, bool]:
-    """_preload_later_stages in a fresh process: (modules before, after, priorities set, restored)."""
+def preload(root, ask_first: bool, raised: int = -5) -> tuple[list, list, list, bool, int]:
+    """_preload_later_stages in a fresh process, started at niceness ``raised`` (root only): (modules
+    before, after, priorities set, restored, the niceness the network stage then runs at)."""
     code = f"""
 import json, os, sys
 from cloudseed.core.root import TargetRoot
 from cloudseed.agent.handoff import Gate
-from cloudseed.agent.stages import BootState, _preload_later_stages
+from cloudseed.agent.stages import BootState, _early_stage_priority, _preload_later_stages
 root = TargetRoot({root.top!r})
 state = BootState.load(root)
 gate = Gate(root)
 gate.open()
 if {ask_first!r}:
     root.write(gate.directory + "/network.go", "")
-raised = -5 if os.geteuid() == 0 else 0
+raised = {raised!r} if os.geteuid() == 0 else 0
 os.setpriority(os.PRIO_PROCESS, 0, raised)
 names = {PRELOADED!r}
 before = sorted(m for m in names if m in sys.modules)
@@ -146,7 +147,9 @@ real = os.setpriority
 os.setpriority = lambda which, who, value: seen.append(value) or real(which, who, value)
 _preload_later_stages(state, gate)
 after = sorted(m for m in names if m in sys.modules)
-print(json.dumps([before, after, seen, os.getpriority(os.PRIO_PROCESS, 0) == raised]))
+restored = os.getpriority(os.PRIO_PROCESS, 0) == raised
+_early_stage_priority()
+print(json.dumps([before, after, seen, restored, os.getpriority(os.PRIO_PROCESS, 0)]))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
@@ -157,15 +160,27 @@ def test_the_later_stages_code_is_loaded_while_waiting_for_networking(seeded):
     """After READY the process imports what the later stages need (user-data processing and its
     regular expressions, the init modules at the ordinary priority; the config and final modules
     at niceness 10) and gets its raised priority back for the network stage."""
-    before, after, seen, restored = preload(seeded, ask_first=False)
+    before, after, seen, restored, network = preload(seeded, ask_first=False)
     assert before == []
     assert after == sorted(PRELOADED)
     assert restored
     if os.geteuid() == 0:
         assert seen == [0, 10, -5]  # ordinary, then idle-time only, then raised again for the stage
+        assert network == -5
+
+
+def test_on_a_provisioned_disk_nothing_before_the_network_stage_rises_above_niceness_10(seeded):
+    """A reboot: the generator's drop-in starts the process at niceness 10 so that it does not slow
+    udev's coldplug; preloading stays there, and the network stage (on sshd's path) runs at 0."""
+    if os.geteuid() != 0:
+        pytest.skip("changing priorities needs root")
+    before, after, seen, restored, network = preload(seeded, ask_first=False, raised=10)
+    assert after == sorted(PRELOADED) and restored
+    assert seen == [0]  # preloading never rose above the starting 10; the 0 is the network stage
+    assert network == 0
 
 
 def test_preloading_stops_when_the_network_stage_is_asked_for(seeded):
     """Networking was quicker: the stage is not kept waiting for imports it would make itself."""
-    before, after, seen, restored = preload(seeded, ask_first=True)
+    before, after, seen, restored, _ = preload(seeded, ask_first=True)
     assert before == [] and after == [] and seen == [] and restored
