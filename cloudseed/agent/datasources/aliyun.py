@@ -53,35 +53,14 @@ class AliYun(MetadataServiceDatasource):
     url_keys = ("metadata_urls",)
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
-        from cloudseed.agent.datasources.ec2 import ImdsError, crawl_tree
-        from cloudseed.core.http import FetchError, fetch, first_answer
+        from cloudseed.agent.datasources.ec2 import read_compatible_service
 
         started = time.monotonic()
-        urls = urls_from_cfg(section, DEFAULT_URLS)
-        answer = first_answer([f"{u}/{VERSION}/meta-data/instance-id" for u in urls], timeout=limits.max_wait,
-                              max_wait=limits.max_wait, max_bytes=4096)
-        if answer is None:
-            LOG.info("AliYun: no metadata service answered at %s within %gs", ", ".join(urls), limits.max_wait)
+        read = read_compatible_service(self.name, urls_from_cfg(section, DEFAULT_URLS), VERSION, limits,
+                                       MAX_USERDATA)
+        if read is None:
             return False
-        url, result = answer
-        if isinstance(result, FetchError):
-            LOG.warning("AliYun: %s", result)
-            return False
-        base = url[: -len(f"/{VERSION}/meta-data/instance-id")]
-        try:
-            meta = crawl_tree(base, f"{VERSION}/meta-data", limits)
-        except ImdsError as e:
-            raise ValueError(f"AliYun: {e}") from None
-        instance_id = meta.get("instance-id")
-        if not isinstance(instance_id, str) or not instance_id.strip():
-            raise ValueError(f"AliYun: {base}/{VERSION}/meta-data/instance-id is empty or not text")
-        try:
-            userdata = fetch(f"{base}/{VERSION}/user-data", timeout=limits.timeout, retries=limits.retries,
-                             max_bytes=MAX_USERDATA, max_wait=limits.timeout * (limits.retries + 1) + 2)
-        except FetchError as e:
-            if e.status != 404:
-                raise ValueError(f"AliYun: {e}") from None
-            userdata = b""
+        base, meta, userdata = read
         self._fill(meta, userdata)
         return self.found(base, self.metadata["instance-id"], started, "")
 

@@ -216,31 +216,13 @@ def apply_password(ds: Datasource, password: str) -> None:
 def read_tree(ds: Datasource, base: str, version: str, limits: ServiceLimits, max_userdata: int) -> bool:
     """Wait for ``base/version/meta-data/instance-id``, then crawl ``meta-data/`` and read ``user-data``
     into ``ds`` (metadata, keys, hostname, zone); False when the service never answered."""
-    from cloudseed.agent.datasources.ec2 import ImdsError, crawl_tree
-    from cloudseed.core.http import FetchError, fetch, first_answer
+    from cloudseed.agent.datasources.ec2 import read_compatible_service
 
-    answer = first_answer([f"{base}/{version}/meta-data/instance-id"], timeout=limits.max_wait,
-                          max_wait=limits.max_wait, max_bytes=4096)
-    if answer is None:
-        LOG.info("%s: no metadata service answered at %s within %gs", ds.name, base, limits.max_wait)
+    read = read_compatible_service(ds.name, [base], version, limits, max_userdata)
+    if read is None:
         return False
-    if isinstance(answer[1], FetchError):
-        LOG.warning("%s: %s", ds.name, answer[1])
-        return False
-    try:
-        meta = crawl_tree(base, f"{version}/meta-data", limits)
-    except ImdsError as e:
-        raise ValueError(f"{ds.name}: {e}") from None
-    instance_id = meta.get("instance-id")
-    if not isinstance(instance_id, str) or not instance_id.strip():
-        raise ValueError(f"{ds.name}: {base}/{version}/meta-data/instance-id is empty or not text")
-    try:
-        userdata = fetch(f"{base}/{version}/user-data", timeout=limits.timeout, retries=limits.retries,
-                         max_bytes=max_userdata, max_wait=limits.timeout * (limits.retries + 1) + 2)
-    except FetchError as e:
-        if e.status != 404:
-            raise ValueError(f"{ds.name}: {e}") from None
-        userdata = b""
+    base, meta, userdata = read
+    instance_id = meta["instance-id"]
     keys = meta.get("public-keys")
     if isinstance(keys, dict):  # "0=name" listings: {name: {openssh-key: ...}} or {name: key}
         found = [v.get("openssh-key") if isinstance(v, dict) else v for v in keys.values()]

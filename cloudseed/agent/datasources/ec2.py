@@ -133,6 +133,40 @@ def crawl_tree(base: str, path: str, limits: ServiceLimits, headers: dict[str, s
     return _crawl(Imds(base, limits, token), path, 0)
 
 
+def read_compatible_service(name: str, urls: list[str], version: str, limits: ServiceLimits,
+                            max_userdata: int) -> tuple[str, dict, bytes] | None:
+    """An EC2-compatible service without tokens (CloudStack, Exoscale, AliYun): the first of ``urls``
+    to answer ``VERSION/meta-data/instance-id``, its crawled ``meta-data/`` and its ``user-data``
+    (empty on 404), as (base, meta-data, user-data); None when none answered. Errors name ``name``."""
+    from cloudseed.core.http import FetchError, fetch, first_answer
+
+    leaf = f"/{version}/meta-data/instance-id"
+    answer = first_answer([u + leaf for u in urls], timeout=limits.max_wait, max_wait=limits.max_wait,
+                          max_bytes=4096)
+    if answer is None:
+        LOG.info("%s: no metadata service answered at %s within %gs", name, ", ".join(urls), limits.max_wait)
+        return None
+    if isinstance(answer[1], FetchError):
+        LOG.warning("%s: %s", name, answer[1])
+        return None
+    base = answer[0][: -len(leaf)]
+    try:
+        meta = crawl_tree(base, f"{version}/meta-data", limits)
+    except ImdsError as e:
+        raise ValueError(f"{name}: {e}") from None
+    instance_id = meta.get("instance-id")
+    if not isinstance(instance_id, str) or not instance_id.strip():
+        raise ValueError(f"{name}: {base}{leaf} is empty or not text")
+    try:
+        userdata = fetch(f"{base}/{version}/user-data", timeout=limits.timeout, retries=limits.retries,
+                         max_bytes=max_userdata, max_wait=limits.timeout * (limits.retries + 1) + 2)
+    except FetchError as e:
+        if e.status != 404:
+            raise ValueError(f"{name}: {e}") from None
+        userdata = b""
+    return base, meta, userdata
+
+
 # ------------------------------------------------------------------------------- platform facts
 
 
