@@ -282,19 +282,21 @@ def _early_stage_priority() -> None:
     On a reboot the generator's drop-in starts the process at niceness 10 (its local stage must
     not slow udev's coldplug); by the network stage networking is up and sshd waits for it.
     """
-    try:
-        if os.geteuid() == 0 and os.getpriority(os.PRIO_PROCESS, 0) > 0:
-            os.setpriority(os.PRIO_PROCESS, 0, 0)
-    except OSError as e:
-        LOG.debug("priority left as it is: %s", e)
+    _niceness_within(-20, 0)
 
 
 def _ordinary_priority() -> None:
     """The early stages run at a raised priority (the unit's Nice=); config and final do not."""
+    _niceness_within(0, 19)
+
+
+def _niceness_within(low: int, high: int) -> None:
+    """Move this process's niceness into ``low..high`` (raising priority needs root: else logged)."""
     try:
         current = os.getpriority(os.PRIO_PROCESS, 0)
-        if current < 0:
-            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        wanted = min(max(current, low), high)
+        if wanted != current:
+            os.setpriority(os.PRIO_PROCESS, 0, wanted)
     except OSError as e:
         LOG.debug("priority left as it is: %s", e)
 
