@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass, field
 
 __all__ = ["SeedFSError", "detect_fstype", "extract"]
 
@@ -77,20 +78,14 @@ class Image:
         return data
 
 
+@dataclass
 class Node:
-    """One directory or regular file of the image, with where its bytes are (a plain class: the
-    ``dataclasses`` import alone costs the boot about 50 ms under emulation)."""
+    """One directory or regular file of the image, with where its bytes are."""
 
-    __slots__ = ("path", "is_dir", "size", "extents")
-
-    def __init__(self, path: tuple[str, ...], is_dir: bool, size: int = 0):
-        self.path = path
-        self.is_dir = is_dir
-        self.size = size
-        self.extents: list[tuple[int, int]] = []  # (byte offset, length) in the image
-
-    def __repr__(self) -> str:
-        return f"Node({self.path!r}, is_dir={self.is_dir}, size={self.size}, extents={self.extents!r})"
+    path: tuple[str, ...]
+    is_dir: bool
+    size: int = 0
+    extents: list[tuple[int, int]] = field(default_factory=list)  # (byte offset, length) in the image
 
 
 class Plan:

@@ -10,6 +10,8 @@ so it is fetched only once per instance.
 
 from __future__ import annotations
 
+import hashlib
+
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
     from cloudseed.core.root import TargetRoot
@@ -56,8 +58,6 @@ class IncludeCache:
 
 def cache_file_name(url: str) -> str:
     """The include-once cache entry for ``url`` (same naming as cloud-init's ``urlcache``)."""
-    import hashlib  # only for #include-once: loading OpenSSL costs every boot about 40 ms under emulation
-
     return hashlib.md5(url.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
