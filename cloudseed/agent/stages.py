@@ -253,6 +253,7 @@ def _preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
     steps: list[tuple[int, str, Any]] = [
         (0, "import", name) for name in ("cloudseed.agent.userdata", "cloudseed.agent.userdata.includes",
                                          "cloudseed.agent.userdata_stage", "cloudseed.agent.scripts")]
+    steps.append((0, "yaml", "yaml"))  # a new instance's cloud-config is parsed; a reboot's is kept
     steps += [(0, "module", entry) for entry in modules["init"]]
     steps += [(10, "module", entry) for entry in modules["config"] + modules["final"]]
     current = raised
@@ -265,15 +266,23 @@ def _preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
                 set_niceness(niceness)
                 current = niceness
             try:
-                if kind == "import":
-                    importlib.import_module(what)
-                else:
+                if kind == "module":
                     load_module(parse_entry(what)[0])
+                elif kind == "import" or not _cloud_config_kept(state):
+                    importlib.import_module(what)
             except Exception as e:  # the stage itself will report it
                 LOG.debug("preloading %r: %s", what, e)
     finally:
         if root_user and current != raised:
             set_niceness(raised)
+
+
+def _cloud_config_kept(state: BootState) -> bool:
+    """Was this instance's cloud-config parsed at an earlier boot (so PyYAML need not load)?"""
+    from cloudseed.agent.userdata.kept_yaml import FILE_NAME
+
+    ds = state.datasource
+    return ds is not None and state.root.exists(f"{state.paths.instance_dir(ds.instance_id)}/{FILE_NAME}")
 
 
 def _early_stage_priority() -> None:

@@ -32,7 +32,7 @@ LOG = logging.getLogger("cloudseed.userdata")
 
 def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]) -> dict:
     """``data`` is this stage's instance data (for templates); returns the merged config."""
-    from cloudseed.agent.userdata import merge_vendor_under_user, process_userdata, vendor_data_policy
+    from cloudseed.agent.userdata import kept_yaml, merge_vendor_under_user, process_userdata, vendor_data_policy
     from cloudseed.agent.userdata.includes import IncludeCache
 
     ds = state.datasource
@@ -45,7 +45,11 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
                        ("vendor-data2", ds.vendordata2_raw)):
         _write_changed(root, f"{idir}/{name}.txt", blob or b"")
 
-    user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache, root=root)
+    # cloud-config documents parsed at an earlier boot of this instance: a reboot loads no PyYAML
+    kept_file = f"{idir}/{kept_yaml.FILE_NAME}"
+    kept = kept_yaml.KeptYaml(root.read_bytes(kept_file) if root.isfile(kept_file) else None)
+    user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache, root=root,
+                            kept_yaml=kept)
     errors.extend(f"user-data: {e}" if not e.startswith("user-data") else e for e in user.errors)
     _write_changed(root, f"{idir}/user-data.processed.json", json.dumps(user.to_json(), indent=1))
 
@@ -58,7 +62,7 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
             if not blob:
                 continue
             vendor = process_userdata(blob, instance_data=data, include_cache_dir=cache, root=root,
-                                      excluded_types=policy.disabled_handlers)
+                                      excluded_types=policy.disabled_handlers, kept_yaml=kept)
             errors.extend(f"{name}: {e}" for e in vendor.errors)
             _write_changed(root, f"{idir}/{name}.processed.json", json.dumps(vendor.to_json(), indent=1))
             if vendor.cloud_config:
@@ -67,6 +71,7 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     else:
         LOG.info("vendor data is switched off by the configuration")
 
+    _write_changed(root, kept_file, kept.text())
     _place_scripts(state, idir, user, vendor=False)
     _run_boothooks(state, idir, user.boothooks, errors)
     _run_part_handlers(state, user, errors, warnings)

@@ -21,8 +21,9 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HELPER = os.path.join(REPO, "cloudseed", "data", "systemd", "cloudseed-stage")
 CLI = os.path.join(REPO, ".venv", "bin", "cloudseed")
-MODULES = ("network: {config: disabled}\ncloud_init_modules: [write_files]\n"
-           "cloud_config_modules: [write_files_deferred]\ncloud_final_modules: [final_message]\n")
+# block style: simple enough for the first stage's reader, so PyYAML is not loaded before preloading
+MODULES = ("network:\n  config: disabled\ncloud_init_modules:\n  - write_files\n"
+           "cloud_config_modules:\n  - write_files_deferred\ncloud_final_modules:\n  - final_message\n")
 USER_DATA = ("#cloud-config\nwrite_files:\n  - {path: /etc/early, content: e}\n"
              "  - {path: /etc/late, content: l, defer: true}\n")
 
@@ -120,7 +121,7 @@ def test_a_stage_with_errors_fails_its_unit(seeded, notify):
         proc.wait()
 
 
-PRELOADED = ("cloudseed.agent.userdata", "cloudseed.agent.modules.write_files",
+PRELOADED = ("cloudseed.agent.userdata", "yaml", "cloudseed.agent.modules.write_files",
              "cloudseed.agent.modules.write_files_deferred", "cloudseed.agent.modules.final_message")
 
 

@@ -8,8 +8,7 @@ configuration so far. A part that cannot be used is reported and left out; the o
 
 from __future__ import annotations
 
-import yaml
-
+from cloudseed.agent.userdata.kept_yaml import InvalidYaml, KeptYaml, load_cloud_config_yaml
 from cloudseed.agent.userdata.merging import (
     PART_DEFAULT,
     Merger,
@@ -17,7 +16,6 @@ from cloudseed.agent.userdata.merging import (
     parse_merge_string,
     pop_merge_spec,
 )
-from cloudseed.core.yaml_loading import describe_yaml_error, load_yaml
 
 _JSONP_PREFIX = "#cloud-config-jsonp"
 _MERGE_HEADERS = ("Merge-Type", "X-Merge-Type")
@@ -26,17 +24,18 @@ _MERGE_HEADERS = ("Merge-Type", "X-Merge-Type")
 class CloudConfigMerge:
     """Accumulates cloud-config parts; ``config`` is None until a cloud-config part is seen."""
 
-    def __init__(self, errors: list[str]):
+    def __init__(self, errors: list[str], kept: KeptYaml | None = None):
         self.config: dict | None = None
         self.sources: list[str] = []
         self.errors = errors
+        self.kept = kept  # documents parsed at an earlier boot of this instance
 
     def add_yaml(self, text: str, name: str, label: str, headers: dict[str, str]) -> None:
         self._start()
         try:
-            data = load_yaml(text)
-        except yaml.YAMLError as e:
-            self.errors.append(f"{label}: invalid YAML, part ignored: {describe_yaml_error(e)}")
+            data = load_cloud_config_yaml(text, self.kept)
+        except InvalidYaml as e:
+            self.errors.append(f"{label}: invalid YAML, part ignored: {e}")
             return
         if data is None:
             return          # an empty cloud-config: nothing to merge

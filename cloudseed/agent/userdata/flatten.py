@@ -14,8 +14,6 @@ import io
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
-import yaml
-
 from cloudseed.agent.userdata.parts import (
     CLOUD_CONFIG,
     CLOUD_CONFIG_ARCHIVE,
@@ -28,7 +26,6 @@ from cloudseed.agent.userdata.parts import (
     TYPES_DETECTED_FROM_CONTENT,
     content_type_from_start,
 )
-from cloudseed.core.yaml_loading import describe_yaml_error, load_yaml
 
 Payload = Union[str, bytes]
 
@@ -235,11 +232,13 @@ class Flattener:
 
     # ------------------------------------------------------------------ archives
     def _archive(self, payload: Payload, label: str) -> None:
+        from cloudseed.agent.userdata.kept_yaml import InvalidYaml, load_cloud_config_yaml
+
         text = payload if isinstance(payload, str) else payload.decode("utf-8", "surrogateescape")
         try:
-            entries = load_yaml(text)
-        except yaml.YAMLError as e:
-            self.errors.append(f"{label}: cloud-config-archive is not valid YAML: {describe_yaml_error(e)}")
+            entries = load_cloud_config_yaml(text)  # not kept: an archive may hold sets and binary
+        except InvalidYaml as e:
+            self.errors.append(f"{label}: cloud-config-archive is not valid YAML: {e}")
             return
         if entries is None:
             return

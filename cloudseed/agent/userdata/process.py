@@ -16,6 +16,7 @@ from typing import Iterable, Union
 
 from cloudseed.agent.userdata.cloud_config_parts import CloudConfigMerge
 from cloudseed.agent.userdata.flatten import Flattener, RawPart
+from cloudseed.agent.userdata.kept_yaml import KeptYaml
 from cloudseed.agent.userdata.parts import (
     BOOTHOOK,
     CLOUD_CONFIG,
@@ -47,6 +48,7 @@ def process_userdata(
     excluded_types: Iterable[str] = (),
     launch_index: int | None = None,
     root=None,
+    kept_yaml: KeptYaml | None = None,
 ) -> ProcessedUserData:
     """Process user-data (or vendor-data: the same formats) without running any of it.
 
@@ -54,7 +56,8 @@ def process_userdata(
     ``include_cache_dir`` where ``#include-once`` content is kept, ``excluded_types`` content
     types to ignore (vendor-data's ``disabled_handlers``), ``launch_index`` drops parts
     addressed to another launch index, ``root`` is the target root ``file://`` includes are read
-    in (None: this host, for ``cloudseed userdata show``). A list of blobs is processed as one.
+    in (None: this host, for ``cloudseed userdata show``), ``kept_yaml`` the cloud-config documents
+    parsed at an earlier boot of the instance. A list of blobs is processed as one.
     """
     result = ProcessedUserData()
     try:
@@ -62,7 +65,7 @@ def process_userdata(
                               fetch_retries=fetch_retries, include_cache_dir=include_cache_dir, root=root)
         for one in blob if isinstance(blob, list) else [blob]:
             flattener.add_blob(_as_bytes(one))
-        _Dispatcher(result, instance_data, set(excluded_types), launch_index).run(flattener.parts)
+        _Dispatcher(result, instance_data, set(excluded_types), launch_index, kept_yaml).run(flattener.parts)
     except Exception as e:  # the boot must go on whatever the blob holds
         result.errors.append(f"user-data: processing stopped by an unexpected error: "
                              f"{type(e).__name__}: {e}")
@@ -92,12 +95,12 @@ def dos2unix(text: str) -> str:
 
 class _Dispatcher:
     def __init__(self, result: ProcessedUserData, instance_data: dict | None, excluded: set[str],
-                 launch_index: int | None):
+                 launch_index: int | None, kept_yaml: KeptYaml | None = None):
         self.result = result
         self.instance_data = instance_data
         self.excluded = excluded
         self.launch_index = launch_index
-        self.cloud_config = CloudConfigMerge(result.errors)
+        self.cloud_config = CloudConfigMerge(result.errors, kept_yaml)
         self.seen_part_handler = False
 
     def run(self, parts: list[RawPart]) -> None:
