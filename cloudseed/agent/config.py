@@ -116,6 +116,8 @@ def read_cmdline(root: TargetRoot) -> str:
 
 def config_from_cmdline(cmdline: str) -> str:
     """The YAML text carried by ``cc: ... end_cc`` fragments of the kernel command line."""
+    if "cc:" not in cmdline:
+        return ""  # nearly always: no urllib (with ipaddress) to import at every stage's start
     from urllib.parse import unquote
 
     pieces = []

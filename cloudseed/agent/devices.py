@@ -34,26 +34,43 @@ def _udev_label_path(label: str) -> str:
     return f"/dev/disk/by-label/{encoded}"
 
 
+SYS_BLOCK = "/sys/class/block"
+UDEV_DATA = "/run/udev/data"
+
+
 def _block_devices() -> list[str]:
-    """Every block device the kernel knows (disks and partitions), as /dev paths."""
+    """Every block device the kernel knows (disks and partitions) that may hold a filesystem, as /dev paths."""
     try:
-        names = sorted(os.listdir("/sys/class/block"))
+        names = sorted(os.listdir(SYS_BLOCK))
     except OSError:
         return []
     devices = []
     for name in names:
         if name.startswith(("ram", "zram", "dm-", "md")):
             continue
-        if name.startswith("loop") and not os.path.exists(f"/sys/class/block/{name}/loop/backing_file"):
+        if name.startswith("loop") and not os.path.exists(f"{SYS_BLOCK}/{name}/loop/backing_file"):
             continue  # an unused loop device
-        try:
-            with open(f"/sys/class/block/{name}/size") as f:
-                if int(f.read().strip() or 0) == 0:
-                    continue  # no medium (an empty CD-ROM drive is slow to open)
-        except (OSError, ValueError):
-            pass
+        if _sys_value(f"/dev/{name}", "size") == "0" or _empty_disc_drive(name):
+            continue  # no medium: an empty drive is slow to open (0.1-0.2 s each under emulation)
         devices.append(f"/dev/{name}")
     return devices
+
+
+def _empty_disc_drive(name: str) -> bool:
+    """Has udev's ``cdrom_id`` found this CD/DVD drive empty? (An empty drive's size reads as 1 GiB.)
+
+    Only udev's own record decides (``ID_CDROM=1`` without ``ID_CDROM_MEDIA=1``); a drive udev has
+    not seen yet is opened as before.
+    """
+    number = _sys_value(f"/dev/{name}", "dev")
+    if not number:
+        return False
+    try:
+        with open(f"{UDEV_DATA}/b{number}") as f:
+            record = f.read().splitlines()
+    except OSError:
+        return False
+    return "E:ID_CDROM=1" in record and "E:ID_CDROM_MEDIA=1" not in record
 
 
 # (device, loop backing file, size) -> (fstype, label): read once per process, so detection and
@@ -63,7 +80,7 @@ _LABELS: dict[tuple[str, str, str], tuple[str, str] | None] = {}
 
 def _sys_value(device: str, name: str) -> str:
     try:
-        with open(f"/sys/class/block/{os.path.basename(device)}/{name}") as f:
+        with open(f"{SYS_BLOCK}/{os.path.basename(device)}/{name}") as f:
             return f.read().strip()
     except OSError:
         return ""
