@@ -34,6 +34,36 @@ resize_rootfs: false
 )
 
 
+def ext_fills_device(device: str) -> bool:
+    """Does the ext2/3/4 filesystem on ``device`` already span it? (Then resize2fs would only say
+    "Nothing to do": the module runs at every boot, and starting it cost about 0.07 s in the lab
+    guest under emulation.) Read from the superblock; False whenever it cannot be read."""
+    import os
+    import struct
+
+    try:
+        fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        sb = os.pread(fd, 1024, 1024)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if len(sb) < 0x154 or struct.unpack_from("<H", sb, 0x38)[0] != 0xEF53:
+        return False
+    blocks_lo, = struct.unpack_from("<I", sb, 0x04)
+    log_block, = struct.unpack_from("<I", sb, 0x18)
+    incompat, = struct.unpack_from("<I", sb, 0x60)
+    blocks_hi = struct.unpack_from("<I", sb, 0x150)[0] if incompat & 0x80 else 0  # INCOMPAT_64BIT
+    if log_block > 6:
+        return False
+    block = 1024 << log_block
+    return (blocks_hi << 32 | blocks_lo) >= size // block
+
+
 def resize_command(fstype: str, device: str, mount_point: str) -> list[str] | None:
     if fstype in ("ext2", "ext3", "ext4"):
         return ["resize2fs", device]
@@ -65,6 +95,9 @@ def resize_mount(ctx: ModuleContext, mount_point: str, background: bool = False)
     argv = resize_command(fstype, device, mount_point)
     if argv is None:
         ctx.log.info("resize_rootfs: %s filesystems are not resized", fstype)
+        return
+    if argv[0] == "resize2fs" and ext_fills_device(device):
+        ctx.log.info("resize_rootfs: %s (%s) already fills its device", device, fstype)
         return
     if ctx.root.which(argv[0]) is None:
         raise ModuleError(f"resize_rootfs: {argv[0]} is not installed")

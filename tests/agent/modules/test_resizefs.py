@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import loop_disk
 import pytest
 from loop_disk import context, fs_bytes
@@ -60,3 +62,34 @@ def test_a_mount_point_that_is_not_mounted_is_named(tmp_path):
 
     with pytest.raises(ModuleError, match="^resize_rootfs: "):
         resize_mount(context({}), str(tmp_path / "not-a-mount-point"))
+
+
+@pytest.mark.parametrize("options", [[], ["-O", "64bit"], ["-b", "1024"]], ids=["ext4", "64bit", "1k blocks"])
+def test_an_ext_filesystem_that_fills_its_device_is_not_resized_again(tmp_path, options):
+    """A reboot's resizefs starts no resize2fs when the superblock says the filesystem already spans
+    the device; a grown device is seen, and after resize2fs (the real one) it fills it again."""
+    import shutil
+    import subprocess
+
+    from cloudseed.agent.modules.resizefs import ext_fills_device
+
+    if not shutil.which("mkfs.ext4") or not shutil.which("resize2fs"):
+        pytest.skip("needs e2fsprogs")
+    image = tmp_path / "fs.img"
+    image.write_bytes(b"")
+    os.truncate(image, 32 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", *options, str(image)], check=True)
+    assert ext_fills_device(str(image))
+    os.truncate(image, 48 << 20)
+    assert not ext_fills_device(str(image))
+    subprocess.run(["e2fsck", "-fy", str(image)], check=True, capture_output=True)
+    subprocess.run(["resize2fs", str(image)], check=True, capture_output=True)
+    assert ext_fills_device(str(image))
+
+
+def test_what_is_not_ext_is_never_said_to_fill(tmp_path):
+    from cloudseed.agent.modules.resizefs import ext_fills_device
+
+    (tmp_path / "zeros").write_bytes(b"\0" * 8192)
+    assert not ext_fills_device(str(tmp_path / "zeros"))
+    assert not ext_fills_device(str(tmp_path / "missing"))
