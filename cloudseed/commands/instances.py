@@ -48,6 +48,15 @@ def _record_flags(parser: argparse.ArgumentParser, adding: bool) -> None:
                         help="GCE instance attribute (repeatable; e.g. enable-oslogin=FALSE)")
     clouds.add_argument("--gce-project-attribute", action="append", metavar="KEY=VALUE",
                         help="GCE project attribute (repeatable; e.g. ssh-keys=USER:KEY)")
+    clouds.add_argument("--gce-service-account", action="append", metavar="EMAIL[=SCOPE,...]",
+                        help="GCE service account (repeatable; the first is 'default'; default: the project's "
+                             "compute account, scope cloud-platform)")
+    clouds.add_argument("--no-gce-service-account", action="store_true", default=None,
+                        help="no GCE service account (google-auth then finds no credentials)")
+    clouds.add_argument("--no-azure-system-identity", action="store_true", default=None,
+                        help="no Azure system-assigned managed identity (a VM has one by default)")
+    clouds.add_argument("--azure-user-identity", action="append", metavar="NAME",
+                        help="Azure user-assigned managed identity (repeatable; ids derived from the name)")
     ec2.add_argument("--ec2-json", metavar="FILE",
                      help="EC2 settings as a JSON object (keys: see docs/metadata-server.md, EC2 section)")
 
@@ -186,6 +195,18 @@ def _cloud_fields(args: argparse.Namespace) -> dict[str, Any]:
                 raise InputError(f"--{flag.replace('_', '-')} {item!r}: expected KEY=VALUE")
             gce = clouds.setdefault("gce", {})
             gce.setdefault(key, {})[name] = value
+    accounts = []
+    for item in getattr(args, "gce_service_account", None) or []:
+        email, _, scopes = item.partition("=")
+        accounts.append({"email": email, **({"scopes": scopes.split(",")} if scopes else {})})
+    if getattr(args, "no_gce_service_account", None) and accounts:
+        raise InputError("--no-gce-service-account and --gce-service-account: give one of them")
+    if accounts or getattr(args, "no_gce_service_account", None):
+        clouds.setdefault("gce", {})["service_accounts"] = accounts
+    if getattr(args, "no_azure_system_identity", None):
+        clouds.setdefault("azure", {})["system_identity"] = False
+    if getattr(args, "azure_user_identity", None):
+        clouds.setdefault("azure", {})["user_identities"] = [{"name": n} for n in args.azure_user_identity]
     return clouds
 
 

@@ -4,7 +4,10 @@ The tree uses the path names (``machine-type``, ``network-interfaces``); ``as_js
 into the JSON the server answers to ``?recursive=true`` (camelCase keys, as GCE's, attribute
 names kept as written). Settings come from ``record.clouds["gce"]``; what is not given is derived:
 user-data and the record's SSH keys (as ``cloudinit:KEY``, the user cloud-init installs) become
-instance attributes unless the operator set those attributes.
+instance attributes unless the operator set those attributes. Service accounts: the record's
+``service_accounts`` (the first is ``default``), else the project's default compute account
+(``NUMBER-compute@developer.gserviceaccount.com``, scope ``cloud-platform``); ``[]`` gives none.
+Their tokens and identity tokens are live answers (``provider/server/gce_credentials.py``).
 """
 
 from __future__ import annotations
@@ -27,11 +30,36 @@ def project_id(record: InstanceRecord) -> str:
     return record.clouds.get("gce", {}).get("project_id") or record.project_id or "cloudseed-project"
 
 
+DEFAULT_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+UNIVERSE_DOMAIN = "googleapis.com"
+
+
+def project_number(record: InstanceRecord) -> int:
+    return record.clouds.get("gce", {}).get("numeric_project_id") or _number("project", project_id(record))
+
+
+def service_accounts(record: InstanceRecord) -> list[dict[str, Any]]:
+    """``[{"email", "scopes", "aliases"}]``: the instance's service accounts, ``default`` first."""
+    given = record.clouds.get("gce", {}).get("service_accounts")
+    if given is None:
+        given = [{"email": f"{project_number(record)}-compute@developer.gserviceaccount.com"}]
+    found = []
+    for index, account in enumerate(given):
+        found.append({"aliases": ["default"] if index == 0 else [], "email": account["email"],
+                      "scopes": list(account.get("scopes") or DEFAULT_SCOPES)})
+    return found
+
+
+def unique_id(email: str) -> str:
+    """A service account's 21-digit unique id (the ``sub`` and ``azp`` of its identity tokens)."""
+    return "1" + str(_number("service-account", email) * 1000 + _number("sa2", email) % 1000).zfill(20)[-20:]
+
+
 def tree(record: InstanceRecord) -> Tree:
     """``{"instance": {...}, "project": {...}}`` for ``record``."""
     gce = record.clouds.get("gce", {})
     project = project_id(record)
-    number = gce.get("numeric_project_id") or _number("project", project)
+    number = project_number(record)
     zone = record.availability_zone
     hostname = record.hostname if "." in record.hostname else f"{record.hostname}.{zone}.c.{project}.internal"
     attributes = dict(gce.get("attributes") or {})
@@ -47,6 +75,7 @@ def tree(record: InstanceRecord) -> Tree:
         attributes["ssh-keys"] = "\n".join(f"cloudinit:{key['data']}" for key in record.ssh_keys)
     instance_id = record.instance_id
     numeric = gce.get("numeric_id") or (int(instance_id) if instance_id.isdigit() else _number("instance", instance_id))
+    accounts = service_accounts(record)
     instance: Tree = {
         "attributes": attributes,
         "cpu-platform": "Intel Broadwell",
@@ -60,12 +89,14 @@ def tree(record: InstanceRecord) -> Tree:
         "network-interfaces": _interfaces(record, number),
         "preempted": "FALSE",
         "scheduling": {"automatic-restart": "TRUE", "on-host-maintenance": "MIGRATE", "preemptible": "FALSE"},
+        "service-accounts": {**({"default": accounts[0]} if accounts else {}), **{a["email"]: a for a in accounts}},
         "tags": list(gce.get("tags") or []),
         "zone": f"projects/{number}/zones/{zone}",
     }
     return {"instance": instance,
             "project": {"attributes": dict(gce.get("project_attributes") or {}),
-                        "numeric-project-id": number, "project-id": project}}
+                        "numeric-project-id": number, "project-id": project},
+            "universe": {"universe-domain": UNIVERSE_DOMAIN}}
 
 
 def _interfaces(record: InstanceRecord, number: int) -> list[Tree]:
@@ -91,10 +122,14 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+KEPT_NAMES = ("attributes", "service-accounts")  # directories whose entries' names GCE's JSON keeps as written
+
+
 def as_json(value: Any, under_attributes: bool = False) -> Any:
     """The value as GCE's JSON answers show it (camelCase keys outside attribute maps)."""
     if isinstance(value, dict):
-        return {(key if under_attributes else _camel(key)): as_json(item, key == "attributes" and not under_attributes)
+        return {(key if under_attributes else _camel(key)):
+                as_json(item, key in KEPT_NAMES and not under_attributes)
                 for key, item in value.items()}
     if isinstance(value, list):
         return [as_json(item) for item in value]

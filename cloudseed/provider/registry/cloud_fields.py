@@ -26,6 +26,9 @@ FIELDS: dict[str, dict[str, str]] = {
                       "unless given here",
         "project_attributes": "project/attributes: {key: value} (ssh-keys, enable-oslogin...)",
         "tags": "instance/tags: network tags",
+        "service_accounts": "instance/service-accounts: [{email, scopes}], the first is 'default' (default: the "
+                            "project's NUMBER-compute@developer.gserviceaccount.com, scope cloud-platform; [] none)",
+        "licenses": "license ids (digits) in identity tokens asked with format=full&licenses=TRUE",
     },
     "digitalocean": {
         "droplet_id": "droplet_id (digits; default derived from the instance id)",
@@ -87,6 +90,9 @@ FIELDS: dict[str, dict[str, str]] = {
         "os_type": "linux (default) or windows: compute.osType, and ovf-env.xml's provisioning set (windows: "
                    "WindowsProvisioningConfigurationSet, the media's drive tag and CustomData.bin, as "
                    "cloudbase-init reads them)",
+        "system_identity": "false: no system-assigned managed identity (default true: the VM has one)",
+        "user_identities": "user-assigned managed identities: [{name, client_id, object_id, resource_id}] (ids "
+                           "default derived from the name)",
     },
     "vultr": {
         "instance_id": "instance-v2-id and instanceid (default: the record's instance id)",
@@ -118,6 +124,7 @@ FIELDS: dict[str, dict[str, str]] = {
         "subnet_cidrs": "{network: CIDR} for vnics' subnetCidrBlock (default: the address prefix)",
         "virtual_router_ips": "{network: IP} for vnics' virtualRouterIp (default: first address of the subnet)",
         "bare_metal": "true: vnics carry nicIndex, as on bare metal shapes (default false: a VM)",
+        "tenancy_id": "the tenancy OCID in the instance principal certificate (default derived from the project id)",
     },
 }
 
@@ -160,6 +167,15 @@ def validate_clouds(value: Any) -> dict:
                                                   and len(item) <= 20):
                     raise RecordError(where, "must be a number (digits)")
                 item = int(item)
+            elif key in ("service_accounts", "user_identities"):
+                item = _account_list(where, key, item)
+            elif key == "licenses":
+                if not isinstance(item, list) or not all(isinstance(t, str) and t.isascii() and t.isdigit()
+                                                         and len(t) <= 20 for t in item):
+                    raise RecordError(where, "must be a list of license ids (digits)")
+            elif key == "system_identity":
+                if not isinstance(item, bool):
+                    raise RecordError(where, "must be true or false")
             elif key == "server_tags":
                 if not isinstance(item, list) or not all(isinstance(t, str) and 0 < len(t) <= 8192
                                                          and t.isprintable() for t in item):
@@ -196,3 +212,60 @@ def _attributes(where: str, item: Any) -> None:
             raise RecordError(f"{where}.{key}", "an attribute name is 1-128 letters, digits, '_' or '-'")
         if not isinstance(text, str) or len(text.encode("utf-8")) > MAX_ATTRIBUTE:
             raise RecordError(f"{where}.{key}", f"must be a string of at most {MAX_ATTRIBUTE} bytes")
+
+
+_EMAIL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}@[A-Za-z0-9][A-Za-z0-9.-]{0,253}$")
+_SCOPE_RE = re.compile(r"^[\x21-\x7e]{1,512}$")
+_ACCOUNT_KEYS = {"service_accounts": ("email", "scopes"),
+                 "user_identities": ("name", "client_id", "object_id", "resource_id")}
+
+
+def _account_list(where: str, key: str, item: Any) -> list:
+    """GCE service accounts ``[{email, scopes}]`` or Azure user-assigned identities ``[{name, client_id,
+    object_id, resource_id}]``, checked entry by entry."""
+    from cloudseed.provider.registry.record import RecordError
+
+    if not isinstance(item, list) or len(item) > 32:
+        raise RecordError(where, "must be a list of at most 32 objects")
+    known = _ACCOUNT_KEYS[key]
+    seen = set()
+    for index, entry in enumerate(item):
+        at = f"{where}[{index}]"
+        if not isinstance(entry, dict):
+            raise RecordError(at, "must be an object")
+        for name in entry:
+            if name not in known:
+                raise RecordError(f"{at}.{name}", f"unknown field (known: {', '.join(known)})")
+        if key == "service_accounts":
+            email = entry.get("email")
+            if not isinstance(email, str) or not _EMAIL_RE.match(email):
+                raise RecordError(f"{at}.email", "must be an e-mail address (NAME@PROJECT.iam.gserviceaccount.com)")
+            scopes = entry.get("scopes", [])
+            if not isinstance(scopes, list) or not all(isinstance(x, str) and _SCOPE_RE.match(x) for x in scopes):
+                raise RecordError(f"{at}.scopes", "must be a list of scope URLs")
+            ident = email
+        else:
+            name = entry.get("name")
+            if not isinstance(name, str) or not _NAME_RE.match(name) or "/" in name:
+                raise RecordError(f"{at}.name", "must be a name: letters, digits, '.', '_' or '-'")
+            for field in ("client_id", "object_id"):
+                if field in entry and not _is_uuid(entry[field]):
+                    raise RecordError(f"{at}.{field}", "must be a UUID")
+            if "resource_id" in entry and not (isinstance(entry["resource_id"], str)
+                                               and entry["resource_id"].startswith("/subscriptions/")
+                                               and _NAME_RE.match(entry["resource_id"][1:])):
+                raise RecordError(f"{at}.resource_id", "must be an ARM id (/subscriptions/...)")
+            ident = name
+        if ident in seen:
+            raise RecordError(at, f"{ident} is listed twice")
+        seen.add(ident)
+    return item
+
+
+def _is_uuid(value: Any) -> bool:
+    import uuid
+
+    try:
+        return isinstance(value, str) and str(uuid.UUID(value)) == value.lower()
+    except ValueError:
+        return False

@@ -1,5 +1,5 @@
 """The admin listener: ``/v1/instances`` REST API (bearer token), ``/openapi.json``, ``/metrics``,
-``/health``.
+``/health``, and the public credential keys (``/v1/keys/...``, ``credential_keys_api.py``).
 
 Errors are JSON ``{"error": "...", "field": "..."}``: 400 for invalid input naming the field,
 401 without the right token, 404 for unknown instances, 409 for conflicts (id or address taken),
@@ -38,7 +38,9 @@ def json_error(status: int, message: str, field: Optional[str] = None,
 
 
 class AdminApp:
-    def __init__(self, registry: Registry, cache: InstanceCache, metrics: Metrics, token: Optional[str]):
+    def __init__(self, registry: Registry, cache: InstanceCache, metrics: Metrics, token: Optional[str],
+                 credentials: Any = None):
+        self.credentials = credentials  # cloud_credentials.CloudCredentials: public keys, tokeninfo
         self.registry = registry
         self.cache = cache
         self.metrics = metrics
@@ -56,6 +58,12 @@ class AdminApp:
             return Response(200, self.metrics.render(), "text/plain; version=0.0.4")
         if path == "/openapi.json":
             return self._openapi if request.method in ("GET", "HEAD") else _not_allowed("GET, HEAD")
+        if self.credentials is not None and path.startswith(("/v1/keys/", "/v1/credentials/")):
+            from cloudseed.provider.server import credential_keys_api
+
+            public = credential_keys_api.handle(self.credentials, request.method, path, request.query)
+            if public is not None:
+                return public
         if path != "/v1/instances" and not path.startswith("/v1/instances/"):
             return json_error(404, f"no such endpoint {request.path}")
         refused = self._authorise(request)

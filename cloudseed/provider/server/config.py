@@ -55,6 +55,8 @@ class ServerConfig:
     idle_timeout: float = 60.0  # seconds a connection may do nothing
     access_log_max_bytes: int = 100 * 1024 * 1024  # the access log file is rotated past this size
     access_log_backups: int = 1  # rotated files kept (FILE.1 ...)
+    # lifetime of GCE access tokens and Azure managed-identity tokens (a new one before each ends)
+    access_token_seconds: int = 3600
 
 
 _KEYS = {f.name for f in dataclasses.fields(ServerConfig)} | {"admin_token_file", "proxy_shared_secret_file"}
@@ -118,6 +120,8 @@ def load_config(path: Optional[str], overrides: dict[str, Any]) -> ServerConfig:
                 "access_log_max_bytes"):
         if not getattr(config, key) > 0:
             raise ConfigError(f"{where}: {key} must be greater than 0")
+    if not 10 <= config.access_token_seconds <= 86400:
+        raise ConfigError(f"{where}: access_token_seconds must be 10-86400")
     if config.access_log_backups > 100:
         raise ConfigError(f"{where}: access_log_backups must be 0-100")
     return config

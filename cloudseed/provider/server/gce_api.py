@@ -9,9 +9,15 @@ answers a leaf as JSON, ``?alt=text`` a directory as ``path value`` lines. Every
 from the current one when none is given), at most ``timeout_sec`` (default 60, at most 300)
 seconds, polling the instance cache on the event loop: a waiting client holds no worker thread.
 
+``GET /`` with ``Metadata-Flavor: Google`` answers GCE's root (``computeMetadata/``), as google-auth's
+``ping()`` expects (without the header, ``/`` stays EC2's version list). Service accounts
+(``instance/service-accounts/``) answer live ``token`` and ``identity`` leaves
+(``gce_credentials.py``); ``universe/universe-domain`` is ``googleapis.com``.
+
 The tree is ``provider/instance_data/gce.py``; answers are rendered once per instance and query,
 kept in the instance's ``responses`` (never in ``routes``: the header rules are checked on
-every request).
+every request). Only found answers are kept, and a request target is remembered only when it
+is short: a flood of distinct paths or queries leaves the cache as it was.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ POLL = 0.25
 TEXT = "application/text"
 JSON = "application/json"
 MISSING = object()
+MAX_KEPT_TARGET = 256  # longer request targets are answered, not remembered
+MAX_AUDIENCE = 1024
 
 
 def error(status: int, message: str) -> Response:
@@ -43,6 +51,7 @@ def error(status: int, message: str) -> Response:
 _NOT_FOUND = error(404, "Not Found")
 _NO_FLAVOR = error(403, "Your client does not have permission to get URL from this server. "
                         "Missing Metadata-Flavor:Google header.")
+ROOT = Response(200, "computeMetadata/\n", TEXT, headers=[FLAVOR])
 _FORWARDED = error(403, "Your client does not have permission to get URL from this server. "
                         "Requests carrying X-Forwarded-For are refused.")
 
@@ -62,9 +71,13 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
         if found is not None:
             return found
     answer = _answer(app, request, instance)
-    if not waits and answer.__class__ is Response and answer.status == 200 and len(instance.responses) < 1024:
+    if (not waits and answer.__class__ is Response and answer.status == 200 and len(seen) <= MAX_KEPT_TARGET
+            and len(instance.responses) < 1024 and not request.path.endswith(_LIVE)):
         instance.responses[seen] = answer
     return answer
+
+
+_LIVE = ("/token", "/identity")  # service accounts' leaves: made at each request, never kept
 
 
 def _answer(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
@@ -79,6 +92,8 @@ def _answer(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
     alt = query.get("alt", "").lower()
     if alt not in ("", "json", "text"):
         return error(400, f"alt={alt!r}: use json or text")
+    if len(path) == 4 and path[:2] == ("instance", "service-accounts") and path[3] in ("token", "identity"):
+        return _credential(app, instance, path[2], path[3], query)
     key = f"gce/{'/'.join(path)}/{int(recursive)}{alt}"
     answer = render_cached(instance, key, path, recursive, alt)
     if query.get("wait_for_change", "").lower() != "true":
@@ -99,8 +114,34 @@ def render_cached(instance: Any, key: str, path: tuple, recursive: bool, alt: st
         tree = instance.trees.get("gce")
         if tree is None:
             tree = instance.trees["gce"] = gce.tree(instance.record)
-        found = instance.responses[key] = render(tree, path, recursive, alt)
+        found = render(tree, path, recursive, alt)
+        if found.status == 200:  # a 404 is not kept: any number of missing paths leaves memory as it was
+            instance.responses[key] = found
     return found
+
+
+def _credential(app: Any, instance: Any, name: str, leaf: str, query: dict) -> Response:
+    """``service-accounts/NAME/token`` or ``.../identity``: made at each request, never kept."""
+    account = next((a for a in gce.service_accounts(instance.record) if name == a["email"] or name in a["aliases"]),
+                   None)
+    if account is None:
+        return _NOT_FOUND
+    credentials = app.credentials
+    if leaf == "token":
+        scopes = [s for s in query.get("scopes", "").split(",") if s] or account["scopes"]
+        return _json(credentials.gce.access_token(instance.instance_id, account["email"], scopes))
+    audience = query.get("audience", "")
+    if not audience:
+        return error(400, "non-empty audience parameter required")
+    if len(audience) > MAX_AUDIENCE:
+        return error(400, f"audience is longer than {MAX_AUDIENCE} characters")
+    form = query.get("format", "standard").lower()
+    if form not in ("standard", "full"):
+        return error(400, "format must be standard or full")
+    licenses = query.get("licenses", "false").lower() == "true"
+    token = credentials.gce.identity_token(credentials.key, instance.record, account["email"], audience,
+                                           form == "full", licenses)
+    return _text(token)
 
 
 async def _wait(app: Any, instance_id: str, key: str, path: tuple, recursive: bool, alt: str, last: str,
@@ -148,7 +189,7 @@ def render(tree: dict, path: tuple, recursive: bool, alt: str) -> Response:
         else:
             return _NOT_FOUND
     directory = isinstance(node, (dict, list))
-    in_attributes = "attributes" in path[:-1] or (path and path[-1] == "attributes")
+    in_attributes = "attributes" in path[:-1] or (path and path[-1] in gce.KEPT_NAMES)
     if directory and recursive:
         value = gce.as_json(node, bool(in_attributes))
         if alt == "text":
@@ -157,6 +198,9 @@ def render(tree: dict, path: tuple, recursive: bool, alt: str) -> Response:
     if directory:
         entries = node.items() if isinstance(node, dict) else enumerate(node)
         names = [f"{k}/" if isinstance(v, (dict, list)) else str(k) for k, v in entries]
+        if len(path) == 3 and path[:2] == ("instance", "service-accounts"):
+            # leaves, as GCE lists them (aliases and scopes answer one per line), and the live ones
+            names = sorted([n.rstrip("/") for n in names] + ["identity", "token"])
         if alt == "json":
             return _json(names)
         return _text("".join(f"{name}\n" for name in names))

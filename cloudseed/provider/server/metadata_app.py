@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl
 from cloudseed.provider.registry import Registry
 from cloudseed.provider.registry.record import MAX_PASSWORD as MAX_PASSWORD_BYTES
 from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api
+from cloudseed.provider.server.cloud_credentials import CloudCredentials
 from cloudseed.provider.server.config import ServerConfig
 from cloudseed.provider.server.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
@@ -29,6 +30,7 @@ from cloudseed.provider.server.routes import CLOUD_APIS, NOCLOUD, OPENSTACK, PHO
 Answer = Union[Response, Awaitable[Response]]
 READ_METHODS = ("GET", "HEAD")
 MAX_PHONE_HOME = 64 * 1024
+MAX_KEPT_PATH = 256  # longer request paths are answered but not remembered (routes): no client needs them
 
 _NOT_FOUND = text_error(404, "not found")
 _NO_INSTANCE = text_error(404, "no instance is registered for this address")
@@ -49,6 +51,7 @@ class MetadataApp:
         self._os_versions = openstack_api.versions_listing()
         self._ec2_live = ec2_api.Live(registry)  # credentials and identity keys of this registry
         self._cloud_apis: dict[str, Any] = {}  # routes.CLOUD_APIS: their modules, imported when first asked
+        self.credentials = CloudCredentials(registry, config.access_token_seconds)  # GCE, Azure, OCI keys
 
     # -- entry point -----------------------------------------------------------------------
     def handle(self, request: Request) -> Answer:
@@ -192,7 +195,7 @@ class MetadataApp:
             if found is None:
                 return _NOT_FOUND
             instance.responses[key] = found
-        if len(instance.routes) < MAX_ROUTES:
+        if len(instance.routes) < MAX_ROUTES and len(request.path) <= MAX_KEPT_PATH:
             instance.routes[request.path] = found
         return found if found.__class__ is Response else found()
 
@@ -269,9 +272,11 @@ class MetadataApp:
             return _NOT_FOUND
         if request.method not in READ_METHODS:
             return _method_not_allowed("GET, HEAD")
-        if not version:
-            if len(instance.routes) < MAX_ROUTES:
-                instance.routes[request.path] = self._ec2_versions
+        if not version:  # not kept in routes: GCE's clients ask "/" too (google-auth's ping)
+            if request.headers.get("metadata-flavor") == "Google":
+                from cloudseed.provider.server import gce_api
+
+                return gce_api.ROOT
             return self._ec2_versions
         subpath = parts[2] if len(parts) > 2 else ""
         record = instance.record

@@ -63,7 +63,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     tokens = TokenIssuer(bytes.fromhex(key))
     limiter = RateLimiter(config.rate_limit, config.rate_burst)
     app = MetadataApp(config, registry, cache, tokens, limiter, metrics)
-    admin = AdminApp(registry, cache, metrics, config.admin_token)
+    admin = AdminApp(registry, cache, metrics, config.admin_token, app.credentials)
     log = AccessLog(config.access_log, config.access_log_max_bytes, config.access_log_backups)
     table = connection_table(config, open_files)
     metrics.gauges["open_connections"] = lambda: len(table)

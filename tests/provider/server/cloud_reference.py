@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -51,11 +52,12 @@ def ip(*args: str) -> None:
 
 class CloudNamespaces:
     def __init__(self, db_url: str, tmp: str, metadata_ip: str = "169.254.169.254",
-                 extra_addresses: tuple[str, ...] = (), serve_extra: tuple[str, ...] = ()):
+                 extra_addresses: tuple[str, ...] = (), serve_extra: tuple[str, ...] = (),
+                 config: dict | None = None):
         """``extra_addresses``: more addresses the server listens on (port 80), routed from ``gst``
         as the metadata address is (Azure's wire server at 168.63.129.16). ``serve_extra``: more
         ``cloudseed serve`` flags; ``ROUTER`` in them is ``router_ip``, the server namespace's
-        address on the guest's link (CloudStack's virtual router)."""
+        address on the guest's link (CloudStack's virtual router). ``config``: server settings."""
         if os.geteuid() != 0:
             pytest.skip("network namespaces need root")
         n = next(_N)
@@ -91,7 +93,7 @@ class CloudNamespaces:
             self.server = ServerProcess(db_url, tmp, [f"{metadata_ip}:80", *(f"{a}:80" for a in extra_addresses)],
                                         extra=["--rate-limit", "0",
                                                *(a.replace("ROUTER", self.router_ip) for a in serve_extra)],
-                                        netns=self.srv)
+                                        netns=self.srv, config=config)
         except BaseException:
             self.close()
             raise
@@ -110,3 +112,12 @@ class CloudNamespaces:
         for ns in (self.srv, self.gst):
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         shutil.rmtree(self.etc, ignore_errors=True)
+
+    def python_in(self, namespace: str, code: str, *args: str, timeout: float = 120) -> dict:
+        """This test run's Python (with the clouds' SDKs) running ``code`` in ``namespace`` (``self.gst`` or
+        ``self.srv``); its last output line is JSON."""
+        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+        proc = subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-c", textwrap.dedent(code), *args],
+                              env=env, capture_output=True, text=True, timeout=timeout)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -66,7 +66,7 @@ def test_leaves_listings_and_recursive_json(server):
     assert get(server, BASE + "project/project-id", address).text == "my-project"
     listing = get(server, BASE + "instance/", address).text.splitlines()
     assert "attributes/" in listing and "network-interfaces/" in listing and "id" in listing
-    assert get(server, BASE, address).text.splitlines() == ["instance/", "project/"]
+    assert get(server, BASE, address).text.splitlines() == ["instance/", "project/", "universe/"]
     attrs = get(server, BASE + "instance/attributes/?recursive=true", address)
     assert attrs.headers["content-type"] == "application/json"
     assert attrs.json() == {"enable-oslogin": "FALSE", "startup-script": "echo hi", "user-data": USER_DATA,
@@ -209,3 +209,67 @@ def test_cli_sets_gce_attributes(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", db, "add", "--id", "78",
                           "--gce-attribute", "no-equals-sign"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "KEY=VALUE" in bad.stderr
+
+
+def test_root_answers_gce_to_google_clients_and_ec2_to_others(server):
+    """google-auth's ``ping()`` asks ``GET /`` with the header: GCE's root; EC2 clients still get EC2's list."""
+    _, address, _ = register(server)
+    for _ in range(2):  # also once the first answer could have been remembered
+        google = get(server, "/", address)
+        assert google.status == 200 and google.headers["metadata-flavor"] == "Google"
+        assert google.text == "computeMetadata/\n"
+        ec2 = get(server, "/", address, headers={})
+        assert ec2.status == 200 and "latest" in ec2.text.splitlines() and "metadata-flavor" not in ec2.headers
+    assert get(server, "/computeMetadata/", address).text == "v1/\n"
+    assert get(server, BASE + "universe/universe-domain", address).text == "googleapis.com"
+
+
+def test_service_accounts_tokens_and_identity(server):
+    instance_id, address, _ = register(server)
+    email = "123456-compute@developer.gserviceaccount.com"
+    assert get(server, BASE + "instance/service-accounts/", address).text.splitlines() == ["default/", f"{email}/"]
+    assert get(server, BASE + "instance/service-accounts/default/", address).text.splitlines() == [
+        "aliases", "email", "identity", "scopes", "token"]
+    info = get(server, BASE + "instance/service-accounts/default/?recursive=true", address)
+    assert info.headers["content-type"] == "application/json"
+    assert info.json() == {"aliases": ["default"], "email": email,
+                           "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
+    whole = get(server, BASE + "instance/?recursive=true", address).json()
+    assert set(whole["serviceAccounts"]) == {"default", email}  # account names kept as written
+    token = get(server, BASE + "instance/service-accounts/default/token", address)
+    assert token.status == 200 and token.headers["content-type"] == "application/json"
+    assert token.headers["metadata-flavor"] == "Google"
+    body = token.json()
+    assert body["token_type"] == "Bearer" and body["access_token"].startswith("ya29.") and body["expires_in"] > 60
+    by_email = get(server, BASE + f"instance/service-accounts/{email}/token", address).json()
+    assert by_email["access_token"] == body["access_token"]  # the same account, the same window
+    scoped = get(server, BASE + "instance/service-accounts/default/token?scopes=a,b", address).json()
+    assert scoped["access_token"] != body["access_token"]
+    missing = get(server, BASE + "instance/service-accounts/default/identity", address)
+    assert missing.status == 400 and "audience" in missing.text
+    assert get(server, BASE + "instance/service-accounts/default/identity?audience=x&format=odd", address).status == 400
+    identity = get(server, BASE + "instance/service-accounts/default/identity?audience=https://x&format=full", address)
+    assert identity.status == 200 and identity.text.count(".") == 2
+    assert get(server, BASE + "instance/service-accounts/nobody@x.iam.gserviceaccount.com/token", address).status == 404
+
+
+def test_cli_sets_service_accounts_and_turns_them_off(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    db = str(tmp_path / "cli.db")
+
+    def cli(*args, ok=True):
+        proc = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", db, *args],
+                              capture_output=True, text=True, timeout=60)
+        assert (proc.returncode == 0) == ok, proc.stderr
+        return proc.stdout if ok else proc.stderr
+
+    cli("add", "--id", "81", "--gce-service-account", "a@p.iam.gserviceaccount.com=s1,s2",
+        "--gce-service-account", "b@p.iam.gserviceaccount.com")
+    assert json.loads(cli("show", "81"))["clouds"]["gce"]["service_accounts"] == [
+        {"email": "a@p.iam.gserviceaccount.com", "scopes": ["s1", "s2"]}, {"email": "b@p.iam.gserviceaccount.com"}]
+    cli("add", "--id", "82", "--no-gce-service-account")
+    assert json.loads(cli("show", "82"))["clouds"]["gce"]["service_accounts"] == []
+    assert "service_accounts[0].email" in cli("add", "--id", "83", "--gce-service-account", "not-an-email", ok=False)
