@@ -7,8 +7,12 @@ answers the whole document; ``/metadata/instance/compute/...`` and ``.../network
 into it (``interface/0/macAddress``); ``?format=text`` answers a leaf as plain text (the default
 for leaves is JSON, as for directories). ``/metadata/attested/document`` answers
 ``{"encoding": "pkcs7", "signature": ...}``: a PKCS#7 with the attested JSON inside (nonce, vmId,
-subscriptionId, timeStamp...), signed with the registry's identity key (the same key and
-certificate as EC2's identity documents: ``cloudseed instances identity-certificate``).
+subscriptionId, timeStamp...), signed in process with the registry's identity key (the same key
+and certificate as EC2's identity documents: ``cloudseed instances identity-certificate``;
+``azure_attested.py``). ``/metadata/identity/oauth2/token`` answers managed-identity tokens
+(``azure_identity.py``), ``/metadata/loadbalancer`` the public addresses in front of the VM.
+
+Rendered answers are kept per instance; a 404 is not, and a request target only when short.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ _NO_VERSION = error(400, "Bad request. api-version was not specified in the requ
                          "refer to aka.ms/azureimds")
 _BAD_VERSION = error(400, "Bad request. api-version is invalid or was not specified in the request.")
 _NOT_FOUND = error(404, "Not found")
+MAX_KEPT_TARGET = 256  # longer request targets are answered, not remembered
 _VERSIONS = Response(200, json.dumps({"apiVersions": list(VERSIONS)}), JSON)
 
 
@@ -46,6 +51,8 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
         from cloudseed.provider.server import azure_wireserver
 
         return azure_wireserver.handle(app, request, instance)
+    if request.path.rstrip("/") == "/metadata/identity/oauth2/token":
+        return _identity(app, request, instance)  # its own rules and OAuth-style errors
     if request.headers.get("metadata", "").lower() != "true":
         return _NO_METADATA
     if "x-forwarded-for" in request.headers and not app._is_proxy(request.peer):
@@ -69,6 +76,10 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
     if request.method not in ("GET", "HEAD"):
         return error(405, "Method not allowed")
     parts = [p for p in request.path.split("/") if p][1:]
+    if parts == ["loadbalancer"]:
+        if version < "2020-10-01":
+            return _BAD_VERSION
+        return _load_balancer(instance)
     if not parts or parts[0] != "instance":
         return _NOT_FOUND
     fmt = query.get("format", "json")
@@ -80,9 +91,43 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
         tree = instance.trees.get("azure")
         if tree is None:
             tree = instance.trees["azure"] = azure.document(instance.record)
-        found = instance.responses[key] = render(tree, parts[1:], fmt)
-    if found.status == 200 and len(instance.responses) < 1024:  # bounded: the queries are the client's
+        found = render(tree, parts[1:], fmt)
+        if found.status != 200:
+            return found  # not kept: any number of missing paths leaves memory as it was
+        instance.responses[key] = found
+    if len(instance.responses) < 1024 and len(seen) <= MAX_KEPT_TARGET:  # bounded: the queries are the client's
         instance.responses[seen] = found
+    return found
+
+
+def _identity(app: Any, request: Any, instance: Any) -> Response:
+    from cloudseed.provider.server import azure_identity
+
+    if request.headers.get("metadata", "").lower() != "true":
+        return azure_identity.NO_METADATA
+    if "x-forwarded-for" in request.headers and not app._is_proxy(request.peer):
+        return azure_identity.oauth_error(400, "invalid_request", "Requests carrying X-Forwarded-For are refused")
+    if request.method != "GET":
+        return azure_identity.oauth_error(405, "invalid_request", "Method not allowed; use GET")
+    query = dict(parse_qsl(request.query or "", keep_blank_values=True))
+    version = query.get("api-version")
+    if not version:
+        return azure_identity.oauth_error(400, "invalid_request", "Required query variable 'api-version' is missing")
+    if version not in VERSIONS or version < "2018-02-01":
+        return azure_identity.oauth_error(400, "invalid_request", f"Invalid api-version {version[:40]!r}: "
+                                                                  "use 2018-02-01 or later")
+    return app.credentials.azure.answer(instance.record, query)
+
+
+def _load_balancer(instance: Any) -> Response:
+    found = instance.responses.get("azure:loadbalancer")
+    if found is None:
+        addresses = instance.record.addresses
+        private = next((a["address"] for a in addresses if not a.get("public") and ":" not in a["address"]), "")
+        public = [{"frontendIpAddress": a["address"], "privateIpAddress": private}
+                  for a in addresses if a.get("public")]
+        body = {"loadbalancer": {"publicIpAddresses": public, "inboundRules": [], "outboundRules": []}}
+        found = instance.responses["azure:loadbalancer"] = Response(200, json.dumps(body), JSON)
     return found
 
 
@@ -108,22 +153,7 @@ def render(tree: Any, path: list, fmt: str) -> Response:
 def _attested(app: Any, instance: Any, nonce: str) -> Any:
     if len(nonce) > 32 or not nonce.isalnum() and nonce:
         return error(400, "Bad request. nonce must be at most 32 letters and digits")
-    return _sign(app, instance.record, nonce)
+    from cloudseed.provider.server.azure_attested import signed_answer
 
+    return Response(200, json.dumps(signed_answer(app.credentials.attested, instance.record, nonce)), JSON)
 
-async def _sign(app: Any, record: Any, nonce: str) -> Response:
-    import asyncio
-    import datetime
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    fmt = "%m/%d/%y %H:%M:%S -0000"
-    compute = azure.compute(record)
-    attested = {"licenseType": "", "nonce": nonce or now.strftime("%Y%m%d-%H%M%S"),
-                "plan": {"name": "", "product": "", "publisher": ""},
-                "timeStamp": {"createdOn": now.strftime(fmt),
-                              "expiresOn": (now + datetime.timedelta(hours=6)).strftime(fmt)},
-                "vmId": compute["vmId"], "subscriptionId": compute["subscriptionId"], "sku": compute["sku"]}
-    document = json.dumps(attested)
-    live = app._ec2_live  # the registry's identity key (EC2's), made on first use
-    signed = await asyncio.get_running_loop().run_in_executor(None, lambda: live.signer.sign(document))
-    return Response(200, json.dumps({"encoding": "pkcs7", "signature": signed["rsa2048"]}), JSON)

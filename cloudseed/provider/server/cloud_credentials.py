@@ -1,9 +1,10 @@
 """What the credential paths of GCE, Azure and OCI need, made when first asked, once per server process.
 
 The keys live in the registry's settings (shared by every server of the registry): the credential
-signing key (``credential_keys.py``), the HMAC key of GCE access tokens (``gce_token_key``) and
-OCI's instance-principal CA (``oci_identity.py``). ``cryptography`` is loaded with the first of
-them, so a server whose instances never ask for credentials never loads it.
+signing key (``credential_keys.py``), the HMAC key of GCE access tokens (``gce_token_key``), the
+identity key of Azure's attested documents (EC2's) and OCI's instance-principal CA
+(``oci_identity.py``). ``cryptography`` is loaded with the first of them, so a server whose
+instances never ask for credentials never loads it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class CloudCredentials:
         self._gce: Any = None
         self._azure: Any = None
         self._oci: Any = None
+        self._attested: Any = None
 
     @property
     def key(self) -> Any:
@@ -46,6 +48,16 @@ class CloudCredentials:
 
             self._azure = AzureTokens(self.key, self.lifetime)
         return self._azure
+
+    @property
+    def attested(self) -> Any:
+        """Azure's attested-document signer: the registry's identity key (EC2's)."""
+        if self._attested is None:
+            from cloudseed.provider.server.azure_attested import AttestedSigner
+            from cloudseed.provider.server.ec2_identity import shared_pem
+
+            self._attested = AttestedSigner(shared_pem(self.registry))
+        return self._attested
 
     @property
     def oci(self) -> Any:

@@ -213,3 +213,52 @@ def test_os_type_windows_and_its_validation(server):
     assert document["compute"]["osType"] == "Windows"
     linux = register(server, instance_id="88888888-2222-4333-8444-555555555555")
     assert server.get(f"/metadata/instance?{V}", linux, headers=MD).json()["compute"]["osType"] == "Linux"
+
+
+def test_managed_identity_token_rules_and_errors(server):
+    address = register(server, instance_id="33333333-2222-4333-8444-555555555555",
+                       clouds={"azure": {"resource_group": "my-rg", "user_identities": [{"name": "a"}, {"name": "b"}]}})
+    path = "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https://vault.azure.net"
+    no_header = server.get(path, address)
+    assert no_header.status == 400 and no_header.json() == {"error": "bad_request_102", "error_description":
+                                                            "Required metadata header not specified"}
+    ok = server.get(path, address, headers=MD)
+    assert ok.status == 200, ok.text
+    body = ok.json()
+    assert body["resource"] == "https://vault.azure.net" and body["token_type"] == "Bearer"
+    assert int(body["expires_on"]) - int(body["not_before"]) == 3600 and 0 < int(body["expires_in"]) <= 3600
+    assert server.get(path, address, headers=MD).json()["access_token"] == body["access_token"]  # kept
+    missing = server.get("/metadata/identity/oauth2/token?api-version=2018-02-01", address, headers=MD)
+    assert missing.status == 400 and "'resource' is missing" in missing.json()["error_description"]
+    assert server.get("/metadata/identity/oauth2/token?resource=x", address, headers=MD).status == 400
+    assert server.get("/metadata/identity/oauth2/token?api-version=2017-04-02&resource=x", address,
+                      headers=MD).status == 400
+    unknown = server.get(path + "&client_id=00000000-0000-4000-8000-000000000000", address, headers=MD)
+    assert unknown.status == 400 and unknown.json()["error_description"] == "Identity not found"
+    both = server.get(path + "&client_id=a&object_id=b", address, headers=MD)
+    assert both.status == 400
+    assert server.get(path, address, method="POST", headers=MD).status == 405
+    forwarded = server.get(path, address, headers={**MD, "X-Forwarded-For": "10.1.1.1"})
+    assert forwarded.status == 400
+    # no system identity and two user-assigned ones: the request must say which
+    users = register(server, instance_id="44444444-2222-4333-8444-555555555555",
+                     clouds={"azure": {"system_identity": False, "user_identities": [{"name": "a"}, {"name": "b"}]}})
+    which = server.get(path, users, headers=MD)
+    assert which.status == 400 and "Multiple user assigned identities" in which.json()["error_description"]
+    assert server.get(path + "&msi_res_id=/subscriptions/x", users, headers=MD).json()["error_description"] == \
+        "Identity not found"
+    sub = server.get(f"/metadata/instance/compute/subscriptionId?{V}&format=text", users, headers=MD).text
+    b = f"/SUBSCRIPTIONS/{sub}/resourceGroups/cloudseed/providers/Microsoft.ManagedIdentity/userAssignedIdentities/b"
+    named = server.get(path + "&msi_res_id=" + b, users, headers=MD)  # ARM ids compare without case
+    assert named.status == 200 and named.json()["client_id"] != body["client_id"]
+
+
+def test_load_balancer_document(server):
+    address = register(server, instance_id="55555555-2222-4333-8444-555555555555")
+    reply = server.get("/metadata/loadbalancer?api-version=2020-10-01", address, headers=MD)
+    assert reply.status == 200
+    assert reply.json() == {"loadbalancer": {"publicIpAddresses": [{"frontendIpAddress": public_of(address),
+                                                                    "privateIpAddress": address}],
+                                             "inboundRules": [], "outboundRules": []}}
+    assert server.get("/metadata/loadbalancer?api-version=2019-06-01", address, headers=MD).status == 400
+    assert server.get("/metadata/loadbalancer", address, headers=MD).status == 400
