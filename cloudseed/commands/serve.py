@@ -18,6 +18,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--password-server-listen", action="append", metavar="HOST:PORT[=NETWORK]",
                         help="CloudStack/Exoscale password server listener (DomU_Request; usually port 8080; "
                              "repeatable; default none)")
+    parser.add_argument("--oci-auth-listen", action="append", metavar="HOST:PORT",
+                        help="OCI federation endpoint (POST /v1/x509: instance principal certificates for security "
+                             "tokens; repeatable; default none)")
     parser.add_argument("--admin-token-file", metavar="FILE", help="bearer token for the admin API")
     parser.add_argument("--proxy", action="append", metavar="ADDRESS|CIDR", dest="proxies",
                         help="trusted metadata proxy (repeatable); needs --proxy-secret-file")
@@ -44,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     overrides = {
         "db": args.db, "listen": args.listen, "admin_listen": args.admin_listen,
-        "password_server_listen": args.password_server_listen,
+        "password_server_listen": args.password_server_listen, "oci_auth_listen": args.oci_auth_listen,
         "admin_token_file": args.admin_token_file, "proxies": args.proxies,
         "proxy_shared_secret_file": args.proxy_secret_file, "imds_tokens": args.imds_tokens,
         "token_hop_limit": args.token_hop_limit, "rate_limit": args.rate_limit, "rate_burst": args.rate_burst,

@@ -32,6 +32,8 @@ class ServerConfig:
     admin_listen: Optional[ListenSpec] = None
     # CloudStack's / Exoscale's password server (password_server.py; usually port 8080); none by default
     password_server_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
+    # OCI's federation endpoint emulation (oci_federation.py: POST /v1/x509); none by default
+    oci_auth_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
     admin_token: Optional[str] = None
     proxies: list[Any] = dataclasses.field(default_factory=list)  # ip_network objects
     proxy_shared_secret: Optional[str] = None
@@ -156,6 +158,14 @@ def _set_password_server_listen(config: ServerConfig, value: Any) -> None:
                                      for v in values]
 
 
+def _set_oci_auth_listen(config: ServerConfig, value: Any) -> None:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list):
+        raise ConfigError("oci_auth_listen must be a list of HOST:PORT")
+    config.oci_auth_listen = [v if isinstance(v, ListenSpec) else parse_listen(str(v), "oci_auth_listen")
+                              for v in values]
+
+
 def _set_admin_listen(config: ServerConfig, value: Any) -> None:
     config.admin_listen = value if isinstance(value, ListenSpec) else parse_listen(str(value), "admin_listen")
 
@@ -192,7 +202,8 @@ def _set_secret(attribute: str) -> Any:
 
 _SETTERS = {
     "listen": _set_listen, "admin_listen": _set_admin_listen,
-    "password_server_listen": _set_password_server_listen, "proxies": _set_proxies,
+    "password_server_listen": _set_password_server_listen, "oci_auth_listen": _set_oci_auth_listen,
+    "proxies": _set_proxies,
     "admin_token": _set_secret("admin_token"), "proxy_shared_secret": _set_secret("proxy_shared_secret"),
     "admin_token_file": _secret_from_file("admin_token"),
     "proxy_shared_secret_file": _secret_from_file("proxy_shared_secret"),

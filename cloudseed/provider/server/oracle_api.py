@@ -5,7 +5,9 @@ requires nothing. ``instance/`` and ``vnics/`` are JSON documents
 (``provider/instance_data/oracle.py``); a sub-path names a key (``instance/metadata/user_data``,
 ``vnics/0/privateIp``): JSON for objects and lists, text for strings and numbers. Answers are
 rendered once per instance and path, kept in the instance's ``responses`` (never in ``routes``:
-the bearer rule is checked on every request).
+the bearer rule is checked on every request). ``identity/cert.pem``, ``key.pem`` and
+``intermediate.pem`` are the instance principal's certificate, key and CA (``oci_identity.py``),
+made off the event loop and never kept by path: they rotate.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ def handle(app: Any, request: Any, instance: Any) -> Any:
         return _UNAUTHORIZED
     if request.method not in ("GET", "HEAD"):
         return text_error(405, "method not allowed; use GET", [("Allow", "GET, HEAD")])
+    if len(parts) == 4 and parts[2] == "identity":
+        if parts[3] not in IDENTITY_FILES:
+            return _NOT_FOUND
+        return _identity(app, instance.record, parts[3])
     key = "opc/" + "/".join(parts[2:])
     found = instance.responses.get(key)
     if found is None:
@@ -37,6 +43,23 @@ def handle(app: Any, request: Any, instance: Any) -> Any:
             return _NOT_FOUND
         instance.responses[key] = found
     return found
+
+
+IDENTITY_FILES = ("cert.pem", "key.pem", "intermediate.pem")
+
+
+async def _identity(app: Any, record: Any, name: str) -> Response:
+    import asyncio
+
+    def make() -> str:
+        oci = app.credentials.oci  # the registry's CA: made or read on first use
+        if name == "intermediate.pem":
+            return oci.ca_pem
+        cert, key = oci.leaf(record)
+        return cert if name == "cert.pem" else key
+
+    text = await asyncio.get_running_loop().run_in_executor(None, make)
+    return Response(200, text, "application/x-pem-file")
 
 
 def render(record: Any, parts: tuple) -> Optional[Response]:

@@ -92,6 +92,11 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
 
         handlers["password"] = PasswordServer(registry, cache, limiter, metrics).handle
         listeners.extend(Listener(s.host, s.port, s.network, kind="password") for s in config.password_server_listen)
+    if config.oci_auth_listen:  # OCI's federation endpoint, in this process only
+        from cloudseed.provider.server.oci_federation import FederationServer
+
+        handlers["oci-auth"] = FederationServer(cache, app.credentials).handle
+        listeners.extend(Listener(s.host, s.port, None, kind="oci-auth") for s in config.oci_auth_listen)
     several = config.processes > 1
     try:
         for listener in listeners:
@@ -117,7 +122,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     workers: Optional[Workers] = None
     if several:
         workers = Workers(dataclasses.replace(
-            config, processes=1, reuse_port=True, admin_listen=None, password_server_listen=[],
+            config, processes=1, reuse_port=True, admin_listen=None, password_server_listen=[], oci_auth_listen=[],
             listen=[ListenSpec(item.host, item.port, item.network) for item in listeners if item.kind == "metadata"]),
             config.processes - 1, config.worker_restart_interval)
         workers.start()

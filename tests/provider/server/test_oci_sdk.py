@@ -1,0 +1,213 @@
+"""The ``oci`` SDK's instance principals, unmodified, against ``cloudseed serve`` alone, in namespaces.
+
+``InstancePrincipalsSecurityTokenSigner`` reads the region and the certificates from IMDS at
+169.254.169.254 (``/opc/v2/instance/region``, ``/opc/v2/identity/{cert,key,intermediate}.pem``),
+takes the tenancy from the certificate's subject, and trades the certificate at the federation
+endpoint (``cloudseed serve --oci-auth-listen``; the SDK is pointed there with its
+``federation_endpoint`` argument) for a security token, which it then signs requests with.
+The federation endpoint's refusals are checked with hand-made requests; the certificates'
+rotation with a moved clock on a real registry.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import hashlib
+import json
+
+import pytest
+from cloud_reference import CloudNamespaces
+from server_support import http, new_address
+
+pytestmark = [pytest.mark.root]
+
+INSTANCE = "ocid1.instance.oc1.iad.cloudseedsdktest"
+TENANCY = "ocid1.tenancy.oc1..cloudseedtenancy"
+PORT = 8000
+
+
+@pytest.fixture(scope="module")
+def oci_cloud(tmp_path_factory):
+    cloud = CloudNamespaces(str(tmp_path_factory.mktemp("oci-sdk") / "server.db"),
+                            str(tmp_path_factory.mktemp("oci-sdk-server")), config={"rate_limit": 0},
+                            serve_extra=("--oci-auth-listen", f"ROUTER:{PORT}"))
+    cloud.server.add(instance_id=INSTANCE, hostname="oci-vm", availability_zone="Uocm:US-ASHBURN-AD-1",
+                     addresses=[{"address": cloud.guest_ip, "network": "default", "prefix": 24}], macs=[cloud.mac],
+                     clouds={"oracle": {"region": "us-ashburn-1", "tenancy_id": TENANCY}})
+    yield cloud
+    cloud.close()
+
+
+GUEST = """
+import json, sys
+import requests
+from oci.auth.signers import InstancePrincipalsSecurityTokenSigner
+signer = InstancePrincipalsSecurityTokenSigner(federation_endpoint=sys.argv[1])
+token = signer.federation_client.get_security_token()  # the constructor made the exchange
+signer.refresh_security_token()  # and again: a new token
+refreshed = signer.federation_client.get_security_token()
+request = requests.Request("GET", "https://iaas.us-ashburn-1.oraclecloud.com/20160918/instances").prepare()
+signer(request)
+public = signer.session_key_supplier.get_key_pair()["public"].public_numbers()
+print(json.dumps({"token": refreshed, "first": token, "region": signer.region, "tenancy": signer.tenancy_id,
+                  "authorization": request.headers["authorization"], "session_n": public.n}))
+"""
+
+
+def verify(cloud, token: str) -> dict:
+    import jwt
+
+    keys = jwt.PyJWKSet.from_dict(json.loads(cloud.server.admin("GET", "/v1/keys/jwks", token=None).text))
+    key = next(k for k in keys.keys if k.key_id == jwt.get_unverified_header(token)["kid"])
+    return jwt.decode(token, key.key, algorithms=["RS256"], audience="oci")
+
+
+def test_instance_principals_signer_gets_a_token_from_cloudseed_serve(oci_cloud):
+    out = oci_cloud.python_in(oci_cloud.gst, GUEST, f"http://{oci_cloud.router_ip}:{PORT}/v1/x509")
+    assert out["region"] == "us-ashburn-1" and out["tenancy"] == TENANCY
+    claims = verify(oci_cloud, out["token"])
+    assert claims["sub"] == INSTANCE and claims["tenant"] == TENANCY and claims["ptype"] == "instance"
+    assert claims["exp"] - claims["iat"] == 1200
+    # the token binds the signer's session key, and the signer signs requests with it
+    jwk = json.loads(claims["jwk"])
+    n = int.from_bytes(base64.urlsafe_b64decode(jwk["n"] + "=" * (-len(jwk["n"]) % 4)), "big")
+    assert n == out["session_n"]
+    assert f'keyId="ST${out["token"]}"' in out["authorization"]
+    assert out["first"] != out["token"] and verify(oci_cloud, out["first"])["sub"] == INSTANCE
+
+
+def _signed_request(cert_pem: str, key_pem: str, body: bytes, tenancy: str, digest_of: bytes | None = None) -> dict:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    key = serialization.load_pem_private_key(key_pem.encode(), password=None)
+    fingerprint = ":".join(f"{b:02X}" for b in cert.fingerprint(hashes.SHA1()))
+    headers = {"date": email.utils.formatdate(usegmt=True), "content-length": str(len(body)),
+               "content-type": "application/json",
+               "x-content-sha256": base64.b64encode(hashlib.sha256(digest_of or body).digest()).decode()}
+    names = ["date", "(request-target)", "content-length", "content-type", "x-content-sha256"]
+    text = "\n".join(f"{n}: post /v1/x509" if n == "(request-target)" else f"{n}: {headers[n]}" for n in names)
+    signature = base64.b64encode(key.sign(text.encode(), padding.PKCS1v15(), hashes.SHA256())).decode()
+    headers["authorization"] = (f'Signature version="1",headers="{" ".join(names)}",keyId="{tenancy}/fed-x509/'
+                                f'{fingerprint}",algorithm="rsa-sha256",signature="{signature}"')
+    return headers
+
+
+def _body(cert_pem: str) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    session = rsa.generate_private_key(public_exponent=65537, key_size=2048).public_key()
+    strip = lambda pem: "".join(line for line in pem.splitlines() if not line.startswith("-----"))  # noqa: E731
+    public = session.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return json.dumps({"certificate": strip(cert_pem), "publicKey": strip(public.decode())}).encode()
+
+
+def test_federation_refuses_what_it_did_not_issue(tmp_path):
+    from server_support import ServerProcess
+
+    server = ServerProcess(str(tmp_path / "db"), str(tmp_path / "srv"), ["127.0.0.1:0"], config={"rate_limit": 0},
+                           extra=["--oci-auth-listen", "127.0.0.1:0"])
+    try:
+        address = new_address()
+        server.add(instance_id="ocid1.instance.oc1..fed", hostname="fed",
+                   addresses=[{"address": address, "network": "default"}])
+        bearer = {"Authorization": "Bearer Oracle"}
+        cert = server.get("/opc/v2/identity/cert.pem", address, headers=bearer).text
+        key = server.get("/opc/v2/identity/key.pem", address, headers=bearer).text
+        ca = server.get("/opc/v2/identity/intermediate.pem", address, headers=bearer).text
+        assert "BEGIN CERTIFICATE" in cert and "PRIVATE KEY" in key and "BEGIN CERTIFICATE" in ca
+        assert server.get("/opc/v2/identity/cert.pem", address).status == 401  # the bearer rule holds
+        assert server.get("/opc/v2/identity/other.pem", address, headers=bearer).status == 404
+        port = int(__import__("re").search(r"oci-auth 127\.0\.0\.1:(\d+)", server.log()).group(1))
+        tenancy = __import__("re").search(r"opc-tenant:([^,\n]+)", _subject_text(cert)).group(1)
+
+        def post(headers, body):
+            return http(port, "/v1/x509", "POST", headers=headers, body=body)
+
+        body = _body(cert)
+        ok = post(_signed_request(cert, key, body, tenancy), body)
+        assert ok.status == 200 and ok.json()["token"].count(".") == 2
+        assert post(_signed_request(cert, key, body, tenancy, digest_of=b"other"), body).status == 401
+        wrong_tenancy = post(_signed_request(cert, key, body, "ocid1.tenancy.oc1..other"), body)
+        assert wrong_tenancy.status == 401 and "keyId" in wrong_tenancy.json()["message"]
+        unsigned = post({"content-type": "application/json"}, body)
+        assert unsigned.status == 401
+        foreign_cert, foreign_key = _self_signed(tenancy)
+        foreign_body = _body(foreign_cert)
+        foreign = post(_signed_request(foreign_cert, foreign_key, foreign_body, tenancy), foreign_body)
+        assert foreign.status == 401 and "not issued" in foreign.json()["message"]
+        assert post({}, b"not json").status == 400
+        server.admin("DELETE", "/v1/instances/ocid1.instance.oc1..fed")
+        gone = post(_signed_request(cert, key, body, tenancy), body)
+        assert gone.status == 401 and "no instance" in gone.json()["message"]
+    finally:
+        server.stop()
+
+
+def _subject_text(cert_pem: str) -> str:
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(cert_pem.encode()).subject.rfc4514_string()
+
+
+def _self_signed(tenancy: str) -> tuple[str, str]:
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cloudseed OCI instance principal CA"),
+                      x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "opc-instance:ocid1.instance.oc1..fed"),
+                      x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, f"opc-tenant:{tenancy}")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(7).not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1)).sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM).decode(),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()).decode())
+
+
+def test_certificates_rotate_and_every_process_issues_the_same(tmp_path):
+    from cryptography import x509
+
+    from cloudseed.provider.registry import InstanceRecord, open_registry
+    from cloudseed.provider.server.credential_keys import shared_key
+    from cloudseed.provider.server.oci_identity import ROTATION, VALIDITY, OciIdentity
+
+    class Clock:
+        now = 1_800_000_000.0
+
+        def __call__(self):
+            return self.now
+
+    registry = open_registry(str(tmp_path / "db"))
+    try:
+        record = InstanceRecord(instance_id="ocid1.instance.oc1..rot", project_id="p")
+        clock = Clock()
+        key = shared_key(registry)
+        one, two = OciIdentity(registry, key, clock), OciIdentity(registry, key, clock)
+        first, key = one.leaf(record)
+        assert two.leaf(record) == (first, key)  # another server process: the same bytes
+        cert = x509.load_pem_x509_certificate(first.encode())
+        assert (cert.not_valid_after_utc - cert.not_valid_before_utc).total_seconds() == VALIDITY
+        units = [a.value for a in cert.subject if a.oid == x509.oid.NameOID.ORGANIZATIONAL_UNIT_NAME]
+        assert "opc-instance:ocid1.instance.oc1..rot" in units and any(u.startswith("opc-tenant:ocid1.tenancy.")
+                                                                        for u in units)
+        assert one.check_leaf(first.encode()) is not None
+        clock.now += ROTATION
+        second, same_key = one.leaf(record)
+        assert second != first and same_key == key
+        assert x509.load_pem_x509_certificate(second.encode()).serial_number != cert.serial_number
+        clock.now += VALIDITY
+        with pytest.raises(ValueError, match="not valid now"):
+            one.check_leaf(first.encode())
+    finally:
+        registry.close()
