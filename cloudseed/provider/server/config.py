@@ -150,20 +150,15 @@ def _set_listen(config: ServerConfig, value: Any) -> None:
     config.listen = [v if isinstance(v, ListenSpec) else parse_listen(str(v), "listen") for v in values]
 
 
-def _set_password_server_listen(config: ServerConfig, value: Any) -> None:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list):
-        raise ConfigError("password_server_listen must be a list of HOST:PORT[=NETWORK]")
-    config.password_server_listen = [v if isinstance(v, ListenSpec) else parse_listen(str(v), "password_server_listen")
-                                     for v in values]
-
-
-def _set_oci_auth_listen(config: ServerConfig, value: Any) -> None:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list):
-        raise ConfigError("oci_auth_listen must be a list of HOST:PORT")
-    config.oci_auth_listen = [v if isinstance(v, ListenSpec) else parse_listen(str(v), "oci_auth_listen")
-                              for v in values]
+def _set_listen_list(attribute: str) -> Any:
+    """The setter of a list of extra listeners (``password_server_listen``, ``oci_auth_listen``)."""
+    def setter(config: ServerConfig, value: Any) -> None:
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list):
+            raise ConfigError(f"{attribute} must be a list of HOST:PORT[=NETWORK]")
+        setattr(config, attribute, [v if isinstance(v, ListenSpec) else parse_listen(str(v), attribute)
+                                    for v in values])
+    return setter
 
 
 def _set_admin_listen(config: ServerConfig, value: Any) -> None:
@@ -202,7 +197,8 @@ def _set_secret(attribute: str) -> Any:
 
 _SETTERS = {
     "listen": _set_listen, "admin_listen": _set_admin_listen,
-    "password_server_listen": _set_password_server_listen, "oci_auth_listen": _set_oci_auth_listen,
+    "password_server_listen": _set_listen_list("password_server_listen"),
+    "oci_auth_listen": _set_listen_list("oci_auth_listen"),
     "proxies": _set_proxies,
     "admin_token": _set_secret("admin_token"), "proxy_shared_secret": _set_secret("proxy_shared_secret"),
     "admin_token_file": _secret_from_file("admin_token"),
