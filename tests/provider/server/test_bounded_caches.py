@@ -1,0 +1,63 @@
+"""Per-path caches are bounded: a flood of distinct paths and queries leaves the server's memory flat.
+
+A real ``cloudseed serve``; one instance asks 10,002 distinct 2 KB targets, 1,667 of each kind
+(missing GCE paths, found GCE leaves with distinct queries, the same for Azure, EC2 and Oracle
+paths that are not there) and the server's resident memory after the flood must be within 10% of before it
+(after a warm-up of the same kinds, so the allocator and the first cache entries are at rest).
+Before the caches were bounded, GCE and Azure kept every answer, 404s included: this flood
+added tens of MB.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+
+import pytest
+from server_support import ServerProcess
+
+FILLER = "p" * 2000
+KINDS = [
+    (lambda i: f"/computeMetadata/v1/instance/{FILLER}{i}", {"Metadata-Flavor": "Google"}, 404),
+    (lambda i: f"/computeMetadata/v1/instance/id?x={FILLER}{i}", {"Metadata-Flavor": "Google"}, 200),
+    (lambda i: f"/metadata/instance/compute/{FILLER}{i}?api-version=2021-08-01", {"Metadata": "true"}, 404),
+    (lambda i: f"/metadata/instance/compute?api-version=2021-08-01&x={FILLER}{i}", {"Metadata": "true"}, 200),
+    (lambda i: f"/latest/meta-data/{FILLER}{i}", {}, 404),
+    (lambda i: f"/opc/v1/instance/{FILLER}{i}", {}, 404),
+]
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        return int(re.search(r"VmRSS:\s+(\d+)", handle.read()).group(1))
+
+
+def flood(port: int, start: int, count: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        for make, headers, status in KINDS:
+            for i in range(start, start + count):
+                conn.request("GET", make(i), headers=headers)
+                response = conn.getresponse()
+                response.read()
+                assert response.status == status, make(i)[:80]
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def lone_server(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bounded")
+    proc = ServerProcess(str(tmp / "db"), str(tmp / "srv"), ["127.0.0.1:0"],
+                         config={"rate_limit": 0, "access_log": ""})
+    proc.add(instance_id="4711", hostname="flood", addresses=[{"address": "127.0.0.1", "network": "default"}])
+    yield proc
+    proc.stop()
+
+
+def test_ten_thousand_distinct_targets_leave_memory_flat(lone_server):
+    flood(lone_server.port, 0, 300)
+    before = rss_kib(lone_server.proc.pid)
+    flood(lone_server.port, 10**6, 1667)
+    after = rss_kib(lone_server.proc.pid)
+    assert after <= before * 1.10, f"RSS grew from {before} KiB to {after} KiB"
