@@ -10,7 +10,8 @@ for leaves is JSON, as for directories). ``/metadata/attested/document`` answers
 subscriptionId, timeStamp...), signed in process with the registry's identity key (the same key
 and certificate as EC2's identity documents: ``cloudseed instances identity-certificate``;
 ``azure_attested.py``). ``/metadata/identity/oauth2/token`` answers managed-identity tokens
-(``azure_identity.py``), ``/metadata/loadbalancer`` the public addresses in front of the VM.
+(``azure_identity.py``), ``/metadata/loadbalancer`` the public addresses in front of the VM,
+``/metadata/scheduledevents`` the instance's timeline (``azure_events.py``; GET, and POST to approve).
 
 Rendered answers are kept per instance; a 404 is not, and a request target only when short.
 """
@@ -67,6 +68,8 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
     version = query.get("api-version")
     if not version:
         return _NO_VERSION
+    if request.path.rstrip("/") == "/metadata/scheduledevents":
+        return _scheduled_events(app, request, instance, version)
     if version not in VERSIONS:
         return _BAD_VERSION
     if request.path.rstrip("/") == "/metadata/attested/document":
@@ -117,6 +120,34 @@ def _identity(app: Any, request: Any, instance: Any) -> Response:
         return azure_identity.oauth_error(400, "invalid_request", f"Invalid api-version {version[:40]!r}: "
                                                                   "use 2018-02-01 or later")
     return app.credentials.azure.answer(instance.record, query)
+
+
+def _scheduled_events(app: Any, request: Any, instance: Any, version: str) -> Any:
+    import time
+
+    from cloudseed.provider.server import azure_events
+
+    if version not in azure_events.VERSIONS:
+        return _BAD_VERSION
+    events = getattr(instance, "events", ())  # the timeline (registry/events.py), loaded with the instance
+    if request.method in ("GET", "HEAD"):
+        return azure_events.answer(instance.record, events, version, time.time())
+    if request.method != "POST":
+        return error(405, "Method not allowed")
+    ids = azure_events.start_requests(request.body, events)
+    if isinstance(ids, Response):
+        return ids
+    return _approve(app, instance.instance_id, ids)
+
+
+async def _approve(app: Any, instance_id: str, ids: list) -> Response:
+    def approve() -> None:
+        for event_id in ids:
+            app.registry.acknowledge_event(instance_id, event_id)
+
+    await app.cache.run(approve)
+    app.cache.invalidate([instance_id])
+    return Response(200, b"", JSON)
 
 
 def _load_balancer(instance: Any) -> Response:

@@ -12,7 +12,9 @@ seconds, polling the instance cache on the event loop: a waiting client holds no
 ``GET /`` with ``Metadata-Flavor: Google`` answers GCE's root (``computeMetadata/``), as google-auth's
 ``ping()`` expects (without the header, ``/`` stays EC2's version list). Service accounts
 (``instance/service-accounts/``) answer live ``token`` and ``identity`` leaves
-(``gce_credentials.py``); ``universe/universe-domain`` is ``googleapis.com``.
+(``gce_credentials.py``); ``universe/universe-domain`` is ``googleapis.com``. ``instance/maintenance-event``
+and ``instance/preempted`` follow the instance's timeline (``registry/events.py``), and a
+``wait_for_change`` on them wakes when an event starts or ends (it re-reads every quarter second).
 
 The tree is ``provider/instance_data/gce.py``; answers are rendered once per instance and query,
 kept in the instance's ``responses`` (never in ``routes``: the header rules are checked on
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from typing import Any, Optional, Union
 from urllib.parse import parse_qsl
 
@@ -65,7 +68,8 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
     if request.method not in ("GET", "HEAD"):
         return Response(405, "Method not allowed; use GET\n", headers=[FLAVOR, ("Allow", "GET, HEAD")])
     seen = "gce?" + request.path + "?" + request.query  # the answer to this exact target, once rendered
-    waits = "wait_for_change" in request.query
+    # answers that move with time (an instance with events on its timeline) are not kept by target
+    waits = "wait_for_change" in request.query or _timed(instance)
     if not waits:
         found = instance.responses.get(seen)
         if found is not None:
@@ -108,12 +112,41 @@ def _answer(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
     return _wait(app, instance.instance_id, key, path, recursive, alt, last, timeout)
 
 
+GCE_KINDS = {"maintenance": "MIGRATE_ON_HOST_MAINTENANCE", "redeploy": "MIGRATE_ON_HOST_MAINTENANCE",
+             "freeze": "MIGRATE_ON_HOST_MAINTENANCE", "terminate": "TERMINATE_ON_HOST_MAINTENANCE", "preempt": ""}
+
+
+def _timed(instance: Any) -> bool:
+    return any(e.kind in GCE_KINDS for e in getattr(instance, "events", ()))
+
+
+def event_state(instance: Any, now: float) -> tuple[str, str]:
+    """``(maintenance-event, preempted)`` at ``now`` from the instance's timeline (``registry/events.py``):
+    an active maintenance, redeploy or freeze is ``MIGRATE_ON_HOST_MAINTENANCE``, a terminate
+    ``TERMINATE_ON_HOST_MAINTENANCE``, an active preempt makes ``preempted`` ``TRUE``."""
+    maintenance, preempted = "NONE", "FALSE"
+    for event in getattr(instance, "events", ()):
+        kind = GCE_KINDS.get(event.kind)
+        if kind is None or event.phase(now) != "active":
+            continue
+        if event.kind == "preempt":
+            preempted = "TRUE"
+        elif maintenance == "NONE" or kind.startswith("TERMINATE"):
+            maintenance = kind
+    return maintenance, preempted
+
+
 def render_cached(instance: Any, key: str, path: tuple, recursive: bool, alt: str) -> Response:
+    state = event_state(instance, time.time()) if _timed(instance) else ("NONE", "FALSE")
+    if state != ("NONE", "FALSE"):
+        key = f"{key}/{state[0]}/{state[1]}"
     found = instance.responses.get(key)
     if found is None:
-        tree = instance.trees.get("gce")
+        tree = instance.trees.get(("gce", state))
         if tree is None:
-            tree = instance.trees["gce"] = gce.tree(instance.record)
+            tree = gce.tree(instance.record)
+            tree["instance"]["maintenance-event"], tree["instance"]["preempted"] = state
+            instance.trees[("gce", state)] = tree
         found = render(tree, path, recursive, alt)
         if found.status == 200:  # a 404 is not kept: any number of missing paths leaves memory as it was
             instance.responses[key] = found

@@ -216,7 +216,7 @@ def test_os_type_windows_and_its_validation(server):
 
 
 def test_managed_identity_token_rules_and_errors(server):
-    address = register(server, instance_id="33333333-2222-4333-8444-555555555555",
+    address = register(server, instance_id="a1a1a1a1-2222-4333-8444-555555555555",
                        clouds={"azure": {"resource_group": "my-rg", "user_identities": [{"name": "a"}, {"name": "b"}]}})
     path = "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https://vault.azure.net"
     no_header = server.get(path, address)
@@ -241,7 +241,7 @@ def test_managed_identity_token_rules_and_errors(server):
     forwarded = server.get(path, address, headers={**MD, "X-Forwarded-For": "10.1.1.1"})
     assert forwarded.status == 400
     # no system identity and two user-assigned ones: the request must say which
-    users = register(server, instance_id="44444444-2222-4333-8444-555555555555",
+    users = register(server, instance_id="b2b2b2b2-2222-4333-8444-555555555555",
                      clouds={"azure": {"system_identity": False, "user_identities": [{"name": "a"}, {"name": "b"}]}})
     which = server.get(path, users, headers=MD)
     assert which.status == 400 and "Multiple user assigned identities" in which.json()["error_description"]
@@ -254,7 +254,7 @@ def test_managed_identity_token_rules_and_errors(server):
 
 
 def test_load_balancer_document(server):
-    address = register(server, instance_id="55555555-2222-4333-8444-555555555555")
+    address = register(server, instance_id="c3c3c3c3-2222-4333-8444-555555555555")
     reply = server.get("/metadata/loadbalancer?api-version=2020-10-01", address, headers=MD)
     assert reply.status == 200
     assert reply.json() == {"loadbalancer": {"publicIpAddresses": [{"frontendIpAddress": public_of(address),
@@ -262,3 +262,15 @@ def test_load_balancer_document(server):
                                              "inboundRules": [], "outboundRules": []}}
     assert server.get("/metadata/loadbalancer?api-version=2019-06-01", address, headers=MD).status == 400
     assert server.get("/metadata/loadbalancer", address, headers=MD).status == 400
+
+
+def test_scheduled_events_versions_without_events(server):
+    address = register(server, instance_id="d4d4d4d4-2222-4333-8444-555555555555")
+    for version in ("2017-11-01", "2019-08-01", "2020-07-01", "2017-03-01"):
+        reply = server.get(f"/metadata/scheduledevents?api-version={version}", address, headers=MD)
+        assert reply.status == 200 and reply.json() == {"DocumentIncarnation": 0, "Events": []}, version
+    assert server.get("/metadata/scheduledevents?api-version=2021-08-01", address, headers=MD).status == 400
+    assert server.get("/metadata/scheduledevents?api-version=2020-07-01", address).status == 400  # no header
+    unknown = server.get("/metadata/scheduledevents?api-version=2020-07-01", address, method="POST", headers=MD,
+                         body=json.dumps({"StartRequests": [{"EventId": "nope"}]}))
+    assert unknown.status == 400 and "nope" in unknown.json()["error"]
