@@ -13,7 +13,7 @@ import subprocess
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from typing import Iterator, Sequence
+    from typing import Callable, Iterator, Sequence
 
 
 LOG = logging.getLogger("cloudseed.devices")
@@ -118,6 +118,46 @@ def find_devices_by_label(labels: Sequence[str], fstypes: Sequence[str] = SEED_F
             # no cache: a stale cache entry may name an image file that is not a device here
             found.extend(_blkid("-c", "/dev/null", "-o", "device", "-t", f"LABEL={label}"))
     return sorted(dev for dev in dict.fromkeys(found) if _is_block_device(dev) and fs_type(dev) in fstypes)
+
+
+def devices_matching(wanted: Callable[[str, str], bool], udf: bool = False) -> list[str]:
+    """Block devices whose ``(fstype, label)`` satisfies ``wanted``; with ``udf``, a device holding
+    a UDF volume (which the label probe does not read) counts as ``("udf", "")``."""
+    found = []
+    for device in _block_devices():
+        probe = _label_of(device)
+        if probe is None and udf and is_udf(device):
+            probe = ("udf", "")
+        if probe is not None and wanted(*probe):
+            found.append(device)
+    return found
+
+
+def is_udf(device: str) -> bool:
+    """A UDF volume recognition sequence (``NSR02``/``NSR03`` after ``BEA01``) from sector 16 on."""
+    try:
+        with open(device, "rb") as f:
+            f.seek(32768)
+            head = f.read(8 * 2048)
+    except OSError:
+        return False
+    return b"BEA01" in head and (b"NSR02" in head or b"NSR03" in head)
+
+
+def volume_id(device: str) -> str:
+    """The filesystem UUID as blkid prints it (FAT: the volume serial ``XXXX-XXXX``), or ''."""
+    try:
+        with open(device, "rb") as f:
+            boot = f.read(512)
+    except OSError:
+        return ""
+    if len(boot) == 512 and boot[510:512] == b"\x55\xaa" and boot[11:13] in (b"\x00\x02", b"\x00\x04",
+                                                                           b"\x00\x08", b"\x00\x10"):
+        fat32 = int.from_bytes(boot[22:24], "little") == 0  # no 16-bit sectors-per-FAT count
+        serial = int.from_bytes(boot[67:71] if fat32 else boot[39:43], "little")
+        return f"{serial >> 16:04X}-{serial & 0xFFFF:04X}"
+    values = _blkid("-c", "/dev/null", "-o", "value", "-s", "UUID", device)
+    return values[0].upper() if values else ""
 
 
 def _is_block_device(path: str) -> bool:

@@ -69,6 +69,10 @@ def _remove_stale_temporaries(directory: str, prefix: str) -> None:
             pass
 
 
+# the target's standard PATH (``which``)
+PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
 class TargetRoot:
     """File and command operations confined to one root directory."""
 
@@ -394,7 +398,7 @@ class TargetRoot:
 
     def which(self, name: str) -> str | None:
         """Path (inside the root) of an executable ``name`` on the target's standard PATH."""
-        for d in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        for d in PATH_DIRS:
             candidate = f"{d}/{name}"
             host = self.path(candidate)
             if os.path.isfile(host) and os.access(host, os.X_OK):

@@ -176,10 +176,46 @@ def test_a_bad_datasource_is_reported():
     assert any("fetch" in p and "extra" in p for p in found), found
     Twice.fetch = lambda self: True
     found = datasource_contract.problems(_module("twice", DATASOURCE=Twice), "twice")
-    for text in ("does not lead back", "stages", "overrides detect()", "declares no why"):
+    for text in ("does not lead back", "stages", "overrides detect()", "declares no detection"):
         assert any(text in p for p in found), (text, found)
     assert datasource_contract.problems(_module("x", DATASOURCE=dict), "x") == \
         ["DATASOURCE is <class 'dict'>, not a Datasource subclass"]
+
+
+def test_detection_the_shell_cannot_take_is_reported():
+    """What the derived Python detection and the shell compiler could not both honour is refused:
+    patterns beyond ``*``/``?``/``[chars]``, a Disk probed before another fact or under Not, two
+    Disks that one device must satisfy together, a combination or a hatch without its reason, a
+    hatch without a shell side or a note why it needs none, stages the datasource does not run in."""
+    from cloudseed.agent.datasources import Datasource
+    from cloudseed.agent.datasources._facts import AllOf, Cmdline, Disk, Dmi, Hatch, Not, Path
+
+    class Odd(Datasource):
+        name = "Odd"
+        stages = ("local",)
+        detection = (
+            Dmi("sys_vendor", "[!a]x", "a\\b", "[a-z]"),
+            AllOf(Disk("cidata"), Path("/x")),
+            AllOf(Path("/x"), Not(Disk("cidata")), why="w"),
+            AllOf(Disk("cidata"), Disk("config-2"), why="w"),
+            AllOf(Path("/x"), Cmdline("y")),
+            Hatch("odd", python=lambda ctx: True, shell=None),
+            Hatch("odd two", python=lambda ctx: True, shell="true"),
+            Dmi("sys_vendor", "x", stages=("network",)),
+            Disk("cid*", udev_hint=True),
+            Path("relative"),
+        )
+
+        def fetch(self):
+            return False
+
+    found = datasource_contract.detection_problems(Odd)
+    for text in ("'[!a]x'", "'a\\\\b'", "'[a-z]'", "detection[2]: its Disk facts must come after",
+                 "detection[3]: Not over a Disk", "detection[4]: an AllOf of two Disk",
+                 "detection[5]: a combination needs its reason", "hatch odd has no shell side",
+                 "'odd two' is not an identifier", "hatch odd two needs its reason",
+                 "detection[8]: stages", "detection[9]: udev_hint", "detection[10]: Path paths are absolute"):
+        assert any(text in p for p in found), (text, found)
 
 
 def test_a_bad_renderer_distro_and_verb_are_reported():

@@ -2,11 +2,12 @@
 
 A datasource is one file in this package named after it in lower case (``NoCloud`` ->
 ``nocloud.py``) that sets ``DATASOURCE`` to a ``Datasource`` subclass declaring its ``name``,
-the ``stages`` it can run in ("local": no network needed; "network"), one detection hook
-``why(ctx) -> reason | None`` (local facts only: files, labels, DMI, kernel command line; the
-reason is what the generator reports) and ``fetch``. The one ``fallback`` datasource (None) is
-never detected: it is used when nothing else answered. ``datasource_list`` orders them; only the
-listed ones are ever imported. The contract is written out in ``_contract.py`` (for tests and tools).
+the ``stages`` it can run in ("local": no network needed; "network"), its ``detection`` (facts
+as data, see ``_facts.py``: DMI strings, files, labels, the kernel command line, settings; the
+Python detection ``why`` and the shell generator are both derived from it) and ``fetch``. The
+one ``fallback`` datasource (None) is never detected: it is used when nothing else answered.
+``datasource_list`` orders them; only the listed ones are ever imported. The contract is
+written out in ``_contract.py`` (for tests and tools).
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ class Datasource:
     sensitive_keys: ClassVar[tuple[str, ...]] = ()
     # the last resort, used when no other datasource answered; never detected
     fallback: ClassVar[bool] = False
+    # what may show this datasource is here: facts (``_facts.py``), tried in order
+    detection: ClassVar[tuple[Any, ...]] = ()
 
     def __init__(self, ctx: DatasourceContext):
         self.ctx = ctx
@@ -83,12 +86,25 @@ class Datasource:
     # -- declared behaviour
     @classmethod
     def why(cls, ctx: DatasourceContext) -> str | None:
-        """Why this datasource may exist here, or None when it cannot. Local facts only, no waiting.
+        """Why this datasource may exist here, or None when it cannot: the reason of the first of
+        its declared ``detection`` facts that holds in ``ctx.stage``. Local facts only, no waiting.
 
-        The one detection hook: every datasource but the fallback declares its own (the
-        generator reports the reason; the stages skip a datasource whose answer is None).
+        Derived, never overridden (the generator reports the reason; the stages skip a datasource
+        whose answer is None).
         """
-        return f"{cls.name} declares no detection; tried anyway"
+        if not cls.detection:
+            return f"{cls.name} declares no detection; tried anyway"
+        from cloudseed.agent.datasources._facts import first_reason
+
+        return first_reason(cls, ctx)
+
+    @classmethod
+    def identified(cls, ctx: DatasourceContext) -> str | None:
+        """``why`` from the facts about the machine alone, its configuration left out (a DMI
+        string, not a configured URL): the platform is positively this one."""
+        from cloudseed.agent.datasources._facts import first_reason
+
+        return first_reason(cls, ctx, machine_only=True)
 
     @classmethod
     def detect(cls, ctx: DatasourceContext) -> bool:

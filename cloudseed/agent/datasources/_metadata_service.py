@@ -1,5 +1,5 @@
 """Shared by the HTTP metadata datasources (OpenStack, Ec2, GCE, DigitalOcean, Hetzner, Oracle...): time
-limits, the local-stage network, the system's NICs by MAC, detection by DMI or a configured URL, and
+limits, the local-stage network, the system's NICs by MAC, and
 ``MetadataServiceDatasource``, the one shape of a datasource that reads one such service.
 
 ``datasource: <Name>: {max_wait, timeout, retries}``: ``max_wait`` bounds the wait for the
@@ -96,20 +96,6 @@ def system_macs() -> dict[str, str]:
     return found
 
 
-def identified_or_configured(ctx: DatasourceContext, name: str, identified: Any,
-                             keys: tuple[str, ...] = ("metadata_url",)) -> str | None:
-    """Detection of a cloud's service: its DMI facts (``identified(ctx)``), or a configured URL
-    (the first of the settings ``keys`` that is set)."""
-    found = identified(ctx)
-    if found:
-        return found
-    section = ctx.ds_cfg(name)
-    for key in keys:
-        if section.get(key):
-            return f"datasource.{name}.{key} is configured"
-    return None
-
-
 MAX_DOCUMENT = 4 * 1024 * 1024
 
 
@@ -123,28 +109,19 @@ class MetadataServiceDatasource(Datasource):
     """A datasource reading one HTTP metadata service, in the local stage (through a temporary DHCP
     lease, only where the platform was identified) and the network stage.
 
-    A subclass declares ``identified`` (``staticmethod`` of its DMI/local-facts check), ``read``,
-    and may change ``stages``, ``url_keys`` (the settings that configure its URL: detection
-    without DMI), ``error`` (the exception its service's failures raise), ``may_try`` (checks
-    before the service is reached, without the network) and ``reach`` (how the service is made
-    reachable in this stage). ``fetch``: ``max_wait`` <= 0 means do not try.
+    A subclass declares its ``detection`` (its DMI facts, which ``identified`` tries, then the
+    settings that configure its URL, such as ``Setting("metadata_url")``: detection without DMI),
+    ``read``, and may change ``stages``, ``error`` (the exception its service's failures raise),
+    ``may_try`` (checks before the service is reached, without the network) and ``reach`` (how
+    the service is made reachable in this stage). ``fetch``: ``max_wait`` <= 0 means do not try.
     """
 
     stages: ClassVar[tuple[str, ...]] = (LOCAL, NETWORK)
-    url_keys: ClassVar[tuple[str, ...]] = ("metadata_url",)
     error: ClassVar[type[Exception]] = ValueError
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
         self.metadata_address: str | None = None
-
-    @staticmethod
-    def identified(ctx: DatasourceContext) -> str | None:
-        return None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        return identified_or_configured(ctx, cls.name, cls.identified, cls.url_keys)
 
     def fetch(self) -> bool:
         section = self.ctx.ds_cfg(self.name)

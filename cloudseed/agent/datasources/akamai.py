@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 LOG = logging.getLogger("cloudseed.datasources.akamai")
@@ -32,13 +33,6 @@ BASE_URLS = ("http://169.254.169.254", "http://[fd00:a9fe:a9fe::1]")
 MAX_DOCUMENT = 4 * 1024 * 1024
 TOKEN_EXPIRY = "300"
 DMI_FLAGS = {"als": "allow_local_stage", "ais": "allow_init_stage", "v4": "allow_ipv4", "v6": "allow_ipv6"}
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    vendor = ctx.dmi("sys_vendor")
-    if vendor in ("Linode", "Akamai"):
-        return f"DMI sys_vendor is '{vendor}'"
-    return None
 
 
 def settings(ctx: DatasourceContext, section: dict) -> dict[str, bool]:
@@ -64,11 +58,14 @@ def bases(section: dict, allowed: dict[str, bool]) -> list[str]:
 class Akamai(MetadataServiceDatasource):
     name = "Akamai"
     platform = "akamai"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("sys_vendor", "Linode", "Akamai"),
+        Setting("metadata_url"),
+    )
 
     def may_try(self, section: dict[str, Any]) -> bool:
         allowed = settings(self.ctx, section)
-        if self.ctx.stage == LOCAL and not (identified(self.ctx) and allowed["allow_local_stage"]):
+        if self.ctx.stage == LOCAL and not (self.identified(self.ctx) and allowed["allow_local_stage"]):
             return False
         if self.ctx.stage == NETWORK and not allowed["allow_init_stage"]:
             return False

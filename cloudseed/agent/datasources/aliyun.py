@@ -16,7 +16,8 @@ import logging
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import NETWORK, DatasourceContext
+from cloudseed.agent.datasources import NETWORK
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, urls_from_cfg
 
 LOG = logging.getLogger("cloudseed.datasources.aliyun")
@@ -25,12 +26,6 @@ DEFAULT_URLS = ("http://100.100.100.200",)
 VERSION = "2016-01-01"
 PRODUCT = "Alibaba Cloud ECS"
 MAX_USERDATA = 16 * 1024 * 1024
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    if ctx.dmi("product_name") == PRODUCT:
-        return f"DMI product_name is {PRODUCT!r}"
-    return None
 
 
 def public_keys(value: Any) -> list[str]:
@@ -49,8 +44,10 @@ class AliYun(MetadataServiceDatasource):
     name = "AliYun"
     stages = (NETWORK,)
     platform = "aliyun"
-    identified = staticmethod(identified)
-    url_keys = ("metadata_urls",)
+    detection = (
+        Dmi("product_name", PRODUCT),
+        Setting("metadata_urls"),
+    )
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         from cloudseed.agent.datasources.ec2 import read_compatible_service

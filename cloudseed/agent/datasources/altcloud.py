@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import AllOf, AnyOf, Disk, Dmi, FileText, Not, Path
 
 LOG = logging.getLogger("cloudseed.datasources.altcloud")
 
@@ -50,37 +51,25 @@ def user_data_in(top: str) -> bytes | None:
     return None
 
 
-def _floppy_possible() -> bool:
-    import os
-
-    if os.path.exists(FLOPPY):
-        return True
-    try:  # the controller (ACPI PNP0700) is there though the driver is not loaded
-        for dev in os.listdir("/sys/bus/pnp/devices"):
-            with open(f"/sys/bus/pnp/devices/{dev}/id") as f:
-                if "PNP0700" in f.read():
-                    return True
-    except OSError:
-        pass
-    return False
+# cloud_type as facts: the cloud-info file says RHEV / VSPHERE (RHEV first), else DMI product_name
+# starts with RHEV / VMware
+_NO_CLOUD_INFO = Not(Path(CLOUD_INFO_FILE, kind="file"))
+_INFO_RHEV = FileText(CLOUD_INFO_FILE, "*rhev*", nocase=True)
+RHEV = AnyOf(_INFO_RHEV, AllOf(_NO_CLOUD_INFO, Dmi("product_name", "rhev*", nocase=True)))
+VSPHERE = AnyOf(AllOf(FileText(CLOUD_INFO_FILE, "*vsphere*", nocase=True), Not(_INFO_RHEV)),
+                AllOf(_NO_CLOUD_INFO, Dmi("product_name", "vmware*", nocase=True)))
+# the host's floppy, or its controller (ACPI PNP0700) though the driver is not loaded
+A_FLOPPY = AnyOf(Path(FLOPPY, host=True), FileText("/sys/bus/pnp/devices/*/id", "*PNP0700*", host=True))
 
 
 class AltCloud(Datasource):
     name = "AltCloud"
     stages = (LOCAL,)
     platform = "altcloud"
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        kind, because = cloud_type(ctx)
-        if "RHEV" in kind:
-            return f"{because} and a floppy is present" if _floppy_possible() else None
-        if "VSPHERE" in kind:
-            from cloudseed.agent.devices import find_devices_by_label
-
-            devices = find_devices_by_label(["CDROM"])
-            return f"{because} and a filesystem labelled CDROM is on {', '.join(devices)}" if devices else None
-        return None
+    detection = (
+        AllOf(RHEV, A_FLOPPY, why="RHEV and a floppy ({value})"),
+        AllOf(VSPHERE, Disk("CDROM"), why="vSphere and a filesystem labelled CDROM on {value}"),
+    )
 
     def fetch(self) -> bool:
         kind, _ = cloud_type(self.ctx)

@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import AnyOf, Disk, Dmi, Path
 from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable
 
 LOG = logging.getLogger("cloudseed.datasources.azure")
@@ -44,34 +45,16 @@ MAX_DOCUMENT = 4 * 1024 * 1024
 READY_MARKER = "azure-reported-ready"
 
 
-def _is_udf(device: str) -> bool:
-    """A UDF volume recognition sequence (``NSR02``/``NSR03`` after ``BEA01``) from sector 16 on."""
-    try:
-        with open(device, "rb") as f:
-            f.seek(32768)
-            head = f.read(8 * 2048)
-    except OSError:
-        return False
-    return b"BEA01" in head and (b"NSR02" in head or b"NSR03" in head)
+# Azure's provisioning media: ISO 9660 labelled rd_rdfe_stable*, or a UDF disc (any label); the
+# superblocks are read in this process (a few KiB per device, no process started)
+MEDIA = AnyOf(Disk(f"{LABEL_PREFIX}*", fstypes=("iso9660",)), Disk("*", fstypes=("udf",)),
+              why="Azure provisioning media on {value}")
 
 
 def _media_devices() -> list[str]:
-    """Block devices holding Azure's provisioning media: ISO 9660 labelled rd_rdfe_stable*, or UDF.
-
-    Superblocks read in this process (a few KiB per device, no process started), as the other
-    seed datasources read labels; the shell generator decides the same from blkid's answer.
-    """
-    from cloudseed.agent import devices
-
-    found = []
-    for device in devices._block_devices():
-        probe = devices._label_of(device)
-        if probe is not None:
-            if probe[0] == "iso9660" and probe[1].lower().startswith(LABEL_PREFIX):
-                found.append(device)
-        elif _is_udf(device):
-            found.append(device)
-    return found
+    """The block devices holding Azure's provisioning media (``MEDIA``)."""
+    found = ["", ""]
+    return found[0].split(", ") if MEDIA.holds(None, Azure.name, found) else []
 
 
 def _hash_password(password: str) -> str | None:
@@ -148,6 +131,11 @@ class Azure(Datasource):
     name = "Azure"
     stages = (LOCAL, NETWORK)
     platform = "azure"
+    detection = (
+        Dmi("chassis_asset_tag", ASSET_TAG, why="DMI chassis_asset_tag is Azure's ({value})"),
+        Path(*SEED_DIRS, kind="file", inside=("ovf-env.xml",), why="seed directory {value} holds ovf-env.xml"),
+        MEDIA,
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -160,18 +148,6 @@ class Azure(Datasource):
     def _seed_dirs(cls, ctx: DatasourceContext) -> list[str]:
         return [d for d in SEED_DIRS if ctx.root.isfile(f"{d}/ovf-env.xml")]
 
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        if ctx.dmi("chassis_asset_tag") == ASSET_TAG:
-            return f"DMI chassis_asset_tag is Azure's ({ASSET_TAG})"
-        seeds = cls._seed_dirs(ctx)
-        if seeds:
-            return f"seed directory {seeds[0]} holds ovf-env.xml"
-        media = _media_devices()
-        if media:
-            return f"Azure provisioning media on {', '.join(media)}"
-        return None
-
     # -- the provisioning media
     def _read_ovf(self) -> tuple[Any, str] | None:
         from cloudseed.agent.datasources._azure_ovf import MAX_BYTES, parse
@@ -180,10 +156,10 @@ class Azure(Datasource):
             path = self.ctx.root.path(f"{directory}/ovf-env.xml")
             with open(path, "rb") as f:
                 return parse(f.read(MAX_BYTES + 1)), f"seed-dir ({directory})"
-        from cloudseed.agent.devices import MountError, mounted_readonly
+        from cloudseed.agent.devices import MountError, is_udf, mounted_readonly
 
         for device in _media_devices():
-            if _is_udf(device):  # read in userspace first: no udf kernel module needed
+            if is_udf(device):  # read in userspace first: no udf kernel module needed
                 from cloudseed.agent.datasources._udf import UdfError, read_root_file
 
                 try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import Path
 from cloudseed.agent.datasources._metadata_service import ServiceLimits
 
 LOG = logging.getLogger("cloudseed.datasources.bigstep")
@@ -48,6 +49,9 @@ class Bigstep(Datasource):
     name = "Bigstep"
     stages = (NETWORK,)
     platform = "bigstep"
+    detection = (
+        Path(*URL_FILES, kind="file"),
+    )
 
     @classmethod
     def _url_file(cls, ctx: DatasourceContext) -> str | None:
@@ -55,11 +59,6 @@ class Bigstep(Datasource):
             if ctx.root.isfile(path):
                 return path
         return None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        path = cls._url_file(ctx)
-        return f"{path} exists" if path else None
 
     def fetch(self) -> bool:
         from cloudseed.core.http import FetchError, fetch

@@ -16,23 +16,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 BASE_URL = "http://169.254.169.254/v1"
 MAX_DOCUMENT = 4 * 1024 * 1024
 
 
-def identified(ctx: DatasourceContext) -> str | None:
-    if ctx.dmi("product_name") == "CloudCIX":
-        return "DMI product_name is 'CloudCIX'"
-    return None
-
-
 class CloudCIX(MetadataServiceDatasource):
     name = "CloudCIX"
     platform = "cloudcix"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("product_name", "CloudCIX"),
+        Setting("metadata_url"),
+    )
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         import json

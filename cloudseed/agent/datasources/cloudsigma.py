@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi
 
 LOG = logging.getLogger("cloudseed.datasources.cloudsigma")
 
@@ -60,17 +61,13 @@ class CloudSigma(Datasource):
     stages = (LOCAL,)
     platform = "cloudsigma"
     sensitive_keys = ("meta", "vendor_data")
+    detection = (
+        Dmi("product_name", "*cloudsigma*", nocase=True),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
         self.cloud_name = "cloudsigma"
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        product = ctx.dmi("product_name")
-        if "cloudsigma" in product.lower():
-            return f"DMI product_name is {product!r}"
-        return None
 
     def fetch(self) -> bool:
         import base64

@@ -26,6 +26,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 LOG = logging.getLogger("cloudseed.datasources.cloudstack")
@@ -39,13 +40,6 @@ NO_PASSWORD = ("", "saved_password")
 
 class PasswordServerError(Exception):
     """The password server answered something unusable; the message names the URL."""
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    product = ctx.dmi("product_name")
-    if product.startswith("CloudStack"):
-        return f"DMI product_name is {product!r}"
-    return None
 
 
 # ------------------------------------------------------------------------- the router's address
@@ -246,7 +240,10 @@ class CloudStack(MetadataServiceDatasource):
     name = "CloudStack"
     stages = (NETWORK,)
     platform = "cloudstack"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("product_name", "CloudStack*"),
+        Setting("metadata_url"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)

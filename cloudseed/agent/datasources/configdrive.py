@@ -14,7 +14,9 @@ import logging
 import os
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import AllOf, AnyOf, Disk, Listed, Not, Path
 from cloudseed.agent.datasources._openstack_common import MetadataError, fill_datasource, load_json, read_tree
+from cloudseed.agent.datasources.ibmcloud import IBM_CONFIG_UUID
 
 LOG = logging.getLogger("cloudseed.datasources.configdrive")
 
@@ -40,16 +42,17 @@ def _reader(top: str):
     return read
 
 
+# a config-2 filesystem, less IBM Cloud's (Xen, FAT volume id 9796-932E) when IBMCloud is listed
+CONFIG_DRIVE = AnyOf(
+    AllOf(Not(AllOf(Listed("IBMCloud"), Path("/proc/xen"))), Disk(*LABELS, udev_hint=True)),
+    Disk(*LABELS, uuid_not=IBM_CONFIG_UUID, udev_hint=True),
+    why="filesystem labelled config-2 on {value}")
+
+
 def config_drives(ctx: DatasourceContext) -> list[str]:
-    """Devices labelled config-2, less IBM Cloud's (Xen, FAT volume id 9796-932E) when IBMCloud is listed."""
-    from cloudseed.agent.devices import find_devices_by_label
-
-    devices = find_devices_by_label(LABELS)
-    if devices and "IBMCloud" in (ctx.cfg.get("datasource_list") or []) and ctx.root.exists("/proc/xen"):
-        from cloudseed.agent.datasources.ibmcloud import IBM_CONFIG_UUID, volume_id
-
-        devices = [d for d in devices if volume_id(d) != IBM_CONFIG_UUID]
-    return devices
+    """The devices ``CONFIG_DRIVE`` finds."""
+    found = ["", ""]
+    return found[0].split(", ") if CONFIG_DRIVE.holds(ctx, ConfigDrive.name, found) else []
 
 
 class ConfigDrive(Datasource):
@@ -57,6 +60,10 @@ class ConfigDrive(Datasource):
     stages = (LOCAL,)
     platform = "openstack"
     sensitive_keys = ("admin_pass", "random_seed")
+    detection = (
+        Path(*SEED_DIRS, kind="dir", inside=("openstack",), why="seed directory {value}"),
+        CONFIG_DRIVE,
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -66,17 +73,6 @@ class ConfigDrive(Datasource):
     @classmethod
     def _seed_dirs(cls, ctx: DatasourceContext) -> list[str]:
         return [d for d in SEED_DIRS if ctx.root.isdir(f"{d}/openstack")]
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        """Why a config drive may be here (None: it cannot be)."""
-        seeds = cls._seed_dirs(ctx)
-        if seeds:
-            return f"seed directory {seeds[0]}"
-        devices = config_drives(ctx)
-        if devices:
-            return f"filesystem labelled config-2 on {', '.join(devices)}"
-        return None
 
     def fetch(self) -> bool:
         for directory in self._seed_dirs(self.ctx):

@@ -22,6 +22,7 @@ import time
 from typing import Any, Iterator
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import (
     MetadataServiceDatasource,
     ServiceLimits,
@@ -33,12 +34,6 @@ LOG = logging.getLogger("cloudseed.datasources.digitalocean")
 
 DEFAULT_URL = "http://169.254.169.254/metadata/v1.json"
 NIC_NAMES = {"public": "eth0", "private": "eth1"}
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    if ctx.dmi("sys_vendor") == "DigitalOcean":
-        return "DMI sys_vendor is 'DigitalOcean'"
-    return None
 
 
 def _subnet(raw: dict, keep_gateway: bool) -> dict:
@@ -102,7 +97,10 @@ def link_local(ctx: DatasourceContext) -> Iterator[None]:
 class DigitalOcean(MetadataServiceDatasource):
     name = "DigitalOcean"
     platform = "digitalocean"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("sys_vendor", "DigitalOcean"),
+        Setting("metadata_url"),
+    )
 
     @contextlib.contextmanager
     def reach(self) -> Iterator[bool]:

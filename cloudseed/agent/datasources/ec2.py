@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import AllOf, Dmi, DmiSame, FileText, Setting
 from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable, urls_from_cfg
 from cloudseed.agent.datasources._metadata_service import system_macs as running_system_macs
 
@@ -178,29 +179,6 @@ def _read(path: str) -> str:
         return ""
 
 
-def identified(ctx: DatasourceContext) -> str | None:
-    """Why local facts say this is EC2 or an EC2-compatible cloud (None: they do not)."""
-    vendor = ctx.dmi("sys_vendor")
-    uuid = ctx.dmi("product_uuid").lower()
-    serial = ctx.dmi("product_serial").lower()
-    if vendor == "Amazon EC2":
-        return "DMI sys_vendor is 'Amazon EC2'"
-    hypervisor_uuid = ctx.root.read_text("/sys/hypervisor/uuid", default="").strip().lower()
-    if hypervisor_uuid.startswith("ec2"):
-        return "Xen hypervisor uuid starts with 'ec2'"
-    if uuid.startswith("ec2") and uuid == serial:
-        return "DMI product_uuid and product_serial start with 'ec2'"
-    if serial.endswith(".brightbox.com"):
-        return "DMI product_serial is a Brightbox one"
-    if ctx.dmi("chassis_asset_tag").lower().endswith(".zstack.io"):
-        return "DMI chassis_asset_tag is a ZStack one"
-    if vendor == "e24cloud":
-        return "DMI sys_vendor is 'e24cloud'"
-    if vendor == "3DS Outscale" and ctx.dmi("product_name") == "3DS Outscale VM":
-        return "DMI says 3DS Outscale VM"
-    return None
-
-
 def cloud_name(ctx: DatasourceContext) -> str:
     """cloud-init 22.4's ``cloud_name`` for the EC2-compatible cloud the local facts identify, in
     its order: ``aws`` by the ec2 UUID, then ``brightbox``, ``zstack``, ``e24cloud``, ``outscale``;
@@ -284,6 +262,20 @@ class Ec2(Datasource):
     stages = (LOCAL, NETWORK)
     platform = "ec2"
     sensitive_keys = ("identity-credentials",)
+    # EC2 and the EC2-compatible clouds that local facts identify, then configuration
+    detection = (
+        Dmi("sys_vendor", "Amazon EC2"),
+        FileText("/sys/hypervisor/uuid", "ec2*", nocase=True, why="Xen hypervisor uuid starts with 'ec2'"),
+        AllOf(Dmi("product_uuid", "ec2*", nocase=True), DmiSame("product_uuid", "product_serial", nocase=True),
+              why="DMI product_uuid and product_serial start with 'ec2'"),
+        Dmi("product_serial", "*.brightbox.com", nocase=True, why="DMI product_serial is a Brightbox one"),
+        Dmi("chassis_asset_tag", "*.zstack.io", nocase=True, why="DMI chassis_asset_tag is a ZStack one"),
+        Dmi("sys_vendor", "e24cloud"),
+        AllOf(Dmi("sys_vendor", "3DS Outscale"), Dmi("product_name", "3DS Outscale VM"),
+              why="DMI says 3DS Outscale VM"),
+        Setting("metadata_urls"),
+        Setting("strict_id", "false", nocase=True, why="datasource.Ec2.strict_id is false"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -292,24 +284,12 @@ class Ec2(Datasource):
         self.metadata_address: str | None = None
         self.imds_version = ""
 
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        found = identified(ctx)
-        if found:
-            return found
-        section = ctx.ds_cfg(cls.name)
-        if section.get("metadata_urls"):
-            return "datasource.Ec2.metadata_urls is configured"
-        if section.get("strict_id") is False or str(section.get("strict_id")).lower() == "false":
-            return "datasource.Ec2.strict_id is false"
-        return None
-
     def fetch(self) -> bool:
         section = self.ctx.ds_cfg(self.name)
         limits = ServiceLimits.from_cfg(section)
         if limits.max_wait <= 0:
             return False
-        if self.ctx.stage == LOCAL and not identified(self.ctx):
+        if self.ctx.stage == LOCAL and not self.identified(self.ctx):
             LOG.debug("Ec2: platform not identified; not trying it before the network is up")
             return False
         with reachable(self.ctx, self.name) as ok:

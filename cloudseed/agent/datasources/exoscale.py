@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import NETWORK, DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 LOG = logging.getLogger("cloudseed.datasources.exoscale")
@@ -28,18 +29,14 @@ API_VERSION = "1.0"
 PASSWORD_PORT = 8080
 
 
-def identified(ctx: DatasourceContext) -> str | None:
-    product = ctx.dmi("product_name")
-    if product.startswith("Exoscale"):
-        return f"DMI product_name is {product!r}"
-    return None
-
-
 class Exoscale(MetadataServiceDatasource):
     name = "Exoscale"
     stages = (NETWORK,)
     platform = "exoscale"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("product_name", "Exoscale*"),
+        Setting("metadata_url"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)

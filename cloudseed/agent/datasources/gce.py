@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
 
 LOG = logging.getLogger("cloudseed.datasources.gce")
@@ -30,18 +30,6 @@ DEFAULT_URL = "http://169.254.169.254/computeMetadata/v1/"
 HEADERS = {"Metadata-Flavor": "Google"}
 MAX_DOCUMENT = 4 * 1024 * 1024
 KEY_USERS = ("cloudinit",)
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    """Why DMI says this is a GCE instance (None: it does not)."""
-    product = ctx.dmi("product_name")
-    if product in ("Google Compute Engine", "Google"):
-        return f"DMI product_name is {product!r}"
-    if ctx.dmi("bios_vendor") == "Google":
-        return "DMI bios_vendor is 'Google'"
-    if ctx.dmi("product_serial").startswith("GoogleCloud-"):
-        return "DMI product_serial starts with 'GoogleCloud-'"
-    return None
 
 
 def _expired(key: str) -> bool:
@@ -97,7 +85,12 @@ def network_config(interfaces: Any, system_macs: dict[str, str]) -> dict | None:
 class GCE(MetadataServiceDatasource):
     name = "GCE"
     platform = "gce"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("product_name", "Google Compute Engine", "Google"),
+        Dmi("bios_vendor", "Google"),
+        Dmi("product_serial", "GoogleCloud-*", why="DMI product_serial starts with 'GoogleCloud-'"),
+        Setting("metadata_url"),
+    )
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         base = str(section.get("metadata_url") or DEFAULT_URL).rstrip("/") + "/"

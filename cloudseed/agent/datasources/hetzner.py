@@ -14,17 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, listed_keys
 
 BASE_URL = "http://169.254.169.254/hetzner/v1"
 MAX_DOCUMENT = 4 * 1024 * 1024
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    if ctx.dmi("sys_vendor") == "Hetzner":
-        return "DMI sys_vendor is 'Hetzner'"
-    return None
 
 
 def maybe_b64decode(data: bytes) -> bytes:
@@ -40,7 +34,10 @@ def maybe_b64decode(data: bytes) -> bytes:
 class Hetzner(MetadataServiceDatasource):
     name = "Hetzner"
     platform = "hetzner"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("sys_vendor", "Hetzner"),
+        Setting("metadata_url"),
+    )
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         import yaml
@@ -60,7 +57,7 @@ class Hetzner(MetadataServiceDatasource):
                          max_wait=limits.timeout * (limits.retries + 1) + 2)
         instance_id = str(md["instance-id"])
         serial = self.ctx.dmi("product_serial")
-        if identified(self.ctx) and serial and serial != instance_id:
+        if self.identified(self.ctx) and serial and serial != instance_id:
             raise ValueError(f"Hetzner: the DMI serial {serial!r} does not match instance-id {instance_id!r} "
                              f"from {md_url}")
         self.metadata = {"instance-id": instance_id, "local-hostname": str(md.get("hostname") or instance_id),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import AllOf, Disk, Hatch, Not, Path
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -36,24 +37,6 @@ class IBMError(Exception):
     """The IBM config disk is unusable; the message names the device and file."""
 
 
-def volume_id(device: str) -> str:
-    """The filesystem UUID as blkid prints it (FAT: the volume serial ``XXXX-XXXX``), or ''."""
-    try:
-        with open(device, "rb") as f:
-            boot = f.read(512)
-    except OSError:
-        return ""
-    if len(boot) == 512 and boot[510:512] == b"\x55\xaa" and boot[11:13] in (b"\x00\x02", b"\x00\x04",
-                                                                           b"\x00\x08", b"\x00\x10"):
-        fat32 = int.from_bytes(boot[22:24], "little") == 0  # no 16-bit sectors-per-FAT count
-        serial = int.from_bytes(boot[67:71] if fat32 else boot[39:43], "little")
-        return f"{serial >> 16:04X}-{serial & 0xFFFF:04X}"
-    from cloudseed.agent.devices import _blkid
-
-    values = _blkid("-c", "/dev/null", "-o", "value", "-s", "UUID", device)
-    return values[0].upper() if values else ""
-
-
 def provisioning(ctx: DatasourceContext) -> bool:
     """Is this IBM's provisioning boot (cloud-init stays off)?"""
     import os
@@ -68,21 +51,21 @@ def provisioning(ctx: DatasourceContext) -> bool:
         return False
 
 
-def platform_of(ctx: DatasourceContext) -> tuple[str, str] | None:
-    """``(OS_CODE | TEMPLATE_LIVE, device)``, or None (not IBM Cloud, or its provisioning boot)."""
-    if not ctx.root.exists("/proc/xen"):
-        return None
-    from cloudseed.agent.devices import find_devices_by_label
+PROVISIONING_BOOT = Hatch(
+    "ibm_provisioning_boot", python=provisioning,
+    shell=f'[ -e "$root{PROVISIONING_CFG}" ] && {{ [ ! -e "$root{PROVISIONING_LOG}" ] || '
+          f'[ "$root{PROVISIONING_LOG}" -nt "$root/proc/1/environ" ]; }}',
+    why=f"IBM's provisioning boot ({PROVISIONING_CFG})")
 
-    if provisioning(ctx):
-        LOG.info("IBMCloud: %s exists: the provisioning boot, when cloud-init stays off", PROVISIONING_CFG)
-        return None
-    for device in find_devices_by_label(["config-2"]):
-        if volume_id(device) == IBM_CONFIG_UUID:
-            return OS_CODE, device
-        LOG.debug("IBMCloud: %s is labelled config-2 but its UUID is not %s", device, IBM_CONFIG_UUID)
-    devices = find_devices_by_label(["METADATA"])
-    return (TEMPLATE_LIVE, devices[0]) if devices else None
+
+def platform_of(ctx: DatasourceContext) -> tuple[str, str] | None:
+    """``(OS_CODE | TEMPLATE_LIVE, device)`` by the declared detection, or None (not IBM Cloud, or
+    its provisioning boot)."""
+    for kind, fact in zip((OS_CODE, TEMPLATE_LIVE), IBMCloud.detection):
+        found = ["", ""]
+        if fact.holds(ctx, IBMCloud.name, found):
+            return kind, found[0].split(", ")[0]
+    return None
 
 
 def read_dir(top: str, where: str) -> dict[str, Any]:
@@ -128,14 +111,13 @@ class IBMCloud(Datasource):
     platform = "ibmcloud"
     sensitive_keys = ("random_seed",)
 
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        found = platform_of(ctx)
-        if found is None:
-            return None
-        kind, device = found
-        what = f"labelled config-2 with UUID {IBM_CONFIG_UUID}" if kind == OS_CODE else "labelled METADATA"
-        return f"Xen and a filesystem {what} on {device}"
+    # the OS code disk, then the template's (platform_of tells them apart by this order)
+    detection = (
+        AllOf(Path("/proc/xen"), Not(PROVISIONING_BOOT), Disk("config-2", uuid=IBM_CONFIG_UUID),
+              why=f"Xen and a filesystem labelled config-2 with UUID {IBM_CONFIG_UUID} on {{value}}"),
+        AllOf(Path("/proc/xen"), Not(PROVISIONING_BOOT), Disk("METADATA"),
+              why="Xen and a filesystem labelled METADATA on {value}"),
+    )
 
     def fetch(self) -> bool:
         from cloudseed.agent.datasources._disk_image import extracted

@@ -24,6 +24,7 @@ import stat
 import time
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Path
 
 LOG = logging.getLogger("cloudseed.datasources.lxd")
 
@@ -136,6 +137,10 @@ class LXD(Datasource):
     stages = (LOCAL, NETWORK)
     platform = "lxd"
     sensitive_keys = ("user.meta-data", "user.vendor-data", "user.user-data")
+    detection = (
+        Path(SOCKET_PATH, kind="socket", why="socket {value}"),  # an lstat: nothing is connected to
+        Dmi("board_name", "LXD", why="DMI board_name is 'LXD' (a VM: the socket comes with lxd-agent)"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -147,16 +152,6 @@ class LXD(Datasource):
             return stat.S_ISSOCK(os.lstat(ctx.root.path_nofollow(SOCKET_PATH)).st_mode)
         except OSError:
             return False
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        """The devlxd socket exists in the root (an lstat: nothing is connected to), or DMI
-        ``board_name`` is ``LXD`` (an LXD VM, whose socket appears once lxd-agent runs)."""
-        if cls._has_socket(ctx):
-            return f"socket {SOCKET_PATH}"
-        if ctx.dmi("board_name") == "LXD":
-            return "DMI board_name is 'LXD' (a VM: the socket comes with lxd-agent)"
-        return None
 
     def fetch(self) -> bool:
         cfg = self.ctx.ds_cfg("LXD")

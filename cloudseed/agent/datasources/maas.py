@@ -24,6 +24,7 @@ import logging
 import time
 
 from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import AllOf, Cmdline, Path, Setting
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -198,17 +199,13 @@ class MAAS(Datasource):
     name = "MAAS"
     stages = (NETWORK,)
     platform = "maas"
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        seed = _seed_dir(ctx)
-        if seed:
-            return f"seed directory {seed}"
-        if ctx.ds_cfg(cls.name).get("metadata_url"):
-            return "datasource.MAAS.metadata_url is configured"
-        if cmdline_url(ctx.cmdline):
-            return "kernel command line has MAAS's cloud-config-url"
-        return None
+    detection = (
+        Path(*SEED_DIRS, kind="nonempty", why="seed directory {value}"),
+        Setting("metadata_url"),
+        # the ephemeral environment: its cloud-config-url, with MAAS's iSCSI name
+        AllOf(Cmdline(f"*{MAAS_IQN}*"), Cmdline("cloud-config-url=?*", tokens=True),
+              why="kernel command line has MAAS's cloud-config-url"),
+    )
 
     def fetch(self) -> bool:
         seed = _seed_dir(self.ctx)

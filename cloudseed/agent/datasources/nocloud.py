@@ -13,6 +13,7 @@ import logging
 import os
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import AllOf, Cmdline, Disk, Dmi, Hatch, Path, Setting, anycase
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -27,6 +28,9 @@ SEED_DIRS = (
     "/var/lib/cloud/seed/nocloud-net",
 )
 SEED_FILES = ("meta-data", "user-data", "vendor-data", "network-config")
+LABEL = "cidata"  # the default of datasource.NoCloud.fs_label
+# ds=nocloud or ds=nocloud-net, alone or with ;key=value items ("ds=" as written, the name in any case)
+DS_ARGUMENT = tuple(f"ds={anycase(kind)}{rest}" for kind in ("nocloud", "nocloud-net") for rest in ("", ";*"))
 _SHORT_KEYS = {"h": "local-hostname", "i": "instance-id", "s": "seedfrom"}
 MAX_SEED_FILE = 64 * 1024 * 1024
 
@@ -83,10 +87,51 @@ def _read_dir(read, source: str) -> dict[str, Any] | None:
     return seed
 
 
+def ds_argument(ctx: DatasourceContext) -> tuple[dict[str, Any] | None, str]:
+    """The ``ds=nocloud`` argument of the kernel command line, else of the SMBIOS serial, and where."""
+    found = parse_ds_argument(ctx.cmdline)
+    if found is not None:
+        return found, "kernel command line"
+    return parse_ds_argument(ctx.dmi("product_serial")), "DMI product_serial"
+
+
+def _network_seedfrom(ctx: DatasourceContext) -> str | None:
+    """The network stage's reason: a ``seedfrom`` URL, from the ds= argument or the configuration."""
+    found, where = ds_argument(ctx)
+    seedfrom = str((found or {}).get("seedfrom") or ctx.ds_cfg("NoCloud").get("seedfrom") or "")
+    if seedfrom.startswith(("http://", "https://")):
+        return f"seedfrom {seedfrom} ({where if found and found.get('seedfrom') else 'datasource.NoCloud'})"
+    return None
+
+
+def _network_argument(ctx: DatasourceContext) -> str | None:
+    """The network stage's reason: a ``ds=nocloud-net`` argument."""
+    found, where = ds_argument(ctx)
+    return f"{where} has ds=nocloud-net" if found and found.get("dsmode") == "net" else None
+
+
+# what the shell generator checks instead of the network stage's hatches (it decides for all stages)
+_NETWORK_NOTE = "the local stage's facts (a ds= argument, a seed directory) and configuration cover it"
+
+
 class NoCloud(Datasource):
     name = "NoCloud"
     stages = (LOCAL, NETWORK)
     platform = "nocloud"
+    # the local stage: any seed; the network stage: only a seed that points at the network
+    detection = (
+        Hatch("nocloud_network_seedfrom", python=_network_seedfrom, shell=None, shell_note=_NETWORK_NOTE,
+              stages=(NETWORK,)),
+        Cmdline(*DS_ARGUMENT, tokens=True, stages=(LOCAL,), why="kernel command line has ds=nocloud"),
+        Dmi("product_serial", *DS_ARGUMENT, tokens=True, stages=(LOCAL,), why="DMI product_serial has ds=nocloud"),
+        AllOf(Setting("meta-data", "*"), Setting("user-data", "*"), stages=(LOCAL,),
+              why="datasource.NoCloud has meta-data and user-data"),
+        Setting("seedfrom", stages=(LOCAL,)),
+        Path(*SEED_DIRS, kind="file", inside=("meta-data", "user-data"), why="seed directory {value}"),
+        Hatch("nocloud_network_argument", python=_network_argument, shell=None, shell_note=_NETWORK_NOTE,
+              stages=(NETWORK,)),
+        Disk(LABEL, setting="fs_label", udev_hint=True, stages=(LOCAL,)),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -96,10 +141,7 @@ class NoCloud(Datasource):
     # ------------------------------------------------------------------ detection
     @classmethod
     def _cmdline_seed(cls, ctx: DatasourceContext) -> dict[str, Any] | None:
-        found = parse_ds_argument(ctx.cmdline)
-        if found is None:
-            found = parse_ds_argument(ctx.dmi("product_serial"))
-        return found
+        return ds_argument(ctx)[0]
 
     @classmethod
     def _seed_dirs(cls, ctx: DatasourceContext) -> list[str]:
@@ -108,42 +150,8 @@ class NoCloud(Datasource):
 
     @classmethod
     def _labels(cls, ctx: DatasourceContext) -> list[str]:
-        label = ctx.ds_cfg("NoCloud").get("fs_label", "cidata")
+        label = ctx.ds_cfg("NoCloud").get("fs_label", LABEL)
         return [] if label is None else sorted({str(label).lower(), str(label).upper()})
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        """Why a NoCloud seed may be here in ``ctx.stage`` (None: it cannot be)."""
-        found = parse_ds_argument(ctx.cmdline)
-        where = "kernel command line"
-        if found is None:
-            found, where = parse_ds_argument(ctx.dmi("product_serial")), "DMI product_serial"
-        ds_cfg = ctx.ds_cfg("NoCloud")
-        seedfrom = str((found or {}).get("seedfrom") or ds_cfg.get("seedfrom") or "")
-        seed_dirs = cls._seed_dirs(ctx)
-        if ctx.stage == NETWORK:
-            if seedfrom.startswith(("http://", "https://")):
-                return f"seedfrom {seedfrom} ({where if found and found.get('seedfrom') else 'datasource.NoCloud'})"
-            # a local seed that points at the network (meta-data: seedfrom: http://...)
-            if seed_dirs:
-                return f"seed directory {seed_dirs[0]}"
-            if found and found.get("dsmode") == "net":
-                return f"{where} has ds=nocloud-net"
-            return None
-        if found is not None:
-            return f"{where} has ds=nocloud"
-        if "meta-data" in ds_cfg and "user-data" in ds_cfg:
-            return "datasource.NoCloud has meta-data and user-data"
-        if seedfrom:
-            return "datasource.NoCloud.seedfrom is configured"
-        if seed_dirs:
-            return f"seed directory {seed_dirs[0]}"
-        from cloudseed.agent.devices import find_devices_by_label
-
-        devices = find_devices_by_label(cls._labels(ctx))
-        if devices:
-            return f"filesystem labelled {cls._labels(ctx)[-1]} on {', '.join(devices)}"
-        return None
 
     # ------------------------------------------------------------------ fetching
     def fetch(self) -> bool:

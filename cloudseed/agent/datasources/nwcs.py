@@ -15,7 +15,7 @@ import logging
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import (
     MetadataServiceDatasource,
     ServiceLimits,
@@ -30,12 +30,6 @@ DEFAULT_URL = "http://169.254.169.254/api/v1/metadata"
 
 class NWCSError(Exception):
     pass
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    if ctx.dmi("sys_vendor") == "NWCS":
-        return "DMI sys_vendor is 'NWCS'"
-    return None
 
 
 def network_config(network: Any, macs: dict[str, str]) -> dict | None:
@@ -57,7 +51,10 @@ def network_config(network: Any, macs: dict[str, str]) -> dict | None:
 class NWCS(MetadataServiceDatasource):
     name = "NWCS"
     platform = "nwcs"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("sys_vendor", "NWCS"),
+        Setting("metadata_url"),
+    )
     error = NWCSError
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:

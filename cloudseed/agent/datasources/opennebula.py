@@ -23,6 +23,7 @@ import os
 import re
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import Disk, Path
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -264,6 +265,10 @@ class OpenNebula(Datasource):
     platform = "opennebula"
     # world-readable instance data keeps the context variables, except these
     sensitive_keys = ("USER_DATA", "USERDATA", "PASSWORD", "CRYPTED_PASSWORD", "PASSWORD_BASE64")
+    detection = (
+        Path(*SEED_DIRS, kind="file", inside=("context.sh",), why="seed directory {value}"),
+        Disk(*LABELS, why="filesystem labelled CONTEXT or CDROM on {value}"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -272,19 +277,6 @@ class OpenNebula(Datasource):
     @classmethod
     def _seed_dirs(cls, ctx: DatasourceContext) -> list[str]:
         return [d for d in SEED_DIRS if ctx.root.isfile(f"{d}/context.sh")]
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        """A seed directory with context.sh, or a filesystem labelled CONTEXT or CDROM."""
-        seeds = cls._seed_dirs(ctx)
-        if seeds:
-            return f"seed directory {seeds[0]}"
-        from cloudseed.agent.devices import find_devices_by_label
-
-        devices = find_devices_by_label(LABELS)
-        if devices:
-            return f"filesystem labelled CONTEXT or CDROM on {', '.join(devices)}"
-        return None
 
     def fetch(self) -> bool:
         found: tuple[dict[str, str], str] | None = None

@@ -14,6 +14,7 @@ import logging
 import time
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable, urls_from_cfg
 from cloudseed.agent.datasources._openstack_common import (
     NOVA_PRODUCTS,
@@ -34,36 +35,18 @@ class OpenStack(Datasource):
     stages = (LOCAL, NETWORK)
     platform = "openstack"
     sensitive_keys = ("admin_pass", "random_seed")
+    detection = (
+        Dmi("product_name", *NOVA_PRODUCTS),
+        Dmi("chassis_asset_tag", *OPENSTACK_ASSET_TAGS),
+        Setting("metadata_urls"),
+        Setting("detect", "always"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
         self.cloud_name = "openstack"
         self.warnings: list[str] = []
         self.metadata_address: str | None = None
-
-    @classmethod
-    def identified(cls, ctx: DatasourceContext) -> str | None:
-        """Why DMI says this is an OpenStack guest (None: it does not)."""
-        product = ctx.dmi("product_name")
-        if product in NOVA_PRODUCTS:
-            return f"DMI product_name is {product!r}"
-        tag = ctx.dmi("chassis_asset_tag")
-        if tag in OPENSTACK_ASSET_TAGS:
-            return f"DMI chassis_asset_tag is {tag!r}"
-        return None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        """Why the service may exist here (None: it cannot)."""
-        found = cls.identified(ctx)
-        if found:
-            return found
-        section = ctx.ds_cfg(cls.name)
-        if section.get("metadata_urls"):
-            return "datasource.OpenStack.metadata_urls is configured"
-        if section.get("detect") == "always":
-            return "datasource.OpenStack.detect is 'always'"
-        return None
 
     def fetch(self) -> bool:
         section = self.ctx.ds_cfg(self.name)

@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
 
 LOG = logging.getLogger("cloudseed.datasources.oracle")
@@ -34,12 +35,6 @@ V2_HEADERS = {"Authorization": "Bearer Oracle"}
 CHASSIS_ASSET_TAG = "OracleCloud.com"
 MTU = 9000
 MAX_DOCUMENT = 4 * 1024 * 1024
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    if ctx.dmi("chassis_asset_tag") == CHASSIS_ASSET_TAG:
-        return f"DMI chassis_asset_tag is {CHASSIS_ASSET_TAG!r}"
-    return None
 
 
 def network_config(vnics: Any, system_macs: dict[str, str]) -> dict | None:
@@ -67,7 +62,10 @@ def network_config(vnics: Any, system_macs: dict[str, str]) -> dict | None:
 class Oracle(MetadataServiceDatasource):
     name = "Oracle"
     platform = "oracle"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("chassis_asset_tag", CHASSIS_ASSET_TAG),
+        Setting("metadata_url"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)

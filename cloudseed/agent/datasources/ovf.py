@@ -21,6 +21,7 @@ import logging
 import os
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import AllOf, Disk, Dmi, Not, Path, on_path
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -143,11 +144,23 @@ def _is_vmware(ctx: DatasourceContext) -> bool:
     return "vmware" in ctx.dmi("product_name").lower()
 
 
+# Azure's ovf-env.xml is the Azure datasource's
+NOT_AZURE = Not(Dmi("chassis_asset_tag", "7783-7084-3265-9085-8269-3286-77"))
+
+
 class OVF(Datasource):
     name = "OVF"
     stages = (LOCAL,)
     platform = "ovf"
     sensitive_keys = ("password",)
+    # a seed directory, an ISO labelled as an OVF transport, or VMware with vmware-rpctool
+    detection = (
+        Path(*SEED_DIRS, kind="file", inside=ENV_NAMES, why="seed directory {value}"),
+        AllOf(NOT_AZURE, Disk(*LABELS, fstypes=("iso9660",)),
+              why="filesystem labelled as an OVF transport on {value}"),
+        AllOf(NOT_AZURE, Dmi("product_name", "*vmware*", nocase=True), on_path("vmware-rpctool"),
+              why="DMI says VMware and vmware-rpctool can read guestinfo.ovfEnv"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -159,23 +172,6 @@ class OVF(Datasource):
             for name in ENV_NAMES:
                 if ctx.root.isfile(f"{directory}/{name}"):
                     return directory
-        return None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        """A seed directory, an ISO labelled as an OVF transport, or VMware with vmware-rpctool."""
-        seed = cls._seed(ctx)
-        if seed:
-            return f"seed directory {seed}"
-        if ctx.dmi("chassis_asset_tag") == "7783-7084-3265-9085-8269-3286-77":
-            return None  # Azure's ovf-env.xml is the Azure datasource's
-        from cloudseed.agent.devices import find_devices_by_label
-
-        devices = find_devices_by_label(LABELS, ("iso9660",))
-        if devices:
-            return f"filesystem labelled as an OVF transport on {', '.join(devices)}"
-        if _is_vmware(ctx) and ctx.root.which("vmware-rpctool"):
-            return "DMI says VMware and vmware-rpctool can read guestinfo.ovfEnv"
         return None
 
     def fetch(self) -> bool:

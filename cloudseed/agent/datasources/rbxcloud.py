@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 
-from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources import LOCAL, Datasource
+from cloudseed.agent.datasources._facts import Disk
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -89,13 +90,9 @@ class RbxCloud(Datasource):
     name = "RbxCloud"
     stages = (LOCAL,)
     platform = "rbxcloud"
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        from cloudseed.agent.devices import find_devices_by_label
-
-        devices = find_devices_by_label(LABELS)
-        return f"filesystem labelled CLOUDMD on {', '.join(devices)}" if devices else None
+    detection = (
+        Disk(*LABELS, why="filesystem labelled CLOUDMD on {value}"),
+    )
 
     def fetch(self) -> bool:
         from cloudseed.agent.datasources._disk_image import extracted

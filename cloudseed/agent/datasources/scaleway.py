@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._facts import Cmdline, Dmi, Path, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
 
 BASE_URL = "http://169.254.42.42"
@@ -28,16 +29,6 @@ MAX_DOCUMENT = 4 * 1024 * 1024
 KEY_TAG = "AUTHORIZED_KEY="
 FIRST_PORT = 1
 PORT_ATTEMPTS = 20
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    if ctx.dmi("sys_vendor") == "Scaleway":
-        return "DMI sys_vendor is 'Scaleway'"
-    if ctx.root.exists("/var/run/scaleway"):
-        return "/var/run/scaleway exists"
-    if "scaleway" in ctx.cmdline:
-        return "'scaleway' is on the kernel command line"
-    return None
 
 
 class PortRefused(Exception):
@@ -147,7 +138,12 @@ def _nic(ctx: DatasourceContext) -> tuple[str, str | None]:
 class Scaleway(MetadataServiceDatasource):
     name = "Scaleway"
     platform = "scaleway"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("sys_vendor", "Scaleway"),
+        Path("/var/run/scaleway"),  # made by the initrd
+        Cmdline("*scaleway*", why="'scaleway' is on the kernel command line"),
+        Setting("metadata_url"),
+    )
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         import json

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Path
 
 LOG = logging.getLogger("cloudseed.datasources.smartos")
 
@@ -293,6 +294,10 @@ class SmartOS(Datasource):
     stages = (LOCAL,)
     platform = "joyent"
     sensitive_keys = ("user-data", "legacy-user-data", "user-script", "operator-script", "vendor-data")
+    detection = (
+        Dmi("product_name", "SmartDC*", "Joyent*"),
+        Path(METADATA_SOCKFILE, kind="socket", setting="metadata_sockfile", why="LX-brand zone socket {value}"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -309,16 +314,6 @@ class SmartOS(Datasource):
                 return inner
         except OSError:
             pass
-        return None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        product = ctx.dmi("product_name")
-        if product.startswith(("SmartDC", "Joyent")):
-            return f"DMI product_name is {product!r}"
-        sock = cls._socket(ctx)
-        if sock:
-            return f"LX-brand zone socket {sock}"
         return None
 
     def fetch(self) -> bool:

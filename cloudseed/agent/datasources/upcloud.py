@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import (
     MetadataServiceDatasource,
     ServiceLimits,
@@ -31,12 +31,6 @@ DEFAULT_URL = "http://169.254.169.254/metadata/v1.json"
 
 class UpCloudError(Exception):
     pass
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    if ctx.dmi("sys_vendor") == "UpCloud":
-        return "DMI sys_vendor is 'UpCloud'"
-    return None
 
 
 def _subnet(address: dict, dns: Any) -> dict:
@@ -76,11 +70,14 @@ def network_config(network: Any, macs: dict[str, str]) -> dict | None:
 class UpCloud(MetadataServiceDatasource):
     name = "UpCloud"
     platform = "upcloud"
-    identified = staticmethod(identified)
+    detection = (
+        Dmi("sys_vendor", "UpCloud"),
+        Setting("metadata_url"),
+    )
     error = UpCloudError
 
     def may_try(self, section: dict[str, Any]) -> bool:
-        if identified(self.ctx) and not self.ctx.dmi("product_uuid"):
+        if self.identified(self.ctx) and not self.ctx.dmi("product_uuid"):
             raise UpCloudError("DMI says UpCloud but gives no system UUID (/sys/class/dmi/id/product_uuid)")
         return True
 

@@ -18,6 +18,7 @@ import logging
 import os
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import AllOf, AnyOf, Dmi, Hatch, on_path
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -165,10 +166,33 @@ class Guestinfo:
         return proc.returncode == 0
 
 
+def _environment_key(ctx: DatasourceContext) -> str | None:
+    """The first VMX_GUESTINFO_* variable with a value, where VMX_GUESTINFO is set (a container)."""
+    keys = VMware._env_keys()
+    return envvar_name(keys[0]) if keys else None
+
+
+# the same in the shell: a value is blank when empty or '---' once trailing blanks are cut
+GUESTINFO_ENVIRONMENT = Hatch(
+    "vmx_guestinfo_environment", python=_environment_key,
+    shell='value=; [ -n "${VMX_GUESTINFO:-}" ] && for _n in '
+          + " ".join(envvar_name(k) for k in KEYS)
+          + '; do eval "_v=\\${$_n:-}"; _v=${_v%"${_v##*[![:space:]]}"}; '
+          f'case $_v in ""|"{EMPTY}") ;; *) value=$_n; break ;; esac; done && [ -n "$value" ]',
+    why="VMX_GUESTINFO is set with {value}")
+
+
 class VMware(Datasource):
     name = "VMware"
     stages = (LOCAL, NETWORK)
     platform = "vmware"
+    # VMX_GUESTINFO variables (a container), or DMI VMware and a guestinfo tool installed
+    detection = (
+        GUESTINFO_ENVIRONMENT,
+        AllOf(AnyOf(Dmi("product_name", "*vmware*", nocase=True), Dmi("sys_vendor", "*vmware*", nocase=True)),
+              AnyOf(*(on_path(tool) for tool in TOOLS)),
+              why="DMI says VMware and {value} is installed"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
@@ -188,20 +212,6 @@ class VMware(Datasource):
             if found:
                 return found
         return None
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        """VMX_GUESTINFO variables (a container), or DMI VMware and a guestinfo tool installed."""
-        keys = cls._env_keys()
-        if keys:
-            return f"VMX_GUESTINFO is set with {envvar_name(keys[0])}"
-        product, vendor = ctx.dmi("product_name"), ctx.dmi("sys_vendor")
-        if "vmware" not in product.lower() and "vmware" not in vendor.lower():
-            return None
-        tool = cls._tool(ctx)
-        if tool is None:
-            return None
-        return f"DMI says VMware ({product or vendor!r}) and {tool} is installed"
 
     def fetch(self) -> bool:
         values: dict[str, bytes | None] = {}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from cloudseed.agent.datasources import DatasourceContext
+from cloudseed.agent.datasources._facts import Cmdline, Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import (
     MetadataServiceDatasource,
     ServiceLimits,
@@ -34,14 +34,6 @@ NAMESERVERS = ["108.61.10.10", "2001:19f0:300:1704::6"]
 
 class VultrError(Exception):
     pass
-
-
-def identified(ctx: DatasourceContext) -> str | None:
-    if ctx.dmi("sys_vendor") == "Vultr":
-        return "DMI sys_vendor is 'Vultr'"
-    if "vultr" in (ctx.cmdline or "").split():
-        return "the kernel command line has 'vultr' (bare metal)"
-    return None
 
 
 def _name(mac: str, macs: dict[str, str], index: int) -> str:
@@ -122,8 +114,12 @@ class Vultr(MetadataServiceDatasource):
     name = "Vultr"
     platform = "vultr"
     sensitive_keys = ("startup-script",)  # the operator's script: only root reads it in instance data
-    identified = staticmethod(identified)
-    url_keys = ("url", "metadata_url")
+    detection = (
+        Dmi("sys_vendor", "Vultr"),
+        Cmdline("vultr", tokens=True, why="the kernel command line has 'vultr' (bare metal)"),
+        Setting("url"),
+        Setting("metadata_url"),
+    )
     error = VultrError
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:

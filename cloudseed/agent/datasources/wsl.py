@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
+from cloudseed.agent.datasources._facts import FileText, Path
 
 LOG = logging.getLogger("cloudseed.datasources.wsl")
 
@@ -60,20 +61,15 @@ class WSL(Datasource):
     name = "WSL"
     stages = (LOCAL,)
     platform = "wsl"
+    detection = (
+        FileText("/proc/sys/kernel/osrelease", "*microsoft*", nocase=True, why="kernel release '{value}' is WSL's"),
+        Path(*(f"/proc/sys/fs/binfmt_misc/{n}" for n in ("WSLInterop", "WSLInterop-late")),
+             why="{value} (WSL interop) exists"),
+    )
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
         self.cloud_name = "wsl"
-
-    @classmethod
-    def why(cls, ctx: DatasourceContext) -> str | None:
-        release = ctx.root.read_text("/proc/sys/kernel/osrelease", default="").strip()
-        if "microsoft" in release.lower():
-            return f"kernel release {release!r} is WSL's"
-        for name in ("WSLInterop", "WSLInterop-late"):
-            if ctx.root.exists(f"/proc/sys/fs/binfmt_misc/{name}"):
-                return f"/proc/sys/fs/binfmt_misc/{name} (WSL interop) exists"
-        return None
 
     # -- where things are
     def _instance_name(self, section: dict) -> str | None:

@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from cloudseed.agent.datasources._udf import UdfError, read_root_file
-from cloudseed.agent.datasources.azure import _is_udf
+from cloudseed.agent.devices import is_udf
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3udfKey alice@example"
 USER_DATA = "#cloud-config\nhostname: from-udf\n"
@@ -63,7 +63,7 @@ def test_seed_build_writes_udf_media_reproducibly(tmp_path):
     assert again.returncode == 0 and image.read_bytes() == second.read_bytes()
     found = blkid(image)
     assert found.get("TYPE") == "udf" and found.get("LABEL") == "rd_rdfe_stable.0"  # as Azure's disc shows
-    assert _is_udf(str(image))
+    assert is_udf(str(image))
     document = read_root_file(str(image), "ovf-env.xml", MAX)
     from cloudseed.agent.datasources._azure_ovf import parse
 
@@ -88,7 +88,7 @@ def test_udf_only_media_is_read_without_the_iso_bridge(tmp_path):
     from cloudseed.agent.devices import _label_of
 
     assert _label_of(str(only)) is None  # no ISO 9660 label left: only the UDF recognition finds it
-    assert _is_udf(str(only))
+    assert is_udf(str(only))
     assert b"<wa:HostName>udf-host</wa:HostName>" in read_root_file(str(only), "ovf-env.xml", MAX)
 
 
@@ -115,7 +115,7 @@ def test_media_from_other_writers(tmp_path):
     subprocess.run(["mkudffs", "--label=rd_rdfe_stable.0", str(empty)], check=True, capture_output=True)
     with pytest.raises(UdfError, match="no ovf-env.xml in the root directory"):
         read_root_file(str(empty), "ovf-env.xml", MAX)
-    assert _is_udf(str(empty))
+    assert is_udf(str(empty))
 
 
 def test_hostile_and_truncated_images_are_errors(tmp_path):
@@ -167,7 +167,8 @@ def test_the_datasource_reads_the_udf_disc(tmp_path, monkeypatch):
     assert proc.returncode == 0, proc.stderr
     disc = tmp_path / "disc.udf"
     udf_only(hybrid, disc)
-    monkeypatch.setattr(azure, "_media_devices", lambda: [str(disc)])
+    # the disc stands in for the machine's block devices: detection and fetch both scan them
+    monkeypatch.setattr("cloudseed.agent.devices._block_devices", lambda: [str(disc)])
 
     def no_mount(*args, **kwargs):
         raise AssertionError("the UDF disc must be read without mounting")

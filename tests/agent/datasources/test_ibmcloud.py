@@ -25,8 +25,8 @@ from cloudseed.agent.datasources.ibmcloud import (
     IBMCloud,
     IBMError,
     read_dir,
-    volume_id,
 )
+from cloudseed.agent.devices import volume_id
 from cloudseed.agent.state import Paths
 
 KEY = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC3 ibm@example"
