@@ -539,9 +539,11 @@ def key_lines(text: str) -> dict[str, int]:
     """1-based line of every key path in a YAML document (``a.b[2].c`` style)."""
     import yaml
 
+    from cloudseed.core.yaml_loading import compose_yaml
+
     lines: dict[str, int] = {}
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = compose_yaml(text)   # an alias bomb would make the walk below endless
     except yaml.YAMLError:
         return lines
 

@@ -58,8 +58,10 @@ def _load(path: str):
         pass
     import yaml
 
+    from cloudseed.core.yaml_loading import load_yaml
+
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

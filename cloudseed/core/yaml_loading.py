@@ -35,21 +35,36 @@ class AliasExpansionError(yaml.YAMLError):
     """The document's aliases expand to too many nodes."""
 
 
-def load_yaml(text: str) -> Any:
-    """Parse one YAML document; raises ``yaml.YAMLError`` (``AliasExpansionError`` for an alias bomb)."""
+def load_yaml(text: str | bytes) -> Any:
+    """Parse one YAML document (text, or bytes in UTF-8/16); raises ``yaml.YAMLError``
+    (``AliasExpansionError`` for an alias bomb)."""
     loader = UserDataLoader(text)
     try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        distinct, expanded = node_counts(node)
-        allowed = 10 * distinct + ALIAS_EXPANSION_ALLOWANCE
-        if expanded > allowed:
-            raise AliasExpansionError(f"aliases expand the document's {distinct} nodes to more than {allowed} "
-                                      "(an alias bomb?); not loaded")
-        return loader.construct_document(node)
+        node = _bounded_node(loader)
+        return None if node is None else loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def compose_yaml(text: str | bytes) -> yaml.Node | None:
+    """The node graph of one document (to find where keys are), alias bombs refused as by ``load_yaml``."""
+    loader = UserDataLoader(text)
+    try:
+        return _bounded_node(loader)
+    finally:
+        loader.dispose()
+
+
+def _bounded_node(loader: Any) -> yaml.Node | None:
+    node = loader.get_single_node()
+    if node is None:
+        return None
+    distinct, expanded = node_counts(node)
+    allowed = 10 * distinct + ALIAS_EXPANSION_ALLOWANCE
+    if expanded > allowed:
+        raise AliasExpansionError(f"aliases expand the document's {distinct} nodes to more than {allowed} "
+                                  "(an alias bomb?); not loaded")
+    return node
 
 
 def node_counts(root: yaml.Node, stop: int = 10**9) -> tuple[int, int]:

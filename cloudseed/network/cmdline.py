@@ -49,8 +49,10 @@ def network_config_from_cmdline(cmdline: str) -> dict | None:
             raise NetworkConfigError(f"kernel command line network-config=: bad gzip data ({e})") from None
     import yaml
 
+    from cloudseed.core.yaml_loading import load_yaml
+
     try:
-        data = yaml.safe_load(blob.decode("utf-8"))
+        data = load_yaml(blob.decode("utf-8"))
     except (UnicodeDecodeError, yaml.YAMLError) as e:
         raise NetworkConfigError(f"kernel command line network-config=: not valid YAML ({e})") from None
     if not isinstance(data, dict):

@@ -40,9 +40,8 @@ class Hetzner(MetadataServiceDatasource):
     )
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
-        import yaml
-
         from cloudseed.core.http import fetch
+        from cloudseed.core.yaml_loading import load_yaml
 
         md_url = str(section.get("metadata_url") or f"{BASE_URL}/metadata")
         ud_url = str(section.get("userdata_url") or f"{BASE_URL}/userdata")
@@ -50,7 +49,7 @@ class Hetzner(MetadataServiceDatasource):
         body = self.get_document(md_url, limits, retries=0, raise_in_network=False)
         if body is None:
             return False
-        md: Any = yaml.safe_load(body.decode("utf-8", "replace"))
+        md: Any = load_yaml(body.decode("utf-8", "replace"))
         if not isinstance(md, dict) or md.get("instance-id") in (None, ""):
             raise ValueError(f"{md_url}: not a Hetzner metadata document (no instance-id)")
         userdata = fetch(ud_url, timeout=limits.timeout, retries=limits.retries, max_bytes=MAX_DOCUMENT,

@@ -67,6 +67,8 @@ def check_contents(found: dict[str, bytes], where: str) -> dict[str, Any]:
     """``{"metadata", "userdata", "vendordata"}`` from the files read (by path); MAASError when malformed."""
     import yaml
 
+    from cloudseed.core.yaml_loading import load_yaml
+
     missing = [path for path, required in FILES if required and path not in found]
     if missing:
         raise MAASError(f"{where}: missing required {', '.join(missing)}")
@@ -77,7 +79,7 @@ def check_contents(found: dict[str, bytes], where: str) -> dict[str, Any]:
     vendor: Any = None
     if found.get("meta-data/vendor-data"):
         try:
-            vendor = yaml.safe_load(found["meta-data/vendor-data"])
+            vendor = load_yaml(found["meta-data/vendor-data"])
         except yaml.YAMLError as e:
             raise MAASError(f"{where}/meta-data/vendor-data: not YAML ({str(e).splitlines()[0]})") from None
     return {"metadata": md, "userdata": found.get("user-data"), "vendordata": vendor}
@@ -237,6 +239,7 @@ class MAAS(Datasource):
         import yaml
 
         from cloudseed.core.http import FetchError, fetch
+        from cloudseed.core.yaml_loading import load_yaml
 
         try:
             body = fetch(url, timeout=10, retries=3, max_bytes=MAX_FILE, max_wait=60)
@@ -246,7 +249,7 @@ class MAAS(Datasource):
         if not text.startswith("#cloud-config"):
             raise MAASError(f"{url}: does not start with '#cloud-config'")
         try:
-            cfg = yaml.safe_load(text)
+            cfg = load_yaml(text)
         except yaml.YAMLError as e:
             raise MAASError(f"{url}: not YAML ({str(e).splitlines()[0]})") from None
         if not isinstance(cfg, dict):

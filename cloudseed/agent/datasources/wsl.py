@@ -45,16 +45,14 @@ class WSLError(Exception):
 
 
 def _run(argv: list[str], timeout: float) -> str | None:
-    import subprocess
+    from cloudseed.core.root import run_on_machine
 
-    try:
-        proc = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        LOG.debug("WSL: %s: %s", argv[0], e)
-        return None
+    proc = run_on_machine(argv, timeout=timeout)
     if proc.returncode != 0:
+        if proc.returncode in (124, 127):
+            LOG.debug("WSL: %s", proc.stderr.strip())
         return None
-    return proc.stdout.decode("utf-8", "replace").strip() or None
+    return proc.stdout.strip() or None
 
 
 class WSL(Datasource):
@@ -143,12 +141,14 @@ class WSL(Datasource):
         """A data file: a YAML mapping as a dict, anything else as its bytes; None when absent."""
         import yaml
 
+        from cloudseed.core.yaml_loading import load_yaml
+
         root = self.ctx.root
         if not root.isfile(inner):
             return None
         data = root.read_bytes(inner)
         try:
-            loaded = yaml.safe_load(data)
+            loaded = load_yaml(data)
         except yaml.YAMLError:
             return data
         return loaded if isinstance(loaded, dict) else data

@@ -83,8 +83,10 @@ def problems(plugin: ModuleType, stem: str, known_keys: set[str] | None = None,
 def _example_problems(text: str) -> list[str]:
     import yaml
 
+    from cloudseed.core.yaml_loading import load_yaml
+
     try:
-        cfg = yaml.safe_load(text)
+        cfg = load_yaml(text)
     except yaml.YAMLError as e:
         return [f"not YAML: {' '.join(str(e).split())}"]
     return [] if isinstance(cfg, dict) else ["not a cloud-config mapping"]

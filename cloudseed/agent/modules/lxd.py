@@ -202,8 +202,10 @@ def storage_drivers(cfg: dict) -> list[str]:
     if cfg.get("preseed"):
         import yaml
 
+        from cloudseed.core.yaml_loading import load_yaml  # aliases bounded: preseed is user-data
+
         try:
-            doc = yaml.safe_load(cfg["preseed"])
+            doc = load_yaml(cfg["preseed"])
         except yaml.YAMLError as e:
             raise ModuleError(f"lxd.preseed: not YAML: {str(e).splitlines()[0]}") from None
         if not isinstance(doc, dict):

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import yaml
 
+from cloudseed.core.yaml_loading import load_yaml
 from cloudseed.provider.registry import InstanceRecord
 from cloudseed.provider.seeds.errors import SeedError
 
@@ -84,7 +85,7 @@ def load_mapping(path: str, what: str) -> dict[str, Any]:
     """A YAML or JSON file that must hold a mapping; errors name the file and line."""
     raw = read_bytes(path, what)
     try:
-        data = yaml.safe_load(raw.decode("utf-8")) if raw.strip() else {}
+        data = load_yaml(raw.decode("utf-8")) if raw.strip() else {}
     except UnicodeDecodeError as error:
         raise SeedError(f"{what} {path}: not UTF-8 text ({error.reason} at byte {error.start})")
     except yaml.YAMLError as error:

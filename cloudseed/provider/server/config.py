@@ -86,9 +86,11 @@ def load_config(path: Optional[str], overrides: dict[str, Any]) -> ServerConfig:
     if path:
         import yaml
 
+        from cloudseed.core.yaml_loading import load_yaml
+
         try:
             with open(path, encoding="utf-8") as handle:
-                raw = yaml.safe_load(handle) or {}
+                raw = load_yaml(handle.read()) or {}
         except OSError as error:
             raise ConfigError(f"{path}: cannot read: {error.strerror}")
         except yaml.YAMLError as error:
