@@ -75,6 +75,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"cloudseed {verb}: {missing_library(e)}", file=sys.stderr)
         return 1
+    finally:
+        if known.root != "/":
+            _wait_for_background_commands()
+
+
+def _wait_for_background_commands() -> None:
+    """A run on a mounted image (``--root DIR``) ends only when nothing it started still holds DIR."""
+    from cloudseed.core.root import wait_for_offline_children
+
+    for line in wait_for_offline_children():
+        print(f"cloudseed: {line}", file=sys.stderr)
 
 
 # import name -> what to install for it (the main dependencies, and the one optional extra)

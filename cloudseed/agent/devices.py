@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import subprocess
+
+from cloudseed.core.root import run_on_machine
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -22,10 +23,7 @@ SEED_FSTYPES = ("iso9660", "vfat")
 
 
 def _blkid(*args: str) -> list[str]:
-    try:
-        proc = subprocess.run(["blkid", *args], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
+    proc = run_on_machine(["blkid", *args], timeout=20)
     return [line.strip() for line in proc.stdout.splitlines() if line.strip()]
 
 
@@ -219,21 +217,15 @@ def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iter
                 shutil.rmtree(target, ignore_errors=True)
             return
         LOG.info("reading %s in userspace failed (%s); mounting it", device, userspace_error)
-        try:
-            proc = subprocess.run(
-                ["mount", "-o", "ro,nosuid,nodev,noexec", "-t", ",".join(fstypes), device, target],
-                capture_output=True, text=True, timeout=30,
-            )
-            mount_error = proc.stderr.strip() or f"mount exited {proc.returncode}" if proc.returncode else ""
-        except (OSError, subprocess.TimeoutExpired) as e:
-            mount_error = str(e)
+        proc = run_on_machine(["mount", "-o", "ro,nosuid,nodev,noexec", "-t", ",".join(fstypes), device, target])
+        mount_error = proc.stderr.strip() or f"mount exited {proc.returncode}" if proc.returncode else ""
         if mount_error:
             raise MountError(f"cannot read {device}: {userspace_error}; and mount failed: "
                              f"{mount_error.splitlines()[0]}")
         try:
             yield target
         finally:
-            subprocess.run(["umount", target], capture_output=True, timeout=30)
+            run_on_machine(["umount", target])
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(target)

@@ -16,12 +16,14 @@ import os
 import random
 import socket
 import struct
-import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from cloudseed.core.root import TargetRoot
+from cloudseed.core.root import TargetRoot, run_on_machine
+
+if TYPE_CHECKING:
+    from subprocess import CompletedProcess
 
 LOG = logging.getLogger("cloudseed.ephemeral")
 
@@ -210,8 +212,8 @@ def _lease_from(interface: str, address: bytes, opts: dict[int, bytes]) -> Lease
 # ---------------------------------------------------------------------------------- interfaces
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10)
+def _ip(*args: str, check: bool = True) -> CompletedProcess:
+    proc = run_on_machine(["ip", *args], timeout=10)
     if check and proc.returncode != 0:
         raise EphemeralError(f"ip {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
     return proc

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 
-from cloudseed.core.root import CommandError, TargetRoot
+from cloudseed.core.root import CommandError, TargetRoot, run_on_machine
 
 KEY_DIR = "/etc/ssh"
 # Keys started early in the boot (local stage) wait here until the ssh module takes them.
@@ -62,8 +61,7 @@ def _run_keygen(root: TargetRoot, keytype: str) -> KeygenResult:
             host_keygen = shutil.which("ssh-keygen")
             if host_keygen is None:
                 return KeygenResult(keytype, inner, False, message="ssh-keygen is not installed")
-            proc = subprocess.run([host_keygen, *argv, root.path(inner)], env=env, capture_output=True,
-                                  text=True, check=False)
+            proc = run_on_machine([host_keygen, *argv, root.path(inner)], env=env, timeout=600)
     except CommandError as e:
         return KeygenResult(keytype, inner, False, message=str(e))
     if proc.returncode != 0:

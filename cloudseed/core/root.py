@@ -4,7 +4,9 @@ A ``TargetRoot`` is pointed at ``/`` in production and at any directory with ``-
 (tests, offline image customisation). Paths given to it are always paths *inside* the
 target system ("/etc/hostname"); they are resolved without ever following a symlink out of
 the root. Writes are atomic (temporary file + rename in the same directory) and set mode and
-owner explicitly. Commands run chrooted into the root when it is not ``/``.
+owner explicitly. Commands run chrooted into the root when it is not ``/``; the few that act on
+the running machine itself (its devices, its network) go through ``run_on_machine`` here too, so no
+other agent file starts a process (``tests/architecture/test_commands.py``).
 """
 
 from __future__ import annotations
@@ -71,6 +73,61 @@ def _remove_stale_temporaries(directory: str, prefix: str) -> None:
 
 # the target's standard PATH (``which``)
 PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+# background commands started in a root other than "/": a run on a mounted image must not end
+# while one of them still holds it (``wait_for_offline_children``)
+_OFFLINE_CHILDREN: list[tuple[str, subprocess.Popen]] = []
+
+
+def wait_for_offline_children(timeout: float = 120.0) -> list[str]:
+    """Wait (at most ``timeout`` s in all) for the background commands started in offline roots;
+    any still running then is killed. Returns one line per command waited for or killed."""
+    import time
+
+    said = []
+    deadline = time.monotonic() + timeout
+    while _OFFLINE_CHILDREN:
+        top, proc = _OFFLINE_CHILDREN.pop(0)
+        if proc.poll() is not None:
+            continue
+        started = time.monotonic()
+        try:
+            proc.wait(timeout=max(0.0, deadline - started))
+            said.append(f"waited {time.monotonic() - started:.1f}s for {proc.args[0]} (pid {proc.pid}) in {top}")
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, 9)      # its own session: the command and what it started
+            except OSError:
+                proc.kill()
+            proc.wait()
+            said.append(f"killed {proc.args[0]} (pid {proc.pid}) in {top}: still running after {timeout:.0f}s")
+    return said
+
+
+def run_on_machine(argv: Sequence[str], *, input: Content | None = None, timeout: float = 30.0,
+                   env: Mapping[str, str] | None = None, text: bool = True) -> subprocess.CompletedProcess:
+    """Run ``argv`` on the running machine itself, never chrooted, and wait for it.
+
+    For what exists only there, whatever the target root: its block devices (``blkid``,
+    ``mount``), its network interfaces (``ip``), its kernel (``modprobe``), a host tool doing work
+    for an offline root (``ssh-keygen``). Never raises for the command: one that cannot start
+    returns 127 and one still running after ``timeout`` seconds is killed and returns 124, each
+    with the reason as its stderr. Output is captured (text with ``errors=replace`` unless ``text``
+    is false).
+    """
+    data = input.encode("utf-8") if isinstance(input, str) else input
+    try:
+        proc = subprocess.run(list(argv), input=data, stdin=None if data is not None else subprocess.DEVNULL,
+                              capture_output=True, timeout=timeout, env=None if env is None else dict(env))
+        out, err, code = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired:
+        out, err, code = b"", f"{argv[0]}: did not finish in {timeout:g}s".encode(), 124
+    except OSError as e:
+        out, err, code = b"", f"{argv[0]}: {e.strerror or e}".encode(), 127
+    if text:
+        return subprocess.CompletedProcess(list(argv), code, out.decode("utf-8", "replace"),
+                                           err.decode("utf-8", "replace"))
+    return subprocess.CompletedProcess(list(argv), code, out, err)
 
 
 class TargetRoot:
@@ -367,7 +424,10 @@ class TargetRoot:
         return result
 
     def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen:
-        """Start ``argv`` on the target in the background, detached: it outlives this process."""
+        """Start ``argv`` on the target in the background, detached: it outlives this process.
+
+        On a root other than ``/`` the command is remembered: ``wait_for_offline_children`` waits
+        for it before the run ends, so nothing holds a mounted image afterwards."""
         run_env = dict(os.environ if env is None else env)
         run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 
@@ -378,9 +438,12 @@ class TargetRoot:
 
         # on the live root no preexec function: without one Python starts the child with vfork,
         # much cheaper than a fork of this process in an emulated boot
-        return subprocess.Popen(list(argv), env=run_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(list(argv), env=run_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, cwd="/",
                                 preexec_fn=None if self.is_live else enter_root)
+        if not self.is_live:
+            _OFFLINE_CHILDREN.append((self.top, proc))
+        return proc
 
     def pipe(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen:
         """Start ``argv`` on the target reading its stdin from a pipe (``.stdin``); its own output

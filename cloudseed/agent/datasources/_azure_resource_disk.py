@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import subprocess
+
+from cloudseed.core.root import run_on_machine
 
 LOG = logging.getLogger("cloudseed.datasources.azure")
 
@@ -76,10 +77,8 @@ def looks_fresh(disk: str) -> bool:
 
 def filesystem_of(node: str) -> str:
     """What blkid's low-level probe says ``node`` holds (``ext4``...), or a phrase when nothing."""
-    try:
-        proc = subprocess.run(["blkid", "-c", "/dev/null", "-p", "-o", "value", "-s", "TYPE", node],
-                              capture_output=True, text=True, timeout=TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
+    proc = run_on_machine(["blkid", "-c", "/dev/null", "-p", "-o", "value", "-s", "TYPE", node], timeout=TIMEOUT)
+    if proc.returncode in (124, 127):  # blkid missing or stuck
         return "no NTFS boot sector"
     return proc.stdout.strip() or "no filesystem blkid knows"
 
@@ -92,12 +91,8 @@ def _mounted_listing(node: str) -> tuple[list[str] | None, str]:
     for fstype in ("ntfs3", "ntfs"):
         target = tempfile.mkdtemp(prefix="cloudseed-ntfs-", dir="/run" if os.path.isdir("/run") else None)
         try:
-            try:
-                proc = subprocess.run(["mount", "-o", "ro,nosuid,nodev,noexec", "-t", fstype, node, target],
-                                      capture_output=True, text=True, timeout=TIMEOUT)
-            except (OSError, subprocess.TimeoutExpired) as e:
-                errors.append(f"mount -t {fstype}: {e}")
-                continue
+            proc = run_on_machine(["mount", "-o", "ro,nosuid,nodev,noexec", "-t", fstype, node, target],
+                                  timeout=TIMEOUT)
             if proc.returncode != 0:
                 lines = (proc.stderr or proc.stdout).strip().splitlines()
                 errors.append(f"mount -t {fstype}: {lines[0] if lines else f'exit {proc.returncode}'}")
@@ -105,7 +100,7 @@ def _mounted_listing(node: str) -> tuple[list[str] | None, str]:
             try:
                 return os.listdir(target), ""
             finally:
-                subprocess.run(["umount", target], capture_output=True, timeout=TIMEOUT)
+                run_on_machine(["umount", target], timeout=TIMEOUT)
         finally:
             try:
                 os.rmdir(target)
@@ -118,10 +113,9 @@ def _ntfsls_listing(node: str) -> list[str]:
     tool = shutil.which("ntfsls")
     if tool is None:
         raise FileNotFoundError("ntfsls")
-    try:
-        proc = subprocess.run([tool, node], capture_output=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise NtfsReadError(f"ntfsls {node} did not finish in {TIMEOUT}s") from None
+    proc = run_on_machine([tool, node], timeout=TIMEOUT, text=False)
+    if proc.returncode == 124:
+        raise NtfsReadError(f"ntfsls {node} did not finish in {TIMEOUT}s")
     if proc.returncode != 0:
         lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise NtfsReadError(f"ntfsls {node} exited {proc.returncode}" + (f": {lines[0]}" if lines else ""))

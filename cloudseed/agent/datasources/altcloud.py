@@ -101,15 +101,14 @@ class AltCloud(Datasource):
     @staticmethod
     def _floppy() -> str | None:
         import os
-        import subprocess
+
+        from cloudseed.core.root import run_on_machine
 
         if not os.path.exists(FLOPPY):
-            try:
-                subprocess.run(["modprobe", "floppy"], capture_output=True, timeout=10, check=False)
-                subprocess.run(["udevadm", "settle", f"--exit-if-exists={FLOPPY}", "--timeout=5"],
-                               capture_output=True, timeout=10, check=False)
-            except (OSError, subprocess.TimeoutExpired) as e:
-                LOG.warning("AltCloud: could not load the floppy driver: %s", e)
+            loaded = run_on_machine(["modprobe", "floppy"], timeout=10)
+            if loaded.returncode in (124, 127):
+                LOG.warning("AltCloud: could not load the floppy driver: %s", loaded.stderr.strip())
+            run_on_machine(["udevadm", "settle", f"--exit-if-exists={FLOPPY}", "--timeout=5"], timeout=10)
         if not os.path.exists(FLOPPY):
             LOG.warning("AltCloud: RHEV, but there is no %s", FLOPPY)
             return None

@@ -67,13 +67,9 @@ def _hash_password(password: str) -> str | None:
 
         return crypt.crypt(password, crypt.mksalt(crypt.METHOD_SHA512))
     except ImportError:
-        import subprocess
+        from cloudseed.core.root import run_on_machine
 
-        try:
-            proc = subprocess.run(["openssl", "passwd", "-6", "-stdin"], input=password, capture_output=True,
-                                  text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
+        proc = run_on_machine(["openssl", "passwd", "-6", "-stdin"], input=password, timeout=10)
         return proc.stdout.strip() if proc.returncode == 0 else None
 
 

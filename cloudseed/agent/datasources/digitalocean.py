@@ -17,7 +17,6 @@ import contextlib
 import json
 import logging
 import random
-import subprocess
 import time
 from typing import Any, Iterator
 
@@ -83,15 +82,17 @@ def link_local(ctx: DatasourceContext) -> Iterator[None]:
     if not nic or _has_ipv4(nic):
         yield
         return
+    from cloudseed.core.root import run_on_machine  # the machine's NIC, whatever the target root
+
     address = f"169.254.{random.randint(1, 168)}.{random.randint(0, 255)}/16"
-    added = subprocess.run(["ip", "addr", "add", address, "dev", nic], capture_output=True).returncode == 0
-    subprocess.run(["ip", "link", "set", "dev", nic, "up"], capture_output=True)
+    added = run_on_machine(["ip", "addr", "add", address, "dev", nic], timeout=10).returncode == 0
+    run_on_machine(["ip", "link", "set", "dev", nic, "up"], timeout=10)
     LOG.debug("DigitalOcean: link-local %s on %s: %s", address, nic, "added" if added else "failed")
     try:
         yield
     finally:
         if added:
-            subprocess.run(["ip", "addr", "del", address, "dev", nic], capture_output=True)
+            run_on_machine(["ip", "addr", "del", address, "dev", nic], timeout=10)
 
 
 class DigitalOcean(MetadataServiceDatasource):

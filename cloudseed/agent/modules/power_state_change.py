@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
 
@@ -105,6 +104,5 @@ def schedule(ctx: ModuleContext, argv: list[str], condition: str = "true", timeo
         f"pid={os.getpid()}; i=0; while kill -0 \"$pid\" 2>/dev/null && [ $i -lt {timeout} ]; do "
         f"sleep 1; i=$((i+1)); done; if ( {condition} ); then exec {shlex.join(argv)}; fi"
     )
-    subprocess.Popen(["/bin/sh", "-c", waiter], start_new_session=True,
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ctx.root.spawn(["/bin/sh", "-c", waiter])
     ctx.log.info("will run %s once the agent has exited", shlex.join(argv))

@@ -103,7 +103,7 @@ def test_the_timeout_bounds_the_wait_for_the_agent(chrooted):
 
 def test_an_offline_root_only_says_what_it_would_run(target, caplog, monkeypatch):
     started = []
-    monkeypatch.setattr(power_state.subprocess, "Popen", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(type(target), "spawn", lambda *a, **k: started.append(a))
     with caplog.at_level(logging.INFO):
         result, _ = run(target, "power_state_change", {"power_state": {"mode": "poweroff", "message": "bye"}},
                         stage="final")

@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
@@ -406,3 +407,38 @@ def test_local_stage_starts_only_fast_key_types_early():
     assert hostkeys.early_types(["rsa"]) == ["rsa"]
     assert hostkeys.early_types(["rsa", "dsa", "bogus"]) == ["rsa", "dsa"]
     assert hostkeys.early_types(["ed25519", "ed25519"]) == ["ed25519"]
+
+
+def _processes_inside(top: str) -> list[str]:
+    """Processes whose root or working directory is ``top`` or below it (what would keep it busy)."""
+    busy = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for link in ("root", "cwd"):
+            try:
+                where = os.readlink(f"/proc/{pid}/{link}")
+            except OSError:
+                continue
+            if where == top or where.startswith(top + "/"):
+                busy.append(f"{pid} ({link} {where})")
+    return busy
+
+
+def test_a_root_run_leaves_no_process_holding_the_root(chroot):
+    """``cloudseed --root DIR boot`` on a mounted image: the host-key processes the local stage starts in
+    the background (RSA among them) are waited for before the command exits, so ``umount DIR`` works at
+    once (it failed as busy while a deferred RSA key was still being generated)."""
+    for name in chroot.listdir("/etc/ssh"):
+        if name.startswith("ssh_host_"):
+            chroot.remove(f"/etc/ssh/{name}")
+    chroot.write("/etc/cloudseed/cloud.cfg.d/00-modules.cfg",
+                 "network: {config: disabled}\ncloud_init_modules: [ssh]\ncloud_config_modules: []\n"
+                 "cloud_final_modules: []\n")
+    chroot.write("/var/lib/cloud/seed/nocloud/meta-data", "instance-id: iid-busy\n")
+    chroot.write("/var/lib/cloud/seed/nocloud/user-data", "#cloud-config\n{}\n")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "--root", chroot.top, "boot"], cwd=repo,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert _processes_inside(chroot.top) == []
+    for keytype in ("rsa", "ecdsa", "ed25519"):
+        assert chroot.isfile(f"/etc/ssh/ssh_host_{keytype}_key.pub"), keytype
