@@ -5,12 +5,14 @@ network stages are ``init``). TARGET is a string for both streams, a list ``[std
 a mapping ``{output: ..., error: ...}``; ``error: "&1"`` sends stderr where stdout goes. Each
 stream target is ``"> FILE"`` (truncate), ``">> FILE"`` (append; also a bare path) or
 ``"| COMMAND"`` (a shell command on the target, fed on its stdin, as ``| tee -a FILE``).
-Files and commands live in the target root. A target that cannot be opened is a warning and the
+Files and commands live in the target root; cloud-init's log paths (``/var/log/cloud-init-output.log``),
+links to our logs, lead to those. A target that cannot be opened is a warning and the
 stream stays where it was; the boot goes on.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -121,9 +123,16 @@ class Redirection:
             return os.dup(proc.stdin.fileno())
         if not arg.startswith("/"):
             raise ValueError("the file must be an absolute path")
+        arg = _our_log(self.root, arg)
         self.root.makedirs(os.path.dirname(arg) or "/")
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if op == ">>" else os.O_TRUNC)
-        return os.open(self.root.path_nofollow(arg), flags, 0o640)
+        try:
+            return os.open(self.root.path_nofollow(arg), flags, 0o640)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise ValueError("it is a symbolic link (output goes only to a file, or to cloud-init's "
+                                 "log paths, which lead to ours)") from None
+            raise OSError(e.errno, e.strerror) from None   # without the path on this machine
 
     def restore(self, wait: float = 5.0) -> None:
         """Put stdout/stderr back; commands fed by the redirection see the end of their input."""
@@ -146,6 +155,23 @@ class Redirection:
             except Exception:  # a command that does not end with its input is left running
                 LOG.warning("output command %s still running after its input ended", proc.args)
         self.procs = []
+
+
+def _our_log(root: TargetRoot, path: str) -> str:
+    """cloud-init's log paths are our compatibility links to our own logs: the log they lead to.
+
+    Any other link is still refused (the file is opened without following its last component), so
+    user-data cannot send the agent's output through a link to somewhere else."""
+    from cloudseed.agent.compat_paths import LINKS
+
+    inner = os.path.normpath(path)
+    target = LINKS.get(inner)
+    if target is None or not inner.startswith("/var/log/"):
+        return path
+    try:
+        return target if os.readlink(root.path_nofollow(inner)) == target else path
+    except OSError:       # not there yet, or a real file an earlier cloud-init left: written as it is
+        return path
 
 
 def _simple(command: str) -> bool:

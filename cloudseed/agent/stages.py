@@ -109,7 +109,7 @@ def _consume_userdata(state: BootState, data: dict, errors: list[str], warnings:
 def _module_context(state: BootState, stage: str, cfg: dict, data: dict) -> ModuleContext:
     iid = state.instance_id or "iid-datasource-none"
     return ModuleContext(root=state.root, paths=state.paths, cfg=cfg, instance_id=iid, stage=stage,
-                         datasource=state.datasource, instance_data=data)
+                         datasource=state.datasource, instance_data=data, system_cfg=state.system_cfg)
 
 
 def _combined_config(state: BootState, warnings: list[str]) -> dict:

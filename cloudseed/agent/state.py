@@ -142,23 +142,52 @@ def read_json(root: TargetRoot, inner: str) -> Any:
         return None
 
 
-def json_text(data: Any) -> str:
-    """``data`` as ``write_json`` writes it."""
-    return json.dumps(data, indent=1, sort_keys=True, default=_json_default) + "\n"
+def json_text(data: Any, sort_keys: bool = True) -> str:
+    """``data`` as ``write_json`` writes it: any value YAML can give (``json_ready``)."""
+    return json.dumps(json_ready(data), indent=1, sort_keys=sort_keys) + "\n"
 
 
 def write_json(root: TargetRoot, inner: str, data: Any, mode: int = 0o644) -> None:
     root.write(inner, json_text(data), mode=mode)
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, bytes):
+def json_ready(value: Any) -> Any:
+    """``value`` with everything JSON cannot hold made into something it can.
+
+    User-data's YAML can hold what JSON cannot: ``!!binary`` (bytes, written ``ci-b64:<base64>`` as
+    cloud-init writes them in instance data), dates and times (ISO 8601 text), ``!!set`` (a list),
+    and keys that are not strings (integers, dates, booleans, null: their text, as JSON writes an
+    integer key). Sorting keys of mixed types (``{1: a, b: c}``) then works too.
+    """
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {_json_key(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [json_ready(v) for v in value]
+        try:
+            return sorted(items)
+        except TypeError:
+            return sorted(items, key=repr)
+    if isinstance(value, (bytes, bytearray)):
         import base64
 
-        return "ci-b64:" + base64.b64encode(value).decode("ascii")
-    if isinstance(value, (set, tuple)):
-        return list(value)
+        return "ci-b64:" + base64.b64encode(bytes(value)).decode("ascii")
+    isoformat = getattr(value, "isoformat", None)
+    if callable(isoformat):
+        return isoformat()
     return str(value)
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool) or key is None:
+        return json.dumps(key)          # true, false, null: as JSON writes such a key
+    ready = json_ready(key)
+    return ready if isinstance(ready, str) else str(ready)
 
 
 class Semaphores:

@@ -13,11 +13,10 @@ are kept in the instance directory, keyed by the config, the os-release and the 
 
 from __future__ import annotations
 
-import json
 import logging
 
 from cloudseed.agent.config import merge_config
-from cloudseed.agent.state import SCRIPT_DIRS
+from cloudseed.agent.state import SCRIPT_DIRS, json_text
 from cloudseed.core.root import CommandError
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
@@ -51,7 +50,7 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache, root=root,
                             kept_yaml=kept)
     errors.extend(f"user-data: {e}" if not e.startswith("user-data") else e for e in user.errors)
-    _write_changed(root, f"{idir}/user-data.processed.json", json.dumps(user.to_json(), indent=1))
+    _write_changed(root, f"{idir}/user-data.processed.json", json_text(user.to_json(), sort_keys=False))
 
     policy = vendor_data_policy(merge_config(state.system_cfg, user.cloud_config or {}))
     if policy.problem:
@@ -64,7 +63,7 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
             vendor = process_userdata(blob, instance_data=data, include_cache_dir=cache, root=root,
                                       excluded_types=policy.disabled_handlers, kept_yaml=kept)
             errors.extend(f"{name}: {e}" for e in vendor.errors)
-            _write_changed(root, f"{idir}/{name}.processed.json", json.dumps(vendor.to_json(), indent=1))
+            _write_changed(root, f"{idir}/{name}.processed.json", json_text(vendor.to_json(), sort_keys=False))
             if vendor.cloud_config:
                 vendor_cfgs.append(vendor.cloud_config)
             _place_scripts(state, idir, vendor, vendor=True)
@@ -81,7 +80,7 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
         vendor_cfg = merge_vendor_under_user(vendor_cfg, one) if vendor_cfg else one
     user_cfg = merge_vendor_under_user(vendor_cfg, user.cloud_config) if vendor_cfg else (user.cloud_config or {})
     _validate(user_cfg, warnings, root, cache=f"{idir}/cloud-config.checked.json")
-    _write_changed(root, f"{idir}/cloud-config.json", json.dumps(user_cfg, indent=1, default=str))
+    _write_changed(root, f"{idir}/cloud-config.json", json_text(user_cfg, sort_keys=False))
     # a datasource's own config (Azure's admin user) sits over the system config, under user-data
     return merge_config(merge_config(state.system_cfg, ds.extra.get("cloud_config") or {}), user_cfg)
 
@@ -150,7 +149,7 @@ def _validation_key(cfg: dict, root: Any) -> str:
 
     import cloudseed
 
-    parts = [json.dumps(cfg, sort_keys=True, default=str), cloudseed.__version__]
+    parts = [json_text(cfg), cloudseed.__version__]
     if root is not None:
         parts += [root.read_text(name, default="") for name in ("/etc/os-release", "/usr/lib/os-release")]
     for name in ("cloudseed.agent.schema", "cloudseed.agent.modules"):
@@ -190,4 +189,4 @@ def _validate(cfg: dict, warnings: list[str], root: Any = None, cache: str | Non
              validate_config(cfg, os_release=read_os_release(root) if root is not None else None, show_values=False)]
     warnings.extend(found)
     if key:
-        _write_changed(root, cache, json.dumps({"key": key, "warnings": found}, indent=1))
+        _write_changed(root, cache, json_text({"key": key, "warnings": found}))

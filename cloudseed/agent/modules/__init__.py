@@ -64,10 +64,13 @@ class ModuleContext:
     """Everything a module may use: the root, the merged config, the instance, the distro."""
 
     def __init__(self, root: TargetRoot, paths: Paths, cfg: dict, instance_id: str, stage: str,
-                 datasource: Any = None, instance_data: dict | None = None):
+                 datasource: Any = None, instance_data: dict | None = None, system_cfg: dict | None = None):
         self.root = root
         self.paths = paths
         self.cfg = cfg
+        # the image's own configuration, without vendor-data and user-data: for the few settings
+        # that bound what user-data may do, which user-data itself must not change
+        self.system_cfg = cfg if system_cfg is None else system_cfg
         self.instance_id = instance_id
         self.stage = stage
         self.datasource = datasource  # cloudseed.agent.datasources.Datasource, or None offline

@@ -3,6 +3,11 @@
 Each entry is written atomically through the target root. A bad entry is reported with its
 index and path and the other entries are still written. Entries with ``defer: true`` are left
 to ``write_files_deferred`` in the final stage (after users exist).
+
+One entry's content is at most 64 MiB once decoded; everything one boot's ``write_files`` and
+``write_files_deferred`` write together is at most ``write_files_max_total`` (256 MiB unless the
+image's configuration says otherwise: user-data cannot raise it). An entry that would go past it
+is not written and named in the error; later entries that still fit are written.
 """
 
 from __future__ import annotations
@@ -75,6 +80,9 @@ class EntryError(Exception):
 
 
 MAX_DECODED_BYTES = 64 * 1024 * 1024  # one entry's content after base64 and gzip
+TOTAL_KEY = "write_files_max_total"  # image configuration only
+DEFAULT_MAX_TOTAL = 256 * 1024 * 1024  # all entries of one boot, both stages
+WRITTEN_THIS_BOOT = "write_files.bytes"  # in the run directory: what this boot's entries wrote so far
 
 
 def decode_content(content: Any, encoding: str | None, where: str, limit: int = MAX_DECODED_BYTES) -> bytes:
@@ -136,11 +144,41 @@ def parse_permissions(value: Any, where: str) -> int:
         raise EntryError(f"{where}.permissions: not an octal mode such as '0644'") from None
 
 
+def total_limit(ctx: ModuleContext) -> int:
+    """The image's ``write_files_max_total`` in bytes; user-data or vendor-data changing it is a warning."""
+    value = ctx.system_cfg.get(TOTAL_KEY, DEFAULT_MAX_TOTAL)
+    if TOTAL_KEY in ctx.cfg and ctx.cfg[TOTAL_KEY] != value:
+        ctx.warn(f"{TOTAL_KEY}: only the image's configuration sets it; user-data and vendor-data cannot "
+                 f"(the limit stays {_mib(value) if isinstance(value, int) else value})")
+    if value == DEFAULT_MAX_TOTAL:
+        return DEFAULT_MAX_TOTAL
+    from cloudseed.agent.disks import human_bytes
+
+    try:
+        return human_bytes(value, TOTAL_KEY)
+    except ValueError as e:
+        ctx.warn(f"{e}; using {_mib(DEFAULT_MAX_TOTAL)}")
+        return DEFAULT_MAX_TOTAL
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):g} MiB"
+
+
+def _written_before(ctx: ModuleContext) -> int:
+    try:
+        return int(ctx.root.read_text(ctx.paths.run(WRITTEN_THIS_BOOT)).strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
 def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
     if not isinstance(entries, list):
         raise ModuleError("write_files: expected a list of files")
     failures = []
     written = 0
+    limit, total = total_limit(ctx), _written_before(ctx)
+    start_total = total
     for index, entry in enumerate(entries):
         where = f"write_files[{index}]"
         if not isinstance(entry, dict):
@@ -161,11 +199,17 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
             continue
         try:
             data = decode_content(entry.get("content"), entry.get("encoding"), where)
+            if total + len(data) > limit:
+                failures.append(f"{where}: its {_mib(len(data))} would take this boot's write_files past "
+                                f"{_mib(limit)} ({_mib(total)} written before it; {TOTAL_KEY} in the image's "
+                                "configuration); not written")
+                continue
             mode = parse_permissions(entry.get("permissions"), where)
             owner, _, group = str(entry.get("owner") or DEFAULT_OWNER).partition(":")
             ctx.root.write(path, data, mode=mode, owner=owner or None, group=group or None,
                            append=as_bool(entry.get("append"), False))
             written += 1
+            total += len(data)
         except EntryError as e:
             failures.append(str(e))
         except RootError as e:
@@ -175,6 +219,8 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
             failures.append(f"{where}: {e.strerror or e}")
         except Exception as e:  # noqa: BLE001 - one entry's surprise never costs the others
             failures.append(f"{where}: cannot be written ({type(e).__name__})")
+    if total != start_total:
+        ctx.root.write(ctx.paths.run(WRITTEN_THIS_BOOT), f"{total}\n", mode=0o600)
     ctx.log.info("wrote %d file(s)", written)
     if failures:
         raise ModuleError("; ".join(failures))
