@@ -43,10 +43,23 @@ def setup_logging(root: TargetRoot, debug: bool = False, stage: str | None = Non
         logger.warning("cannot open %s: %s", LOG_FILE, e)
 
 
-def console(message: str) -> None:
-    """A line for the console (stderr goes to the console from the systemd units)."""
+# the stderr this process started with while ``output:`` sends fd 2 to a file or a command
+# (cloudseed.agent.output sets it): console lines go there, never into that file
+CONSOLE_FD: list[int] = []
+
+
+def console(message: str, secret: bool = False) -> None:
+    """A line for the console (stderr goes to the console from the systemd units).
+
+    A ``secret`` line (a generated password) goes to the stderr the process started with even
+    while ``output:`` sends stderr to a file: it must never land in an output log (cloud-init's
+    CVE-2021-3429)."""
+    text = message.rstrip("\n") + "\n"
     try:
-        sys.stderr.write(message.rstrip("\n") + "\n")
+        if secret and CONSOLE_FD:
+            os.write(CONSOLE_FD[0], text.encode("utf-8", "replace"))
+            return
+        sys.stderr.write(text)
         sys.stderr.flush()
     except (OSError, ValueError):
         pass

@@ -97,6 +97,9 @@ class Redirection:
             return
         _flush()
         self.saved = (os.dup(1), os.dup(2))
+        from cloudseed.agent.log import CONSOLE_FD
+
+        CONSOLE_FD[:] = [self.saved[1]]     # console lines (generated passwords) bypass the redirection
         opened: dict[str, int] = {}
         for fd, target in ((1, spec[0]), (2, spec[1])):
             if target is None:
@@ -139,6 +142,9 @@ class Redirection:
         if self.saved is None:
             return
         _flush()
+        from cloudseed.agent.log import CONSOLE_FD
+
+        CONSOLE_FD.clear()
         os.dup2(self.saved[0], 1)
         os.dup2(self.saved[1], 2)
         os.close(self.saved[0])

@@ -107,10 +107,11 @@ class ModuleContext:
         self.log.warning("%s", message)
         self.warnings.append(text)
 
-    def console(self, message: str) -> None:
+    def console(self, message: str, secret: bool = False) -> None:
+        """A line for the console; ``secret`` (a generated password): the console only, never a log."""
         from cloudseed.agent.log import console
 
-        console(message)
+        console(message, secret=secret)
 
 
 class ModuleResult:

@@ -161,7 +161,8 @@ def handle(ctx: ModuleContext) -> None:
     randoms = [(user, password) for user, password, kind in applied if kind == "random"]
     if randoms:
         # console only: this text must never reach the log file or instance data
-        ctx.console("Set the following 'random' passwords\n" + "\n".join(f"{u}:{p}" for u, p in randoms))
+        ctx.console("Set the following 'random' passwords\n" + "\n".join(f"{u}:{p}" for u, p in randoms),
+                    secret=True)
     if applied:
         ctx.log.info("set passwords for %s", ", ".join(sorted({u for u, _, _ in applied})))
     if expire:
