@@ -38,6 +38,9 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     assert ds is not None
     root, paths = state.root, state.paths
     idir = paths.instance_dir(ds.instance_id)
+    from cloudseed.agent import userdata_trust
+
+    userdata_trust.check(state.system_cfg, ds, errors)  # refused (unsigned, badly signed) blobs become None
     cache = IncludeCache(root, f"{idir}/include-once")  # written through the root, 0600
 
     for name, blob in (("user-data", ds.userdata_raw), ("vendor-data", ds.vendordata_raw),
@@ -50,6 +53,9 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache, root=root,
                             kept_yaml=kept)
     errors.extend(f"user-data: {e}" if not e.startswith("user-data") else e for e in user.errors)
+    if userdata_trust.settings_in(user.cloud_config):
+        warnings.append(f"user-data: {', '.join(userdata_trust.settings_in(user.cloud_config))}: only the "
+                        "image's configuration sets them; ignored here")
     _write_changed(root, f"{idir}/user-data.processed.json", json_text(user.to_json(), sort_keys=False))
 
     policy = vendor_data_policy(merge_config(state.system_cfg, user.cloud_config or {}))

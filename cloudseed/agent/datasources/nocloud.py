@@ -28,6 +28,8 @@ SEED_DIRS = (
     "/var/lib/cloud/seed/nocloud-net",
 )
 SEED_FILES = ("meta-data", "user-data", "vendor-data", "network-config")
+# signed user-data (``cloudseed.agent.userdata_trust``): each signature beside its data
+SIGNATURE_FILES = {"user-data": "user-data.sig", "vendor-data": "vendor-data.sig"}
 LABEL = "cidata"  # the default of datasource.NoCloud.fs_label
 # ds=nocloud or ds=nocloud-net, alone or with ;key=value items ("ds=" as written, the name in any case)
 DS_ARGUMENT = tuple(f"ds={anycase(kind)}{rest}" for kind in ("nocloud", "nocloud-net") for rest in ("", ";*"))
@@ -82,6 +84,7 @@ def _read_dir(read, source: str) -> dict[str, Any] | None:
         seed["meta-data"] = _load_meta(files["meta-data"], f"{source}/meta-data")
     seed["user-data"] = files["user-data"]
     seed["vendor-data"] = files["vendor-data"]
+    seed["signatures"] = {kind: read(name) for kind, name in SIGNATURE_FILES.items()}
     if files["network-config"]:
         seed["network-config"] = _load_meta(files["network-config"], f"{source}/network-config")
     return seed
@@ -159,6 +162,7 @@ class NoCloud(Datasource):
         found: list[str] = []
         meta: dict[str, Any] = {}
         data: dict[str, Any] = {"user-data": None, "vendor-data": None, "network-config": None}
+        signatures: dict[str, Any] = {}
 
         def take(seed: dict[str, Any]) -> None:
             # earlier sources win for meta-data keys; files replace
@@ -167,6 +171,8 @@ class NoCloud(Datasource):
             for key in ("user-data", "vendor-data", "network-config"):
                 if seed.get(key) is not None:
                     data[key] = seed[key]
+                    if key in SIGNATURE_FILES:  # a signature goes with the data it came with
+                        signatures[key] = (seed.get("signatures") or {}).get(key)
             self.warnings.extend(seed.get("warnings", []))
             found.append(seed["source"])
 
@@ -211,6 +217,9 @@ class NoCloud(Datasource):
         self.subplatform = ("config-disk" if any(f.startswith("/dev/") for f in found) else "seed-dir") \
             + f" ({','.join(found)})"
         self.raw = {"meta_data": meta}
+        found_signatures = {k: v.decode("ascii", "replace") for k, v in signatures.items() if v}
+        if found_signatures:
+            self.extra["signatures"] = found_signatures
         return True
 
     def _first_local_seed(self) -> dict[str, Any] | None:
@@ -264,7 +273,8 @@ class NoCloud(Datasource):
             timeout, retries, max_wait = 5.0, 2, 20.0
         deadline = time.monotonic() + max_wait
         files: dict[str, bytes | None] = {}
-        for name in SEED_FILES:
+        names = SEED_FILES + (tuple(SIGNATURE_FILES.values()) if wants_signatures(self.ctx.cfg) else ())
+        for name in names:
             left = deadline - time.monotonic()
             if left <= 0:
                 LOG.warning("NoCloud seed %s: out of time (max_wait %gs) before %s", seedfrom, max_wait, name)
@@ -281,6 +291,11 @@ class NoCloud(Datasource):
         if seed is None:
             raise SeedError(f"seedfrom {seedfrom}: neither meta-data nor user-data could be read")
         return seed
+
+
+def wants_signatures(cfg: dict) -> bool:
+    """Does the image check signed user-data (so a network seed's signatures are worth a request)?"""
+    return bool(cfg.get("trusted_userdata_keys") or cfg.get("require_signed_userdata"))
 
 
 def _read_limited(path: str) -> bytes:
