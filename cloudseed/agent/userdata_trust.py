@@ -71,6 +71,17 @@ def check(system_cfg: dict, ds: Any, errors: list[str]) -> None:
         LOG.info("%s: signature verified (%s...)", name, signer[:40])
 
 
+def wants_signatures(cfg: dict) -> bool:
+    """Does the image check signed user-data (so a datasource's signature files are worth reading)?"""
+    return bool(cfg.get(KEYS_SETTING) or cfg.get(REQUIRE_SETTING))
+
+
+def keep_signature(ds: Any, kind: str, signature: bytes | None) -> None:
+    """Record the signature a datasource found beside ``kind`` (``user-data``, ``vendor-data``)."""
+    if signature:
+        ds.extra.setdefault("signatures", {})[kind] = signature.decode("ascii", "replace")
+
+
 def settings_in(cfg: dict | None) -> list[str]:
     """The trust settings a user-data or vendor-data config tries to set (they are ignored there)."""
     return [k for k in (KEYS_SETTING, REQUIRE_SETTING) if isinstance(cfg, dict) and k in cfg]

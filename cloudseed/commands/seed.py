@@ -3,6 +3,8 @@
 From files (``--instance-id ID [--hostname] [--meta-data] [--user-data] [--vendor-data]
 [--network-config] [--ssh-key]``) or from an instance in the metadata server's registry
 (``--db URL --instance ID``), as ISO 9660 (Joliet + Rock Ridge) or VFAT. Same input, same bytes.
+Signed user-data: a seed from the registry is signed with the registry's key (``--no-sign``: not),
+any seed with ``--sign-key KEY`` (``ssh-keygen -Y sign``); the signatures go beside the data.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                        help="an OpenSSH public key file (repeatable)")
     build.add_argument("--db", metavar="URL", help="metadata server registry (sqlite path or postgresql URL)")
     build.add_argument("--instance", metavar="ID", help="instance to take from --db")
+    build.add_argument("--sign-key", metavar="KEY",
+                       help="sign the user-data with this SSH key (ssh-keygen -Y sign: a private key, or a "
+                       "public key whose private half ssh-agent holds); with --db the registry's key signs "
+                       "unless this is given")
+    build.add_argument("--no-sign", action="store_true", help="with --db: an unsigned seed")
     build.add_argument("--epoch", type=int, metavar="SECONDS",
                        help="timestamp stored in the image (default SOURCE_DATE_EPOCH or 2000-01-01)")
     build.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -57,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
                                    args.vendor_data, args.network_config, args.ssh_key)
         else:
             raise SeedError("give --instance-id ID (and files), or --db URL --instance ID")
+        spec.signer = _signer(args, spec.instance_id)
         summary = build_seed(args.kind, args.fs, spec, args.output, args.epoch)
     except SeedError as error:
         print(f"cloudseed seed: error: {error}", file=sys.stderr)
@@ -67,3 +75,32 @@ def run(args: argparse.Namespace) -> int:
         print(f"{summary['path']}: {summary['kind']} seed, {summary['fs']}, label {summary['label']}, "
               f"{len(summary['files'])} files, {summary['size']} bytes")
     return 0
+
+
+def _signer(args: argparse.Namespace, instance_id: str):
+    """(kind, data) -> signature for the seed: the user's key (ssh-keygen), the registry's, or None."""
+    from cloudseed.core.userdata_signatures import SignatureError, sign_with_ssh_keygen
+    from cloudseed.provider.seeds.errors import SeedError
+
+    if args.sign_key:
+        def sign(kind: str, data: bytes) -> str:
+            try:
+                return sign_with_ssh_keygen(args.sign_key, kind, instance_id, data)
+            except SignatureError as e:
+                raise SeedError(f"--sign-key: {e}") from None
+
+        return sign
+    if not args.db or args.no_sign:
+        return None
+    from cloudseed.provider.registry import RegistryError, open_registry
+    from cloudseed.provider.userdata_signing import shared_signer
+
+    try:
+        registry = open_registry(args.db, create=False)
+    except (RegistryError, OSError) as error:
+        raise SeedError(f"--db {args.db}: {error}") from None
+    try:
+        signer = shared_signer(registry)
+    finally:
+        registry.close()
+    return lambda kind, data: signer.sign(kind, instance_id, data)

@@ -1,8 +1,13 @@
-"""``cloudseed userdata show FILE``: what a user-data blob becomes, without running any of it.
+"""``cloudseed userdata show|sign|verify|key``: what a user-data blob becomes; signed user-data.
 
-Prints the merged cloud-config and the scripts, boothooks and part-handlers by the names they
-would be stored under (``--json`` for a machine-readable object), then the errors. Exits 1 when
-there were errors, so it can check user-data before a boot.
+``show FILE`` prints the merged cloud-config and the scripts, boothooks and part-handlers by the
+names they would be stored under (``--json`` for a machine-readable object), then the errors. Exits
+1 when there were errors, so it can check user-data before a boot.
+
+``sign FILE --key KEY --instance-id ID`` writes ``FILE.sig``, the signature an image with the key in
+``trusted_userdata_keys`` accepts for that instance (``ssh-keygen -Y sign``; serve or seed it beside
+the data). ``verify`` checks one as the guest does; ``key --db URL`` prints the metadata registry's
+public key (what its servers and ``seed build --db`` sign with).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import argparse
 import json
 import sys
 
-HELP = "show what user-data (or vendor-data) becomes: merged cloud-config, scripts, errors"
+HELP = "show what user-data (or vendor-data) becomes; sign and verify user-data for an instance"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,9 +33,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     show.add_argument("--no-includes", action="store_true", help="do not fetch #include URLs")
     show.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                       help="timeout for each #include fetch (default 10)")
+    sign = sub.add_parser("sign", help="sign user-data for one instance with your SSH key (FILE.sig)")
+    sign.add_argument("file", metavar="FILE", help="the user-data (or vendor-data), exactly as it will be served")
+    sign.add_argument("--key", required=True, metavar="KEY",
+                      help="SSH private key, or a public key whose private half ssh-agent holds")
+    sign.add_argument("--instance-id", required=True, metavar="ID", help="the instance it is for")
+    sign.add_argument("--kind", choices=("user-data", "vendor-data"), default="user-data")
+    sign.add_argument("-o", "--output", metavar="OUT", help="signature file (default FILE.sig; - for stdout)")
+    verify = sub.add_parser("verify", help="check a signature as the guest does (exit 0: valid)")
+    verify.add_argument("file", metavar="FILE")
+    verify.add_argument("--signature", metavar="SIG", help="default FILE.sig")
+    verify.add_argument("--instance-id", required=True, metavar="ID")
+    verify.add_argument("--kind", choices=("user-data", "vendor-data"), default="user-data")
+    verify.add_argument("--trusted-key", required=True, action="append", metavar="PUBKEY",
+                        help="an OpenSSH public key file (repeatable), as trusted_userdata_keys")
+    key = sub.add_parser("key", help="print the metadata registry's user-data signing key (public)")
+    key.add_argument("--db", required=True, metavar="URL", help="registry (sqlite path or postgresql URL)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action in ("sign", "verify", "key"):
+        return _signatures(args)
     from cloudseed.agent.userdata import process_userdata
 
     try:
@@ -89,3 +112,45 @@ def _print_summary(result) -> None:
         out.write(f"\n# {len(result.errors)} error(s):\n")
         for error in result.errors:
             out.write(f"#   {error}\n")
+
+
+def _signatures(args: argparse.Namespace) -> int:
+    from cloudseed.core.userdata_signatures import SignatureError, sign_with_ssh_keygen, verify
+
+    try:
+        if args.action == "key":
+            from cloudseed.provider.registry import RegistryError, open_registry
+            from cloudseed.provider.userdata_signing import shared_signer
+
+            try:
+                registry = open_registry(args.db, create=False)
+            except (RegistryError, OSError) as e:
+                print(f"cloudseed userdata key: --db {args.db}: {e}", file=sys.stderr)
+                return 2
+            try:
+                print(shared_signer(registry).public_key)
+            finally:
+                registry.close()
+            return 0
+        data = _read(args.file)
+        if args.action == "sign":
+            signature = sign_with_ssh_keygen(args.key, args.kind, args.instance_id, data)
+            out = args.output or args.file + ".sig"
+            if out == "-":
+                sys.stdout.write(signature)
+            else:
+                with open(out, "w", encoding="ascii") as handle:
+                    handle.write(signature)
+                print(f"{out}: {args.kind} signed for instance {args.instance_id}")
+            return 0
+        keys = [_read(path).decode("utf-8", "replace") for path in args.trusted_key]
+        signer = verify(data, _read(args.signature or args.file + ".sig"), args.kind, args.instance_id, keys)
+        print(f"good signature by {signer.split()[0]} for instance {args.instance_id}")
+        return 0
+    except OSError as e:
+        print(f"cloudseed userdata {args.action}: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except (SignatureError, ValueError) as e:
+        print(f"cloudseed userdata {args.action}: {e}", file=sys.stderr)
+        return 1
+

@@ -82,8 +82,9 @@ def public_keys(meta: dict) -> list[str]:
     return list(dict.fromkeys(k for k in found if k))
 
 
-def read_tree(read: Reader, versions: list[str], where: str) -> dict[str, Any]:
-    """Read one ``openstack/<version>/`` tree; MetadataError when meta_data.json is unusable."""
+def read_tree(read: Reader, versions: list[str], where: str, signatures: bool = False) -> dict[str, Any]:
+    """Read one ``openstack/<version>/`` tree; MetadataError when meta_data.json is unusable.
+    ``signatures``: also ``user_data.sig`` beside ``user_data`` (signed user-data)."""
     version = choose_version(versions)
     base = f"openstack/{version}"
     tree: dict[str, Any] = {"version": version}
@@ -92,6 +93,8 @@ def read_tree(read: Reader, versions: list[str], where: str) -> dict[str, Any]:
         raise MetadataError(f"{where}/{base}/meta_data.json is missing")
     tree["meta_data"] = load_json(meta_raw, f"{where}/{base}/meta_data.json")
     tree["user_data"] = read(f"{base}/user_data")
+    if signatures and tree["user_data"]:
+        tree["user_data_sig"] = read(f"{base}/user_data.sig")
     for key, name in (("vendor_data", "vendor_data.json"), ("vendor_data2", "vendor_data2.json"),
                       ("network_data", "network_data.json")):
         raw = read(f"{base}/{name}")
@@ -124,6 +127,10 @@ def fill_datasource(ds: Any, tree: dict[str, Any], where: str) -> None:
     ds.metadata = meta
     ds.public_keys = public_keys(meta)
     ds.userdata_raw = tree.get("user_data")
+    if tree.get("user_data_sig"):
+        from cloudseed.agent.userdata_trust import keep_signature
+
+        keep_signature(ds, "user-data", tree["user_data_sig"])
     ds.vendordata_raw = vendordata_bytes(tree.get("vendor_data"), f"{where}/vendor_data.json")
     ds.vendordata2_raw = vendordata_bytes(tree.get("vendor_data2"), f"{where}/vendor_data2.json")
     network = tree.get("network_data")

@@ -351,6 +351,10 @@ class Ec2(Datasource):
             LOG.warning("Ec2: %s/%s/meta-data has no instance-id", imds.base, version)
             return False
         userdata = imds.get(f"{version}/user-data", max_bytes=MAX_USERDATA)
+        from cloudseed.agent.userdata_trust import keep_signature, wants_signatures
+
+        if userdata and wants_signatures(self.ctx.cfg):
+            keep_signature(self, "user-data", imds.get(f"{version}/user-data.sig", max_bytes=16 * 1024))
         identity: dict[str, Any] = {}
         doc = imds.get(f"{version}/dynamic/instance-identity/document")
         if doc:

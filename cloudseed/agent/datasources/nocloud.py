@@ -273,6 +273,8 @@ class NoCloud(Datasource):
             timeout, retries, max_wait = 5.0, 2, 20.0
         deadline = time.monotonic() + max_wait
         files: dict[str, bytes | None] = {}
+        from cloudseed.agent.userdata_trust import wants_signatures
+
         names = SEED_FILES + (tuple(SIGNATURE_FILES.values()) if wants_signatures(self.ctx.cfg) else ())
         for name in names:
             left = deadline - time.monotonic()
@@ -291,11 +293,6 @@ class NoCloud(Datasource):
         if seed is None:
             raise SeedError(f"seedfrom {seedfrom}: neither meta-data nor user-data could be read")
         return seed
-
-
-def wants_signatures(cfg: dict) -> bool:
-    """Does the image check signed user-data (so a network seed's signatures are worth a request)?"""
-    return bool(cfg.get("trusted_userdata_keys") or cfg.get("require_signed_userdata"))
 
 
 def _read_limited(path: str) -> bytes:

@@ -7,6 +7,9 @@ metadata version that has them, and ``ec2/<version>/meta-data.json`` and ``user-
 Every document comes from ``provider/instance_data`` (the metadata server's code, with its one
 version table) applied to ``spec.to_record()``; files given on the command line add to it.
 JSON is written with sorted keys so the same instance always gives the same bytes.
+A spec with a ``signer`` gets each signature beside its data: NoCloud ``user-data.sig`` and
+``vendor-data.sig``, a config drive's ``user_data.sig``/``user-data.sig`` in every version directory
+(its vendor data is JSON the guest unwraps, so it is not signed there).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from cloudseed.core.userdata_signatures import KINDS
+from cloudseed.core.userdata_signatures import SUFFIX as SIGNATURE_SUFFIX
 from cloudseed.provider.instance_data import ec2, nocloud, openstack
 from cloudseed.provider.instance_data.network import network_data, nocloud_network_config
 from cloudseed.provider.instance_data.versions import OPENSTACK_FILES, OPENSTACK_VERSIONS, SERVED_ONLY, has_file
@@ -56,6 +61,10 @@ def nocloud_files(spec: InstanceSpec) -> dict[str, bytes]:
         config = nocloud_network_config(record)
         if config is not None:
             files["network-config"] = yaml.safe_dump(config, sort_keys=True).encode("utf-8")
+    if spec.signer is not None:
+        for kind in KINDS:
+            if files.get(kind):
+                files[kind + SIGNATURE_SUFFIX] = spec.signer(kind, files[kind]).encode("ascii")
     return files
 
 
@@ -138,4 +147,8 @@ def configdrive_files(spec: InstanceSpec) -> dict[str, bytes]:
         files[f"ec2/{version}/meta-data.json"] = _json(ec2.meta_data_tree(record, resolved))
         if record.user_data is not None:
             files[f"ec2/{version}/user-data"] = record.user_data
+    if spec.signer is not None and record.user_data is not None:
+        signature = spec.signer("user-data", record.user_data).encode("ascii")
+        for name in [n for n in files if n.endswith(("/user_data", "/user-data"))]:
+            files[name + SIGNATURE_SUFFIX] = signature
     return files

@@ -50,6 +50,9 @@ class InstanceSpec:
     network_config: Optional[dict[str, Any]] = None  # v1/v2 YAML or network_data.json
     network_config_raw: Optional[bytes] = None  # the file as given (NoCloud writes it verbatim)
     record: Optional[InstanceRecord] = None  # the registry's record, when the spec comes from one
+    # signs what the seed carries: (kind, data) -> armored SSH signature, written beside the data
+    # (cloudseed.core.userdata_signatures); None: an unsigned seed
+    signer: Optional[Any] = None
 
     def to_record(self) -> InstanceRecord:
         """The instance as the provider's record (the registry's own record when there is one)."""

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl
 
 from cloudseed.provider.registry import Registry
 from cloudseed.provider.registry.record import MAX_PASSWORD as MAX_PASSWORD_BYTES
-from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api
+from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api, signature_api
 from cloudseed.provider.server.cloud_credentials import CloudCredentials
 from cloudseed.provider.server.config import ServerConfig
 from cloudseed.provider.server.http import Request, Response, text_error
@@ -52,6 +52,7 @@ class MetadataApp:
         self._ec2_live = ec2_api.Live(registry)  # credentials and identity keys of this registry
         self._cloud_apis: dict[str, Any] = {}  # routes.CLOUD_APIS: their modules, imported when first asked
         self.credentials = CloudCredentials(registry, config.access_token_seconds)  # GCE, Azure, OCI keys
+        self._userdata_signer: Any = None  # signature_api: the registry's user-data key, loaded when first used
 
     # -- entry point -----------------------------------------------------------------------
     def handle(self, request: Request) -> Answer:
@@ -172,6 +173,8 @@ class MetadataApp:
         refused = self._check_token(request, instance)
         if refused is not None:
             return refused
+        if path[-4:] == ".sig" and signature_api.is_signature_path(path) and request.method in READ_METHODS:
+            return signature_api.answer(self, request, instance, self._route)  # signed user-data, every API
         if api == OPENSTACK:
             return self._openstack(request, instance, path[len("/openstack"):])
         if api == NOCLOUD:

@@ -1,0 +1,89 @@
+"""``PATH.sig`` on every API: the signature of the user-data (or vendor-data) that PATH serves.
+
+One route for all the metadata APIs, so no API file knows about signatures: a GET (or HEAD) of
+any path ending in ``.sig`` is answered by routing the path without it, as the same instance
+with the same headers (an IMDSv2 token, ``Metadata-Flavor``... are checked as for the data),
+and, when that answer is the instance's user-data (as served, or base64 of it) or its
+vendor-data text, answering the signature of it instead: an SSH signature by the registry's
+key over the data and the instance-id (``cloudseed.provider.userdata_signing``). Anything else
+is 404. A signature is made once per instance record and kept with its other rendered answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from cloudseed.core.userdata_signatures import SUFFIX
+from cloudseed.provider.server.http import Response, text_error
+
+_NOT_SIGNED = text_error(404, "no signature here: the path without .sig does not serve user-data or vendor-data")
+
+
+def is_signature_path(path: str) -> bool:
+    return path.endswith(SUFFIX) and len(path) > len(SUFFIX) + 1
+
+
+def answer(app: Any, request: Any, instance: Any, route: Any) -> Any:
+    """The answer to ``request`` for ``PATH.sig``; ``route(request, instance)`` answers a path."""
+    original = request.path
+    request.path = original[:-len(SUFFIX)]
+    try:
+        inner = route(request, instance)
+    except BaseException:
+        request.path = original
+        raise
+    if isinstance(inner, Response):
+        request.path = original
+        return _signature_of(app, instance, inner)
+
+    async def later() -> Response:
+        try:
+            return _signature_of(app, instance, await inner)
+        finally:
+            request.path = original
+
+    return later()
+
+
+def _signature_of(app: Any, instance: Any, inner: Response) -> Response:
+    if inner.status != 200:
+        return inner if inner.status != 404 else _NOT_SIGNED
+    kind, data = _served(instance.record, inner.body)
+    if kind is None:
+        return _NOT_SIGNED
+    key = f"signature:{kind}"
+    found = instance.responses.get(key)
+    if found is None:
+        found = instance.responses[key] = Response(200, signer(app).sign(kind, instance.record.instance_id, data))
+    return found
+
+
+def _served(record: Any, body: bytes) -> tuple[str | None, bytes]:
+    """(kind, the data signed) when ``body`` is the record's user-data or vendor-data; (None, b"") else."""
+    from cloudseed.provider.userdata_signing import vendor_data_bytes
+
+    user = record.user_data
+    if user and body == user:
+        return "user-data", user
+    vendor = vendor_data_bytes(record.vendor_data)
+    if vendor and body == vendor:
+        return "vendor-data", vendor
+    if user and body:
+        try:
+            if base64.b64decode(body, validate=True) == user:  # APIs serving it base64 (the guest decodes)
+                return "user-data", user
+        except (binascii.Error, ValueError):
+            pass
+    return None, b""
+
+
+def signer(app: Any) -> Any:
+    """The registry's user-data signer, loaded once per server process."""
+    found = getattr(app, "_userdata_signer", None)
+    if found is None:
+        from cloudseed.provider.userdata_signing import shared_signer
+
+        found = app._userdata_signer = shared_signer(app.registry)
+    return found
