@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from cloudseed.agent.boot_state import BootState
 
 LOG = logging.getLogger("cloudseed.userdata")
+_TRUST_SETTINGS = {"trusted_userdata_keys", "require_signed_userdata"}  # cloudseed.agent.userdata_trust
 
 
 def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]) -> dict:
@@ -38,9 +39,10 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     assert ds is not None
     root, paths = state.root, state.paths
     idir = paths.instance_dir(ds.instance_id)
-    from cloudseed.agent import userdata_trust
+    if _TRUST_SETTINGS & state.system_cfg.keys():  # signed user-data (nothing imported without it)
+        from cloudseed.agent import userdata_trust
 
-    userdata_trust.check(state.system_cfg, ds, errors)  # refused (unsigned, badly signed) blobs become None
+        userdata_trust.check(state.system_cfg, ds, errors)  # refused (unsigned, badly signed) blobs become None
     cache = IncludeCache(root, f"{idir}/include-once")  # written through the root, 0600
 
     for name, blob in (("user-data", ds.userdata_raw), ("vendor-data", ds.vendordata_raw),
@@ -53,8 +55,8 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache, root=root,
                             kept_yaml=kept)
     errors.extend(f"user-data: {e}" if not e.startswith("user-data") else e for e in user.errors)
-    if userdata_trust.settings_in(user.cloud_config):
-        warnings.append(f"user-data: {', '.join(userdata_trust.settings_in(user.cloud_config))}: only the "
+    if isinstance(user.cloud_config, dict) and _TRUST_SETTINGS & user.cloud_config.keys():
+        warnings.append(f"user-data: {', '.join(sorted(_TRUST_SETTINGS & user.cloud_config.keys()))}: only the "
                         "image's configuration sets them; ignored here")
     _write_changed(root, f"{idir}/user-data.processed.json", json_text(user.to_json(), sort_keys=False))
 

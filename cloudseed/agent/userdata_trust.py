@@ -80,8 +80,3 @@ def keep_signature(ds: Any, kind: str, signature: bytes | None) -> None:
     """Record the signature a datasource found beside ``kind`` (``user-data``, ``vendor-data``)."""
     if signature:
         ds.extra.setdefault("signatures", {})[kind] = signature.decode("ascii", "replace")
-
-
-def settings_in(cfg: dict | None) -> list[str]:
-    """The trust settings a user-data or vendor-data config tries to set (they are ignored there)."""
-    return [k for k in (KEYS_SETTING, REQUIRE_SETTING) if isinstance(cfg, dict) and k in cfg]
