@@ -274,3 +274,18 @@ def test_scheduled_events_versions_without_events(server):
     unknown = server.get("/metadata/scheduledevents?api-version=2020-07-01", address, method="POST", headers=MD,
                          body=json.dumps({"StartRequests": [{"EventId": "nope"}]}))
     assert unknown.status == 400 and "nope" in unknown.json()["error"]
+
+
+def test_cli_turns_identities_off_and_adds_user_assigned_ones(tmp_path):
+    db = str(tmp_path / "cli.db")
+
+    def cli(*args):
+        proc = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", db, *args],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    cli("add", "--id", "e5e5e5e5-2222-4333-8444-555555555555", "--no-azure-system-identity",
+        "--azure-user-identity", "web", "--azure-user-identity", "jobs")
+    azure = json.loads(cli("show", "e5e5e5e5-2222-4333-8444-555555555555"))["clouds"]["azure"]
+    assert azure == {"system_identity": False, "user_identities": [{"name": "web"}, {"name": "jobs"}]}
