@@ -53,7 +53,7 @@ BUILTIN: dict[str, Any] = {
         "package_update_upgrade_install", "fan", "landscape", "lxd", "ubuntu_drivers", "write_files_deferred",
         "puppet", "chef", "ansible", "mcollective", "salt_minion", "reset_rmc", "scripts_vendor",
         "scripts_per_once", "scripts_per_boot", "scripts_per_instance", "scripts_user", "ssh_authkey_fingerprints",
-        "keys_to_console", "install_hotplug", "phone_home", "final_message", "power_state_change",
+        "keys_to_console", "install_hotplug", "phone_home", "metadata_access", "final_message", "power_state_change",
     ],
     "vendor_data": {"enabled": True},
     "system_info": {},

@@ -44,6 +44,8 @@ def test_prohibit_route_is_set_in_the_running_system(netns):
     routes = subprocess.run(["ip", "-n", netns, "route", "show", "table", "main"], capture_output=True,
                             text=True, check=True).stdout
     assert "prohibit 169.254.169.254" in routes
+    for other in ("169.254.42.42", "100.100.100.200"):      # every cloud's address, not EC2's only
+        assert f"prohibit {other}" in routes
     probe = subprocess.run(["ip", "netns", "exec", netns, "ip", "route", "get", "169.254.169.254"],
                            capture_output=True, text=True)
     assert probe.returncode != 0 and "permission denied" in probe.stderr.lower()   # a prohibit route: EACCES
