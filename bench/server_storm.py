@@ -206,26 +206,53 @@ def build_c_client(tmp: str) -> str:
     return binary
 
 
-def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool, tmp: str) -> dict:
-    """``boot_storm`` with the C client (one process): the client is not the limit."""
+def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool, tmp: str,
+                 destination: str = "127.0.0.1", retry_seconds: float = 0, expect: list[str] | None = None,
+                 offsets: list[float] | None = None, netns: str | None = None, start_in: float = 0.5) -> dict:
+    """``boot_storm`` with the C client (one process): the client is not the limit.
+
+    ``destination``: the server's address; ``retry_seconds`` > 0: failed requests are retried as
+    the agent does, for that long per instance; ``expect``: per instance, a text every step marked
+    ``check`` (a third element ``True`` in ``sequence``) must answer; ``offsets``: per instance,
+    seconds after the common start it begins; ``netns``: run the client in that network namespace.
+    The result adds per-instance ``boots`` (start, finish or None, failed attempts, failed steps,
+    wrong answers) and ``fails`` (time, status) of every failed attempt."""
     binary = build_c_client(tmp)
     steps = os.path.join(tmp, "sequence.txt")
     with open(steps, "w") as handle:
-        handle.writelines(f"{method} {path}\n" for method, path in sequence)
+        handle.writelines(f"{step[0]} {step[1]}{' check' if len(step) > 2 and step[2] else ''}\n"
+                          for step in sequence)
     listing = os.path.join(tmp, "sources.txt")
     with open(listing, "w") as handle:
-        handle.writelines(f"{source}\n" for source in sources)
-    start_at = time.time() + 0.5
-    proc = subprocess.run([binary, str(port), "1" if keep_alive else "0", steps, listing, f"{start_at:.6f}"],
-                          capture_output=True, text=True)
+        for n, source in enumerate(sources):
+            fields = [source, expect[n] if expect else "-", f"{offsets[n]:.3f}" if offsets else "0"]
+            handle.write(" ".join(fields) + "\n")
+    start_at = time.time() + start_in
+    command = [binary, str(port), "1" if keep_alive else "0", steps, listing, f"{start_at:.6f}", destination,
+               str(retry_seconds)]
+    if netns:
+        command = ["ip", "netns", "exec", netns] + command
+    proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"storm client failed with status {proc.returncode}: {proc.stderr}")
-    lines = proc.stdout.split("\n")
-    summary = [line for line in lines if line.startswith("failures")][0].split()
-    fields = dict(zip(summary[::2], summary[1::2]))
-    finished = sorted(float(line) for line in lines if line and not line.startswith("failures"))
-    return {"instances": len(sources), "requests_each": len(sequence), "last_done_s": finished[-1],
-            "median_boot_s": finished[len(finished) // 2], "failures": int(fields["failures"]),
+    boots, fails, fields = [], [], {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "fail":
+            fails.append((float(parts[1]), int(parts[2])))
+        elif parts[0] == "failures":
+            fields = dict(zip(parts[::2], parts[1::2]))
+        else:
+            finish = float(parts[0])
+            boots.append((float(parts[1]), finish if finish >= 0 else None, int(parts[2]), int(parts[3]),
+                          int(parts[4])))
+    finished = sorted(boot[1] for boot in boots if boot[1] is not None)
+    last = finished[-1] if finished else float("nan")
+    return {"instances": len(sources), "requests_each": len(sequence), "last_done_s": last,
+            "median_boot_s": finished[len(finished) // 2] if finished else float("nan"),
+            "failures": int(fields["failures"]), "wrong": int(fields["wrong"]),
             "connections": int(fields["connections"]), "requests": int(fields["requests"]),
             "p50_ms": float(fields["p50_ms"]), "p99_ms": float(fields["p99_ms"]), "keep_alive": keep_alive,
-            "rps": int(fields["requests"]) / finished[-1]}
+            "rps": int(fields["requests"]) / last if finished else 0.0, "boots": boots, "fails": fails}

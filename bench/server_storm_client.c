@@ -1,15 +1,29 @@
-/* Boot-storm load client for bench/server_bench.py: many instances, each from its own source
- * address, each making a fixed request sequence (cloud-init's boot crawl) as fast as answers come.
+/* Boot-storm load client for bench/server_bench.py and the multi-host tests: many instances, each
+ * from its own source address, each making a fixed request sequence (cloud-init's boot crawl) as
+ * fast as answers come.
  *
  *   server_storm_client PORT KEEPALIVE SEQUENCE_FILE SOURCES_FILE START_EPOCH_SECONDS
+ *                       [DESTINATION [RETRY_SECONDS]]
  *
- * SEQUENCE_FILE: "METHOD PATH" per line. SOURCES_FILE: one IPv4 source address per line (one
- * instance each). KEEPALIVE 0: a new connection per request, closed by the client after the
- * response (cloud-init 22.4's readurl: a requests.Session per call); 1: one connection per
- * instance. A PUT's response body becomes the X-aws-ec2-metadata-token of later requests.
- * All instances start at START_EPOCH_SECONDS. Prints one line per instance with its finish time
- * in seconds after the start, then "failures N connections M requests R p50_ms X p99_ms Y" (request
- * latency from writing the request to reading the whole response; a connect is not included).
+ * SEQUENCE_FILE: "METHOD PATH [check]" per line; a step marked "check" must answer a body holding
+ * the instance's EXPECT text (else it is counted as a wrong answer: another instance's data).
+ * SOURCES_FILE: "ADDRESS [EXPECT [START_OFFSET_SECONDS]]" per line, one instance each (IPv4).
+ * KEEPALIVE 0: a new connection per request, closed by the client after the response (cloud-init
+ * 22.4's readurl: a requests.Session per call); 1: one connection per instance. A PUT's response
+ * body becomes the X-aws-ec2-metadata-token of later requests. Instance i starts at
+ * START_EPOCH_SECONDS + its offset. DESTINATION: the server's IPv4 address (default 127.0.0.1).
+ *
+ * RETRY_SECONDS 0 (default): a failed request counts as a failure and the instance goes on (a
+ * refused connect is retried at once, up to 100 times). RETRY_SECONDS > 0: the agent's way: a
+ * request that fails (refused, reset, no whole answer within 15 s, a status other than 200) is
+ * tried again after 0.1, 0.2, 0.4, 0.8, then every 1 s, until RETRY_SECONDS after the instance
+ * started; only then does the step count as failed.
+ *
+ * Prints one line per instance, "FINISH START ATTEMPTS_FAILED STEPS_FAILED WRONG" (seconds after
+ * the common start; FINISH -1 if it never finished), one "fail TIME STATUS" line per failed attempt
+ * (STATUS 0: no answer), then "failures N connections M requests R p50_ms X p99_ms Y wrong W"
+ * (request latency from writing the request to reading the whole response; a connect is not
+ * included; failures counts failed steps).
  *
  * One thread, one epoll set, non-blocking sockets: the client costs far less per request than
  * the server it measures, unlike a Python client.
@@ -33,22 +47,26 @@
 #endif
 
 #define BUF 65536
+#define REQUEST_TIMEOUT 15.0
 
-struct step { char method[8]; char path[512]; };
+struct step { char method[8]; char path[512]; int check; };
 struct inst {
-    int fd, step, sending, attempts;
+    int fd, step, sending, attempts, tries, started, done;
     struct in_addr source;
-    char token[256];
+    char token[256], expect[128];
     char *buf; size_t len;
-    double finished, sent_at;
+    double offset, begun, finished, sent_at, retry_at;
+    long failed_attempts, failed_steps, wrong;
 };
 
 static struct step *steps;
-static int nsteps, keepalive, port, epfd;
-static long failures, connections;
-static double start;
+static int nsteps, keepalive, port, epfd, count, done;
+static long failures, connections, wrong;
+static double start, retry_seconds;
+static struct in_addr destination;
 static double *latencies;
 static size_t nlat, caplat;
+static struct inst *insts;
 
 static double now(void) {
     struct timespec ts;
@@ -65,12 +83,12 @@ static void open_conn(struct inst *in) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr = in->source};
     if (bind(fd, (struct sockaddr *)&src, sizeof src) < 0) die("bind");
-    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(port)};
-    dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr = destination};
     if (connect(fd, (struct sockaddr *)&dst, sizeof dst) < 0 && errno != EINPROGRESS) die("connect");
     in->fd = fd;
     in->sending = 1;
     in->len = 0;
+    in->sent_at = now();
     connections++;
     struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = in};
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) die("epoll_ctl");
@@ -101,14 +119,35 @@ static void send_request(struct inst *in) {
     epoll_ctl(epfd, EPOLL_CTL_MOD, in->fd, &ev);
 }
 
-static void next_step(struct inst *in, int ok) {
-    if (!ok) failures++;
+static void finish(struct inst *in) {
+    if (in->fd >= 0) close_conn(in);
+    in->finished = now() - start;
+    in->done = 1;
+    done++;
+}
+
+static void next_step(struct inst *in, int ok, int status) {
+    if (!ok) {
+        double t = now();
+        in->failed_attempts++;
+        printf("fail %.6f %d\n", t - start, status);
+        close_conn(in);
+        if (retry_seconds > 0 && t - in->begun < retry_seconds) {  /* the agent retries */
+            double delay = in->tries < 4 ? 0.1 * (1 << in->tries) : 1.0;
+            in->tries++;
+            in->len = 0;
+            in->retry_at = t + delay;
+            return;
+        }
+        failures++;
+        in->failed_steps++;
+    }
+    in->tries = 0;
     in->step++;
     in->len = 0;
     if (!keepalive || !ok) close_conn(in);
     if (in->step == nsteps) {
-        if (in->fd >= 0) close_conn(in);
-        in->finished = now() - start;
+        finish(in);
         return;
     }
     if (in->fd < 0) open_conn(in);
@@ -131,8 +170,36 @@ static int response_done(struct inst *in) {
         memcpy(in->token, in->buf + head, length);
         in->token[length] = 0;
     }
-    next_step(in, status == 200);
+    if (status == 200 && steps[in->step].check && in->expect[0]) {
+        in->buf[head + length] = 0;
+        if (!strstr(in->buf + head, in->expect)) { in->wrong++; wrong++; }
+    }
+    next_step(in, status == 200, status);
     return 1;
+}
+
+/* Instances due to start, retries due, requests past their deadline; the next due time. */
+static double timers(void) {
+    double t = now(), next = t + 1.0;
+    for (int i = 0; i < count; i++) {
+        struct inst *in = &insts[i];
+        if (in->done) continue;
+        if (!in->started) {
+            if (start + in->offset <= t) {
+                in->started = 1;
+                in->begun = t;
+                open_conn(in);
+            } else if (start + in->offset < next) next = start + in->offset;
+            continue;
+        }
+        if (in->retry_at > 0) {
+            if (in->retry_at <= t) { in->retry_at = 0; open_conn(in); }
+            else if (in->retry_at < next) next = in->retry_at;
+            continue;
+        }
+        if (retry_seconds > 0 && in->fd >= 0 && t - in->sent_at > REQUEST_TIMEOUT) next_step(in, 0, 0);
+    }
+    return next;
 }
 
 static int compare(const void *a, const void *b) {
@@ -141,31 +208,44 @@ static int compare(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s PORT KEEPALIVE SEQUENCE_FILE SOURCES_FILE START_EPOCH_SECONDS\n", argv[0]);
+    if (argc < 6 || argc > 8) {
+        fprintf(stderr, "usage: %s PORT KEEPALIVE SEQUENCE_FILE SOURCES_FILE START_EPOCH_SECONDS "
+                        "[DESTINATION [RETRY_SECONDS]]\n", argv[0]);
         return 2;
     }
     port = atoi(argv[1]);
     keepalive = atoi(argv[2]);
+    destination.s_addr = htonl(INADDR_LOOPBACK);
+    if (argc > 6 && inet_pton(AF_INET, argv[6], &destination) != 1) die("destination address");
+    retry_seconds = argc > 7 ? atof(argv[7]) : 0;
     FILE *f = fopen(argv[3], "r");
     if (!f) die(argv[3]);
-    for (int capsteps = 0;; nsteps++) {
+    char line[1024];
+    for (int capsteps = 0; fgets(line, sizeof line, f);) {
         if (nsteps == capsteps && !(steps = realloc(steps, (capsteps = capsteps ? 2 * capsteps : 256) * sizeof *steps)))
             die("realloc");
-        if (fscanf(f, "%7s %511s", steps[nsteps].method, steps[nsteps].path) != 2) break;
+        char mark[16] = "";
+        if (sscanf(line, "%7s %511s %15s", steps[nsteps].method, steps[nsteps].path, mark) < 2) continue;
+        steps[nsteps].check = !strcmp(mark, "check");
+        nsteps++;
     }
     fclose(f);
     f = fopen(argv[4], "r");
     if (!f) die(argv[4]);
-    int count = 0, cap = 1024;
-    struct inst *insts = calloc(cap, sizeof *insts);
-    char address[64];
-    while (fscanf(f, "%63s", address) == 1) {
+    int cap = 1024;
+    insts = calloc(cap, sizeof *insts);
+    while (fgets(line, sizeof line, f)) {
+        char address[64], expect[128] = "";
+        double offset = 0;
+        if (sscanf(line, "%63s %127s %lf", address, expect, &offset) < 1) continue;
         if (count == cap) insts = realloc(insts, (cap *= 2) * sizeof *insts);
-        memset(&insts[count], 0, sizeof *insts);
-        if (inet_pton(AF_INET, address, &insts[count].source) != 1) die("source address");
-        insts[count].buf = malloc(BUF);
-        insts[count].fd = -1;
+        struct inst *in = &insts[count];
+        memset(in, 0, sizeof *in);
+        if (inet_pton(AF_INET, address, &in->source) != 1) die("source address");
+        snprintf(in->expect, sizeof in->expect, "%s", expect);
+        in->offset = offset;
+        in->buf = malloc(BUF);
+        in->fd = -1;
         count++;
     }
     fclose(f);
@@ -173,22 +253,28 @@ int main(int argc, char **argv) {
     start = atof(argv[5]);
     double wait = start - now();
     if (wait > 0) usleep((useconds_t)(wait * 1e6));
-    for (int i = 0; i < count; i++) open_conn(&insts[i]);
-    int done = 0;
     struct epoll_event events[512];
+    double next = 0;
     while (done < count) {
-        int n = epoll_wait(epfd, events, 512, 1000);
+        double t = now();
+        if (t >= next) {  /* starts, retries and deadlines: a scan at most every 2 ms */
+            next = timers();
+            if (next < t + 0.002) next = t + 0.002;
+        }
+        int timeout = (int)((next - now()) * 1000) + 1;
+        int n = epoll_wait(epfd, events, 512, timeout < 1 ? 1 : timeout > 1000 ? 1000 : timeout);
         for (int e = 0; e < n; e++) {
             struct inst *in = events[e].data.ptr;
-            if (in->fd < 0) continue;
+            if (in->fd < 0 || in->done) continue;
             if (in->sending) {
                 int err = 0;
                 socklen_t size = sizeof err;
                 getsockopt(in->fd, SOL_SOCKET, SO_ERROR, &err, &size);
                 if (err) {  /* refused or reset while connecting: try again, like cloud-init */
+                    if (retry_seconds > 0) { next_step(in, 0, 0); continue; }
                     close_conn(in);
                     connections--;
-                    if (++in->attempts > 100) { next_step(in, 0); if (in->step == nsteps) done++; continue; }
+                    if (++in->attempts > 100) { next_step(in, 0, 0); continue; }
                     usleep(1000);
                     open_conn(in);
                     continue;
@@ -199,21 +285,20 @@ int main(int argc, char **argv) {
             ssize_t got = read(in->fd, in->buf + in->len, BUF - 1 - in->len);
             if (got <= 0) {
                 if (got < 0 && errno == EAGAIN) continue;
-                close_conn(in);  /* closed before a whole response: count a failure, go on */
-                in->fd = -1;
-                next_step(in, 0);
-                if (in->step == nsteps) done++;
+                close_conn(in);  /* closed before a whole response: a failed attempt */
+                next_step(in, 0, 0);
                 continue;
             }
             in->len += got;
             in->buf[in->len] = 0;
-            int before = in->step;
-            if (response_done(in) && in->step == nsteps && before < nsteps) done++;
+            response_done(in);
         }
     }
-    for (int i = 0; i < count; i++) printf("%.6f\n", insts[i].finished);
+    for (int i = 0; i < count; i++)
+        printf("%.6f %.6f %ld %ld %ld\n", insts[i].done ? insts[i].finished : -1.0, insts[i].begun - start,
+               insts[i].failed_attempts, insts[i].failed_steps, insts[i].wrong);
     qsort(latencies, nlat, sizeof(double), compare);
-    printf("failures %ld connections %ld requests %zu p50_ms %.3f p99_ms %.3f\n", failures, connections, nlat,
-           nlat ? latencies[nlat / 2] * 1e3 : 0.0, nlat ? latencies[(size_t)(nlat * 0.99)] * 1e3 : 0.0);
+    printf("failures %ld connections %ld requests %zu p50_ms %.3f p99_ms %.3f wrong %ld\n", failures, connections,
+           nlat, nlat ? latencies[nlat / 2] * 1e3 : 0.0, nlat ? latencies[(size_t)(nlat * 0.99)] * 1e3 : 0.0, wrong);
     return 0;
 }

@@ -14,6 +14,8 @@ APT_PACKAGES=(
   iproute2 dnsmasq-base isc-dhcp-client
   # the metadata server's PostgreSQL backend and the load generator / static baseline
   postgresql wrk lighttpd
+  # several servers behind a load balancer (PROXY protocol v2), tests and bench
+  haproxy nftables
   # EC2 instance identity: the signing key and per-instance PKCS#7 signatures
   openssl
   # Debian's cloud-init 22.4 (the reference) runs with Debian's python3 and these

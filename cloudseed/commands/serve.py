@@ -14,6 +14,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="SQLite file (default /var/lib/cloudseed/server.db) or postgresql:// URL")
     parser.add_argument("--listen", action="append", metavar="HOST:PORT[=NETWORK]",
                         help="metadata listener; =NETWORK scopes source addresses to that network (repeatable)")
+    parser.add_argument("--proxy-protocol-listen", action="append", metavar="HOST:PORT[=NETWORK]",
+                        help="metadata listener behind a load balancer: every connection starts with a PROXY "
+                             "protocol v1/v2 header naming the instance (repeatable); needs --proxy-protocol-from")
+    parser.add_argument("--proxy-protocol-from", action="append", metavar="ADDRESS|CIDR",
+                        help="load balancer allowed on the PROXY protocol listeners (repeatable); anyone else "
+                             "is refused there")
     parser.add_argument("--admin-listen", metavar="HOST:PORT", help="admin API, /metrics and /health listener")
     parser.add_argument("--password-server-listen", action="append", metavar="HOST:PORT[=NETWORK]",
                         help="CloudStack/Exoscale password server listener (DomU_Request; usually port 8080; "
@@ -52,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
         "proxy_shared_secret_file": args.proxy_secret_file, "imds_tokens": args.imds_tokens,
         "token_hop_limit": args.token_hop_limit, "rate_limit": args.rate_limit, "rate_burst": args.rate_burst,
         "access_log": args.access_log, "region": args.region, "reuse_port": args.reuse_port,
-        "processes": args.processes,
+        "processes": args.processes, "proxy_protocol_listen": args.proxy_protocol_listen,
+        "proxy_protocol_from": args.proxy_protocol_from,
     }
     try:
         config = load_config(args.config, overrides)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 
 from cloudseed.provider.registry.record import InstanceRecord, RecordError, parse_address_spec
-from cloudseed.provider.registry.sql import LIST_FILTERS, RegistryError, SQLRegistry
+from cloudseed.provider.registry.sql import LIST_FILTERS, RegistryError, RegistryUnavailable, SQLRegistry
 
 Registry = SQLRegistry
 DEFAULT_DB = "/var/lib/cloudseed/server.db"
 
 __all__ = ["DEFAULT_DB", "LIST_FILTERS", "InstanceRecord", "RecordError", "Registry", "RegistryError",
-           "open_registry", "parse_address_spec"]
+           "RegistryUnavailable", "open_registry", "parse_address_spec"]
 
 
 def open_registry(url: str = DEFAULT_DB, create: bool = True) -> Registry:

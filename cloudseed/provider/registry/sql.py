@@ -39,6 +39,19 @@ class RegistryError(Exception):
         self.status = status
 
 
+class RegistryUnavailable(RegistryError):
+    """The database cannot be reached now (stopped, cut off, restarting): try again shortly.
+
+    The server answers 503 with ``Retry-After: retry_after`` (connection.py). A write that
+    failed this way may have been applied if the connection broke during its commit; every
+    write the server makes on a guest's behalf is safe to repeat."""
+
+    retry_after = 1
+
+    def __init__(self, message: str):
+        super().__init__(message, "db", 503)
+
+
 class SQLRegistry(abc.ABC):
     """Instance records in SQL. Thread-safe: one connection guarded by a lock."""
 

@@ -73,8 +73,10 @@ class AdminApp:
             return await self._instances(request, path)
         except RecordError as error:
             return json_error(400, error.message, error.field)
-        except RegistryError as error:
-            return json_error(error.status, str(error), error.field)
+        except RegistryError as error:  # 503 when the database is away: try again
+            retry = getattr(error, "retry_after", None)
+            return json_error(error.status, str(error), error.field,
+                              [("Retry-After", str(retry))] if retry is not None else None)
 
     def _authorise(self, request: Request) -> Optional[Response]:
         if not self.token:

@@ -34,6 +34,10 @@ class ServerConfig:
     password_server_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
     # OCI's federation endpoint emulation (oci_federation.py: POST /v1/x509); none by default
     oci_auth_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
+    # metadata listeners behind a load balancer: each connection starts with a PROXY protocol header
+    # (v1 or v2) naming the client, accepted only from ``proxy_protocol_from`` (proxy_protocol.py)
+    proxy_protocol_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
+    proxy_protocol_from: list[Any] = dataclasses.field(default_factory=list)  # ip_network objects
     admin_token: Optional[str] = None
     proxies: list[Any] = dataclasses.field(default_factory=list)  # ip_network objects
     proxy_shared_secret: Optional[str] = None
@@ -112,6 +116,11 @@ def load_config(path: Optional[str], overrides: dict[str, Any]) -> ServerConfig:
                 setattr(config, key, _typed(key, value, type(getattr(config, key))))
         except ConfigError as error:
             raise ConfigError(f"{where}: {error}")
+    if not config.listen and not config.proxy_protocol_listen:
+        raise ConfigError(f"{where}: listen is empty and there is no proxy_protocol_listen: nothing to serve")
+    if config.proxy_protocol_listen and not config.proxy_protocol_from:
+        raise ConfigError(f"{where}: proxy_protocol_listen needs proxy_protocol_from (the load balancers' "
+                          "addresses: only they may send PROXY headers)")
     if config.proxies and not config.proxy_shared_secret:
         raise ConfigError(f"{where}: proxies need proxy_shared_secret (the HMAC key the proxy signs with)")
     if config.imds_tokens not in ("optional", "required"):
@@ -147,13 +156,14 @@ def _typed(key: str, value: Any, kind: type) -> Any:
 
 def _set_listen(config: ServerConfig, value: Any) -> None:
     values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not values:
+    if not isinstance(values, list):  # empty: only PROXY protocol listeners (checked in load_config)
         raise ConfigError("listen must be a list of HOST:PORT[=NETWORK]")
     config.listen = [v if isinstance(v, ListenSpec) else parse_listen(str(v), "listen") for v in values]
 
 
 def _set_listen_list(attribute: str) -> Any:
-    """The setter of a list of extra listeners (``password_server_listen``, ``oci_auth_listen``)."""
+    """The setter of a list of extra listeners (``password_server_listen``, ``oci_auth_listen``,
+    ``proxy_protocol_listen``)."""
     def setter(config: ServerConfig, value: Any) -> None:
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list):
@@ -167,14 +177,17 @@ def _set_admin_listen(config: ServerConfig, value: Any) -> None:
     config.admin_listen = value if isinstance(value, ListenSpec) else parse_listen(str(value), "admin_listen")
 
 
-def _set_proxies(config: ServerConfig, value: Any) -> None:
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list):
-        raise ConfigError("proxies must be a list of addresses or CIDRs")
-    try:
-        config.proxies = [ipaddress.ip_network(str(v), strict=False) for v in values]
-    except ValueError as error:
-        raise ConfigError(f"proxies: {error}")
+def _set_networks(attribute: str) -> Any:
+    """The setter of a list of addresses or CIDRs (``proxies``, ``proxy_protocol_from``)."""
+    def setter(config: ServerConfig, value: Any) -> None:
+        values = [value] if isinstance(value, str) else value
+        if not isinstance(values, list):
+            raise ConfigError(f"{attribute} must be a list of addresses or CIDRs")
+        try:
+            setattr(config, attribute, [ipaddress.ip_network(str(v), strict=False) for v in values])
+        except ValueError as error:
+            raise ConfigError(f"{attribute}: {error}")
+    return setter
 
 
 def _secret_from_file(attribute: str) -> Any:
@@ -201,7 +214,8 @@ _SETTERS = {
     "listen": _set_listen, "admin_listen": _set_admin_listen,
     "password_server_listen": _set_listen_list("password_server_listen"),
     "oci_auth_listen": _set_listen_list("oci_auth_listen"),
-    "proxies": _set_proxies,
+    "proxy_protocol_listen": _set_listen_list("proxy_protocol_listen"),
+    "proxies": _set_networks("proxies"), "proxy_protocol_from": _set_networks("proxy_protocol_from"),
     "admin_token": _set_secret("admin_token"), "proxy_shared_secret": _set_secret("proxy_shared_secret"),
     "admin_token_file": _secret_from_file("admin_token"),
     "proxy_shared_secret_file": _secret_from_file("proxy_shared_secret"),

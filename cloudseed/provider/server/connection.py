@@ -21,8 +21,15 @@ more than a fixed amount for it:
   request).
 
 ``ConnectionTable`` holds every connection of the server: it counts them per source address
-(``max_per_source``, trusted proxies exempt, and ``max_connections`` in all), closes the ones
-past their deadlines (``sweep``), and drains them on shutdown.
+(``max_per_source``, trusted proxies and balancers exempt, and ``max_connections`` in all),
+closes the ones past their deadlines (``sweep``), and drains them on shutdown.
+
+``ProxiedConnection`` is a connection from a load balancer on a PROXY protocol listener: its
+first bytes are the balancer's header (proxy_protocol.py) naming the client, which becomes the
+connection's ``peer`` (counted under that address from then on); then it is a ``Connection``.
+A reply that would set the IP TTL (an IMDSv2 token's hop limit) cannot: the balancer, not this
+socket, sends the packets the client gets; it carries ``Cloudseed-Hop-Limit: N`` instead, for
+the balancer to apply (docs/metadata-server.md, "Deployment").
 """
 
 from __future__ import annotations
@@ -33,11 +40,13 @@ import logging
 import time
 from typing import Any, Callable, Optional
 
+from cloudseed.provider.server import proxy_protocol
 from cloudseed.provider.server.http import Handler, Request, Response, text_error
 from cloudseed.provider.server.wire import RequestParser, WireError
 
 LOG = logging.getLogger("cloudseed.server")
 Clock = Callable[[], float]
+HOP_LIMIT_HEADER = "Cloudseed-Hop-Limit"  # the IP TTL a balancer should give this reply (PROXY listeners)
 
 
 class Limits:
@@ -60,7 +69,7 @@ class Connection:
 
     __slots__ = ("handler", "listener", "on_response", "table", "limits", "parser", "transport", "peer", "busy",
                  "closing", "scheduled", "reading", "activity", "answered", "seen_activity", "seen_answered",
-                 "idle_since", "partial_since", "out", "done")
+                 "idle_since", "partial_since", "out", "done", "balancer", "source_port")
 
     def __init__(self, handler: Handler, listener: Any, table: ConnectionTable, limits: Limits):
         self.handler = handler
@@ -83,6 +92,8 @@ class Connection:
         self.partial_since: Optional[float] = None  # when ``check`` first saw this request unfinished
         self.out: list[bytes] = []  # encoded answers not yet written
         self.done: list[tuple[Request, Response]] = []  # their requests, for on_response after the write
+        self.balancer = ""  # the balancer's address when the client came through one (PROXY protocol)
+        self.source_port: Optional[int] = None  # the client's port, when a PROXY header named it
 
     # -- called by the transport ---------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
@@ -94,6 +105,8 @@ class Connection:
     def peer_port(self) -> Optional[int]:
         """The client's source port (asked of the socket when needed: Scaleway's user-data wants a
         privileged one), None when unknown."""
+        if self.balancer:
+            return self.source_port
         try:
             return int(self.transport.sock.getpeername()[1])
         except (AttributeError, OSError, IndexError, TypeError, ValueError):
@@ -174,9 +187,8 @@ class Connection:
                               self.listener, head.path, head.query, self)
             try:
                 result = self.handler(request)
-            except Exception:  # a handler bug must not kill the connection
-                LOG.exception("handler failed for %s", request.path)
-                result = _INTERNAL_ERROR
+            except Exception as error:  # a handler bug must not kill the connection
+                result = _failure(error, request)
             if result.__class__ is Response:
                 if result.ip_ttl is None and head.keep_alive:  # what ``_send`` does, without a call
                     out.append(result.encode(True, head.method == "HEAD"))  # type: ignore[union-attr]
@@ -207,9 +219,8 @@ class Connection:
         self.busy = False
         try:
             response = task.result()
-        except Exception:
-            LOG.exception("handler failed for %s", request.path)
-            response = _INTERNAL_ERROR
+        except Exception as error:
+            response = _failure(error, request)
         if self.closing:
             return
         self._send(response, request, keep_alive)
@@ -250,10 +261,14 @@ class Connection:
 
     def _send(self, response: Response, request: Optional[Request], keep_alive: bool) -> None:
         if response.ip_ttl is not None:
-            if self.out:
-                self._flush()  # earlier answers leave with the old TTL
-            if self.transport is not None:
-                self.transport.set_ttl(response.ip_ttl)
+            if self.balancer:  # the balancer sends the client's packets: it is told the TTL to use
+                response = Response(response.status, response.body, response.content_type,
+                                    [*response.headers, (HOP_LIMIT_HEADER, str(response.ip_ttl))])
+            else:
+                if self.out:
+                    self._flush()  # earlier answers leave with the old TTL
+                if self.transport is not None:
+                    self.transport.set_ttl(response.ip_ttl)
         if request is None:
             self.out.append(response.encode(keep_alive))
         else:
@@ -262,6 +277,59 @@ class Connection:
         if not keep_alive:
             self._flush()
             self.close()
+
+
+class ProxiedConnection(Connection):
+    """A connection from a balancer on a PROXY protocol listener: the header first, then HTTP."""
+
+    __slots__ = ()
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)  # counted under the balancer's address until the header
+        self.balancer = self.peer
+
+    def data_received(self, data: bytes) -> None:
+        self.activity += 1
+        parser = self.parser
+        parser.feed(data)
+        received = parser.data[parser.pos:] if parser.pos else parser.data
+        try:
+            parsed = proxy_protocol.parse(received)
+        except proxy_protocol.ProxyProtocolError as error:
+            self.table.proxy_refused += 1
+            LOG.info("refusing a connection from balancer %s: %s", self.balancer, error)
+            self._refuse(400, f"{error}; this listener expects the PROXY protocol (haproxy: send-proxy-v2)")
+            return
+        if parsed is None:
+            return  # the header's deadline is the request's (head_timeout)
+        length, origin = parsed
+        self.__class__ = Connection  # from here on, HTTP
+        if origin is not None:
+            source, self.source_port = origin
+            refused = self.table.move(self, source)
+            if refused is not None:
+                self.transport.write(refused)
+                self.close()
+                return
+        parser.data, parser.pos = received[length:], 0
+        if parser.data:
+            self._process()
+
+    def _refuse(self, status: int, message: str) -> None:
+        self.closing = True
+        transport = self.transport
+        transport.write(text_error(status, message).encode(False))
+        transport.close()
+
+
+def _failure(error: Exception, request: Request) -> Response:
+    """The answer when a handler raised: 503 with Retry-After for an error that says to retry
+    (it has ``retry_after``: the registry is unavailable), else 500 and the traceback logged."""
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        return text_error(503, str(error), [("Retry-After", str(retry_after))])
+    LOG.exception("handler failed for %s", request.path)
+    return _INTERNAL_ERROR
 
 
 _INTERNAL_ERROR = text_error(500, "internal error")
@@ -282,7 +350,8 @@ class ConnectionTable:
         self.per_source: dict[str, int] = {}
         self.refused = 0
         self.expired = 0
-        self._exempt_known: dict[str, bool] = {}
+        self.proxy_refused = 0  # PROXY protocol listeners: non-balancer clients and bad headers
+        self._exempt_known = Networks(exempt)
 
     def __len__(self) -> int:
         return len(self.connections)
@@ -304,6 +373,19 @@ class ConnectionTable:
         self.connections.add(connection)
         peer = connection.peer
         self.per_source[peer] = self.per_source.get(peer, 0) + 1
+
+    def move(self, connection: Connection, peer: str) -> Optional[bytes]:
+        """Count ``connection`` under ``peer`` from now on (a balancer named its client); None,
+        or the answer to send before closing it when ``peer`` is over its cap."""
+        if self.max_per_source and self.per_source.get(peer, 0) >= self.max_per_source \
+                and not self._is_exempt(peer):
+            self.refused += 1
+            body = f"too many connections from {peer} (at most {self.max_per_source}); retry later\n".encode()
+            return _REFUSED % (len(body), body)
+        self.remove(connection)
+        connection.peer = peer
+        self.add(connection)
+        return None
 
     def remove(self, connection: Connection) -> None:
         if connection in self.connections:
@@ -333,15 +415,29 @@ class ConnectionTable:
             connection.close()
 
     def _is_exempt(self, peer: str) -> bool:
-        if not self.exempt:
-            return False
-        known = self._exempt_known.get(peer)
+        return bool(self.exempt) and peer in self._exempt_known
+
+
+class Networks:
+    """Whether an address is in one of ``networks`` (ip_network objects), remembered per address
+    (at most ``limit`` of them, so a scan of addresses cannot grow it without bound)."""
+
+    def __init__(self, networks: tuple = (), limit: int = 10000):
+        self.networks = tuple(networks)
+        self.limit = limit
+        self._known: dict[str, bool] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.networks)
+
+    def __contains__(self, peer: object) -> bool:
+        known = self._known.get(peer)  # type: ignore[call-overload]
         if known is None:
             try:
-                address = ipaddress.ip_address(peer)
-                known = any(address in network for network in self.exempt)
+                address = ipaddress.ip_address(peer)  # type: ignore[arg-type]
+                known = any(address in network for network in self.networks)
             except ValueError:
                 known = False
-            if len(self._exempt_known) < 10000:
-                self._exempt_known[peer] = known
+            if len(self._known) < self.limit:
+                self._known[peer] = known  # type: ignore[index]
         return known

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from typing import Any, Callable, Optional
 
 from cloudseed.provider.registry import InstanceRecord, Registry
@@ -20,6 +21,8 @@ AMBIGUOUS = "ambiguous"  # address on several networks, listener has no network
 
 MAX_ROUTES = 512  # request paths remembered per instance (GET/HEAD answers)
 MAX_UNKNOWN_ADDRESSES = 50_000  # "nobody here" answers kept; more (a scan) forgets them all
+# seconds without the registry after which nothing cached is trusted (the change log keeps an hour)
+FORGET_AFTER_OUTAGE = 1800.0
 
 
 class CachedInstance:
@@ -113,6 +116,13 @@ class InstanceCache:
             del self.addresses[key]
         self.unknown = 0
 
+    def forget_all(self) -> None:
+        """Drop every cached instance and address (after an outage longer than the change log keeps)."""
+        self.generation += 1
+        self.instances.clear()
+        self.addresses.clear()
+        self.unknown = 0
+
     def _forget_unknown(self) -> None:
         for key in [k for k, v in self.addresses.items() if v is None]:
             del self.addresses[key]
@@ -121,18 +131,29 @@ class InstanceCache:
         self._seq, _ = self.registry.changes_since(-1)
 
         def watch() -> None:
+            failing, failing_since = False, 0.0
             while not self._stop.is_set():
                 try:
                     self.registry.wait_for_change(poll_timeout)
                     if self._stop.is_set():
                         return
                     seq, ids = self.registry.changes_since(self._seq)
-                except Exception:  # database hiccup: keep serving from cache, retry
+                except Exception as error:  # database away: keep serving from cache, retry
                     import logging
 
-                    logging.getLogger("cloudseed.server").exception("watching registry changes failed")
+                    if not failing:  # once per outage, not once a second
+                        logging.getLogger("cloudseed.server").warning(
+                            "cannot follow registry changes (serving cached instances meanwhile): %s", error)
+                        failing, failing_since = True, time.monotonic()
                     self._stop.wait(1.0)
                     continue
+                if failing:
+                    import logging
+
+                    logging.getLogger("cloudseed.server").warning("following registry changes again")
+                    failing = False
+                    if time.monotonic() - failing_since > FORGET_AFTER_OUTAGE:  # the log may have moved on
+                        loop.call_soon_threadsafe(self.forget_all)
                 self._seq = seq
                 if ids:
                     loop.call_soon_threadsafe(self.invalidate, ids)

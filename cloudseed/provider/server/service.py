@@ -41,7 +41,8 @@ SPARE_FILES = 256  # descriptors kept for the registry, the log, workers' pipes.
 def connection_table(config: ServerConfig, open_files: int) -> ConnectionTable:
     """The connection caps of ``config``; ``max_connections: 0`` means what the open files allow."""
     total = config.max_connections or max(64, open_files - SPARE_FILES)
-    return ConnectionTable(config.max_connections_per_source, total, tuple(config.proxies))
+    return ConnectionTable(config.max_connections_per_source, total,
+                           tuple(config.proxies) + tuple(config.proxy_protocol_from))
 
 
 def limits(config: ServerConfig, max_body: int) -> Limits:
@@ -69,6 +70,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     metrics.gauges["open_connections"] = lambda: len(table)
     metrics.gauges["connections_refused_total"] = lambda: table.refused
     metrics.gauges["connections_timed_out_total"] = lambda: table.expired
+    metrics.gauges["proxy_protocol_refused_total"] = lambda: table.proxy_refused
 
     log_write = log.write if log.enabled else None
     perf_counter = time.perf_counter
@@ -83,6 +85,8 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
                       len(response.body), seconds)
 
     listeners = [Listener(spec.host, spec.port, spec.network) for spec in config.listen]
+    balancers = tuple(config.proxy_protocol_from)
+    listeners.extend(Listener(s.host, s.port, s.network, balancers=balancers) for s in config.proxy_protocol_listen)
     if config.admin_listen is not None:
         spec = config.admin_listen
         listeners.append(Listener(spec.host, spec.port, None, kind="admin"))
@@ -123,7 +127,10 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     if several:
         workers = Workers(dataclasses.replace(
             config, processes=1, reuse_port=True, admin_listen=None, password_server_listen=[], oci_auth_listen=[],
-            listen=[ListenSpec(item.host, item.port, item.network) for item in listeners if item.kind == "metadata"]),
+            listen=[ListenSpec(item.host, item.port, item.network) for item in listeners
+                    if item.kind == "metadata" and not item.balancers],
+            proxy_protocol_listen=[ListenSpec(item.host, item.port, item.network) for item in listeners
+                                   if item.kind == "metadata" and item.balancers]),
             config.processes - 1, config.worker_restart_interval)
         workers.start()
         metrics.gauges["processes"] = lambda: config.processes

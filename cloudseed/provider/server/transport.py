@@ -8,7 +8,9 @@ connection costs one dict lookup and a call. ``SocketTransport`` is what a ``Con
 reading paused and resumed on the connection's word (backpressure).
 
 New connections are first offered to the ``ConnectionTable`` (per-source and total caps); a
-refused one gets its 503 and is closed at once. ``raise_open_file_limit`` lifts the soft
+refused one gets its 503 and is closed at once. On a PROXY protocol listener (``Listener``
+with ``balancers``) a connection from any other address is refused (403) before a byte of it
+is read, since whoever sends the PROXY header chooses who the client is. ``raise_open_file_limit`` lifts the soft
 RLIMIT_NOFILE to the hard one at start, so that the caps, not the default 1,024 descriptors,
 decide who is served.
 """
@@ -22,8 +24,8 @@ import select
 import socket
 from typing import Any, Callable, Optional
 
-from cloudseed.provider.server.connection import Connection, ConnectionTable, Limits
-from cloudseed.provider.server.http import Handler, Request, Response
+from cloudseed.provider.server.connection import Connection, ConnectionTable, Limits, Networks, ProxiedConnection
+from cloudseed.provider.server.http import Handler, Request, Response, text_error
 
 LOG = logging.getLogger("cloudseed.server")
 _READ_EVENTS = select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR | select.EPOLLRDHUP
@@ -206,12 +208,13 @@ class SocketServer:
     """A listening socket whose connections get a SocketTransport and a protocol from ``factory``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, factory: Callable[[], Any],
-                 table: ConnectionTable):
+                 table: ConnectionTable, balancers: tuple = ()):
         self.loop = loop
         self.poller = Poller(loop)  # one per listener
         self.sockets = [sock]
         self.factory = factory
         self.table = table
+        self.balancers = Networks(balancers)  # a PROXY protocol listener admits only these
         loop.add_reader(sock.fileno(), self._accept_ready)
 
     def close(self) -> None:
@@ -242,7 +245,7 @@ class SocketServer:
             peer = address[0] if address else ""
             if peer.startswith("::ffff:"):
                 peer = peer[7:]
-            refused = refusal(peer)
+            refused = refusal(peer) if not self.balancers else self._refuse_non_balancer(peer)
             if refused is not None:
                 try:
                     conn.setblocking(False)
@@ -261,6 +264,14 @@ class SocketServer:
             poller.add(transport)
             protocol.connection_made(transport)
 
+    def _refuse_non_balancer(self, peer: str) -> Optional[bytes]:
+        if peer in self.balancers:
+            return self.table.refusal(peer)
+        self.table.proxy_refused += 1
+        LOG.info("refusing a connection from %s: not a balancer of this PROXY protocol listener", peer)
+        return text_error(403, f"{peer} may not connect here: this listener takes connections only from its "
+                               "load balancers (PROXY protocol)").encode(False)
+
     def _resume(self) -> None:
         sock = self.sockets[0]
         if sock.fileno() >= 0:
@@ -270,17 +281,20 @@ class SocketServer:
 class Listener:
     """A bound socket plus what the application needs to know about it (its network)."""
 
-    def __init__(self, host: str, port: int, network: Optional[str], kind: str = "metadata"):
+    def __init__(self, host: str, port: int, network: Optional[str], kind: str = "metadata",
+                 balancers: tuple = ()):
         self.host = host
         self.port = port
         self.network = network
         self.kind = kind
+        self.balancers = balancers  # not empty: a PROXY protocol listener for these balancer networks
         self.server: Optional[SocketServer] = None
         self.on_response: Optional[Callable[[Request, Response], None]] = None
 
     def __repr__(self) -> str:
         suffix = f"={self.network}" if self.network else ""
-        return f"{self.kind} {self.host}:{self.port}{suffix}"
+        proxied = " (PROXY protocol)" if self.balancers else ""
+        return f"{self.kind} {self.host}:{self.port}{suffix}{proxied}"
 
 
 def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
@@ -306,7 +320,9 @@ async def start_listener(listener: Listener, handler: Handler, table: Connection
                          reuse_port: bool = False) -> None:
     loop = asyncio.get_running_loop()
     sock = listening_socket(listener.host, listener.port, reuse_port)
-    listener.server = SocketServer(loop, sock, lambda: Connection(handler, listener, table, limits), table)
+    kind = ProxiedConnection if listener.balancers else Connection
+    listener.server = SocketServer(loop, sock, lambda: kind(handler, listener, table, limits), table,
+                                   listener.balancers)
     if listener.port == 0:
         listener.port = sock.getsockname()[1]
 

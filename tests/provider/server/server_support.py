@@ -49,7 +49,9 @@ class ServerProcess:
     """A running ``cloudseed serve``; ``ports`` are the metadata listeners in --listen order."""
 
     def __init__(self, db_url: str, tmp: str, listen: list[str], config: dict | None = None,
-                 extra: list[str] | None = None, netns: str | None = None):
+                 extra: list[str] | None = None, netns: str | None = None, admin_listen: str = "127.0.0.1:0",
+                 tree: str = ROOT):
+        """``tree``: the source tree to run (an older release's, for upgrades)."""
         self.db_url = db_url
         self.tmp = tmp
         os.makedirs(tmp, exist_ok=True)
@@ -57,7 +59,7 @@ class ServerProcess:
         token_file = os.path.join(tmp, "admin-token")
         with open(token_file, "w") as handle:
             handle.write(ADMIN_TOKEN)
-        args = [PYTHON, "-m", "cloudseed", "serve", "--db", db_url, "--admin-listen", "127.0.0.1:0",
+        args = [PYTHON, "-m", "cloudseed", "serve", "--db", db_url, "--admin-listen", admin_listen,
                 "--admin-token-file", token_file, "--access-log", self.access_log]
         for spec in listen:
             args += ["--listen", spec]
@@ -74,7 +76,8 @@ class ServerProcess:
         self.netns = netns
         self.stderr_path = os.path.join(tmp, "stderr")
         self.stderr = open(self.stderr_path, "w+")  # noqa: SIM115 - the child writes it until stop()
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=self.stderr)
+        env = dict(os.environ, PYTHONPATH=tree) if tree != ROOT else None
+        self.proc = subprocess.Popen(args, cwd=tree, stdout=subprocess.DEVNULL, stderr=self.stderr, env=env)
         self.ports: list[int] = []
         self.admin_port = 0
         deadline = time.monotonic() + 30
