@@ -45,3 +45,16 @@ def shell_target(target):
     for applet in APPLETS:
         os.symlink("busybox", f"{top}/bin/{applet}")
     return target
+
+
+@pytest.fixture
+def oracle(request):
+    """The cloud-init release a differential test compares with: 22.4 unless the test is marked
+    ``@pytest.mark.oracle("new")`` (or parametrized indirectly with the oracle's name)."""
+    from reference import OLD, oracle_named
+
+    marker = request.node.get_closest_marker("oracle")
+    name = getattr(request, "param", None) or (marker.args[0] if marker else None)
+    chosen = oracle_named(name) if name else OLD
+    chosen.skip_unless_available()
+    return chosen
