@@ -177,7 +177,8 @@ def check(value: Any, schema: dict, path: str = "") -> list[Problem]:
         return problems
     if schema.get("deprecated"):
         note = schema.get("deprecated_description") or "it will be removed"
-        problems.append(Problem(path, f"deprecated: {note}", "deprecated"))
+        since = f" since cloud-init {schema['deprecated_version']}" if schema.get("deprecated_version") else ""
+        problems.append(Problem(path, f"deprecated{since}: {note}", "deprecated"))
     types = _as_list(schema.get("type"))
     if types and not any(_type_ok(value, t) for t in types):
         problems.append(Problem(path, f"expected {' or '.join(types)}, got {_describe(value)}"))
@@ -385,7 +386,10 @@ _SHOW_VALUES = [True]
 def _show(value: Any) -> str:
     """A user's value for a message: as written (see _literal), or only its type at boot."""
     if not _SHOW_VALUES[0]:
-        return f"a {_type_name(value)} value" if value is not None else "null"
+        if value is None:
+            return "null"
+        name = _type_name(value)
+        return f"{'an' if name[0] in 'aeiou' else 'a'} {name} value"
     return _literal(value)
 
 
@@ -400,7 +404,10 @@ def _literal(value: Any) -> str:
 
 
 def _describe(value: Any) -> str:
-    return f"{_type_name(value)} {_show(value)}"
+    """``integer 3`` (the type, then the value as written), or the type alone at boot: ``integer``."""
+    if value is None:
+        return "null"
+    return f"{_type_name(value)} {_literal(value)}" if _SHOW_VALUES[0] else _type_name(value)
 
 
 def _distance(a: str, b: str) -> int:
@@ -468,12 +475,13 @@ def _not_here(key: str, module: str, facts: dict[str, Any], system: str | None) 
 
 def classify_keys(cfg: dict, schema: dict | None = None,
                   os_release: dict[str, str] | None = None) -> list[Problem]:
-    """Top-level keys cloudseed does not do here, each a warning saying which of two kinds it is.
+    """Top-level keys cloudseed does not do here, each saying which of two kinds it is.
 
     A key a cloudseed module declares is implemented and gives nothing, unless that module does
     not support this distro. A key cloud-init documents (``known_keys``) is "not done by cloudseed
     here, because ..." with the reason (the module is for another distro or platform, or cloudseed
-    does not implement it yet). Any other key is unknown, with a did-you-mean only when one is close.
+    does not implement it yet): a warning. Any other key is unknown, an error as in cloud-init 24.x+
+    (22.4 let it pass), with a did-you-mean only when one is close.
     ``os_release`` (the target's ``/etc/os-release`` as a dict) makes the reasons name this system.
     """
     from cloudseed.agent.known_keys import CORE_KEYS, MODULES
@@ -512,7 +520,9 @@ def classify_keys(cfg: dict, schema: dict | None = None,
                                          f"for {CORE_KEYS[key]}, which cloudseed does not read", "warning"))
         else:
             known = sorted(set(properties) | set(owners) | set(CORE_KEYS))
-            problems.append(Problem(key, f"unknown key{suggest(key, known)}", "warning"))
+            # an error, as in cloud-init 24.x-26.x (22.4 let unknown top-level keys pass); at boot
+            # every schema problem is only reported (userdata_stage._validate)
+            problems.append(Problem(key, f"unknown key{suggest(key, known)}"))
     return problems
 
 
@@ -525,9 +535,16 @@ def validate_config(cfg: dict, text: str | None = None,
     schema = module_schema()
     _SHOW_VALUES[0] = show_values
     try:
-        problems = check(cfg, schema) + classify_keys(cfg, schema, os_release)
+        found = check(cfg, schema) + classify_keys(cfg, schema, os_release)
     finally:
         _SHOW_VALUES[0] = True
+    # a key several modules declare (hostname: set_hostname, update_hostname...) is wrong once
+    seen: set[tuple[str, str, str]] = set()
+    problems = []
+    for problem in found:
+        if (problem.path, problem.message, problem.level) not in seen:
+            seen.add((problem.path, problem.message, problem.level))
+            problems.append(problem)
     if text is not None:
         lines = key_lines(text)
         for problem in problems:

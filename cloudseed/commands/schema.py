@@ -2,8 +2,9 @@
 
 Validates cloud-config: exit 0 when valid (warnings are printed but do not fail), 1 when not.
 Each problem names the file, line and deepest key path. A top-level key no cloudseed module
-declares is a warning of one of two kinds: a key cloud-init documents that cloudseed does not do
-here (with the reason), or an unknown key (a did-you-mean only when one is close). With
+declares is one of two kinds: a key cloud-init documents that cloudseed does not do here (a
+warning, with the reason), or an unknown key (an error, as in cloud-init 24.x and later; a
+did-you-mean only when one is close). With
 ``--system`` the reasons name the target's distro. ``--modules-table`` prints the status page of
 all of cloud-init's modules (``docs/modules-status.md`` is this output).
 """

@@ -103,7 +103,8 @@ def test_schema_errors_name_key_path_and_line(tmp_path):
     assert f"{f}:8: error: bootcmd: expected array, got integer 5" in out
     assert "write_files[0].permissions" in out and ":6:" in out
     assert "write_files[0].encodng: unknown key (did you mean 'encoding'?)" in out
-    assert "warning: runcmdd: unknown key (did you mean 'runcmd'?)" in out
+    # an unknown top-level key is an error, as in cloud-init 24.x+ (22.4 let it pass)
+    assert "error: runcmdd: unknown key (did you mean 'runcmd'?)" in out
 
 
 def test_schema_requires_the_cloud_config_header_and_valid_yaml(tmp_path):

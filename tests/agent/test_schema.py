@@ -188,10 +188,43 @@ def test_a_key_declared_by_a_cloudseed_module_for_other_distros():
 
 
 def test_cloud_init_core_settings_and_unknown_keys():
-    found = warnings("log_cfgs: []\nrepoting: {}\nfoo_bar_baz: 1\n", DEBIAN)
+    text = "log_cfgs: []\nrepoting: {}\nfoo_bar_baz: 1\n"
+    found = warnings(text, DEBIAN)
     assert found["log_cfgs"].startswith("not done by cloudseed here, because `log_cfgs` is cloud-init's own setting")
-    assert found["repoting"] == "unknown key (did you mean 'reporting'?)"
-    assert found["foo_bar_baz"] == "unknown key"
+    # an unknown top-level key is an error, as in cloud-init 24.x+ (22.4 let it pass)
+    errors = {p.path: p.message for p in validate_config(yaml.safe_load(text), None, DEBIAN) if p.level == "error"}
+    assert errors == {"repoting": "unknown key (did you mean 'reporting'?)", "foo_bar_baz": "unknown key"}
+
+
+def test_type_errors_read_the_same_on_the_terminal_and_at_boot():
+    cfg = {"hostname": 3, "runcmd": None, "users": [{"name": "a", "shell": ["x"]}]}
+    on_terminal = sorted(p.message for p in validate_config(cfg) if p.level == "error")
+    at_boot = sorted(p.message for p in validate_config(cfg, show_values=False) if p.level == "error")
+    assert on_terminal == ["expected array, got null", "expected string, got array ['x']",
+                           "expected string, got integer 3"]
+    # the world-readable status names types only, never "got integer a integer value"
+    assert at_boot == ["expected array, got null", "expected string, got array", "expected string, got integer"]
+
+
+def test_a_key_several_modules_declare_is_reported_once():
+    assert [p.path for p in validate_config({"hostname": 3}) if p.level == "error"] == ["hostname"]
+
+
+def test_hyphenated_user_keys_are_deprecations_not_unknown_keys():
+    """``ssh-authorized-keys``, ``no-create-home``...: cloud-init and cloudseed both apply them."""
+    cfg = {"users": [{"name": "a", "ssh-authorized-keys": ["ssh-ed25519 AAAA a@b"], "no-create-home": True,
+                      "lock-passwd": False, "primary-group": "a"}]}
+    found = {p.path: (p.level, p.message) for p in validate_config(cfg)}
+    assert found == {
+        "users[0].ssh-authorized-keys": ("deprecated", "deprecated since cloud-init 18.3: Use ssh_authorized_keys."),
+        "users[0].no-create-home": ("deprecated", "deprecated since cloud-init 24.2: Use no_create_home."),
+        "users[0].lock-passwd": ("deprecated", "deprecated since cloud-init 22.3: Use lock_passwd."),
+        "users[0].primary-group": ("deprecated", "deprecated since cloud-init 24.2: Use primary_group."),
+    }
+    # a real typo still gets its did-you-mean
+    (typo,) = [p for p in validate_config({"users": [{"name": "a", "ssh_authorized_kyes": ["k"]}]})
+               if p.level == "error"]
+    assert typo.message == "unknown key (did you mean 'ssh_authorized_keys'?)"
 
 
 def test_every_key_of_cloud_inits_schema_is_known():

@@ -49,7 +49,6 @@ _USER = {
                            {"type": "null"}, {"type": "boolean", "enum": [False]}]},
         "doas": {"type": "array", "items": {"type": "string"}},
         "shell": {"type": "string"}, "lock_passwd": {"type": "boolean"},
-        "lock-passwd": {"type": "boolean", "deprecated": True, "deprecated_description": "Use lock_passwd."},
         "passwd": {"type": "string"}, "hashed_passwd": {"type": "string"}, "plain_text_passwd": {"type": "string"},
         "ssh_authorized_keys": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "ssh_import_id": {"type": "array", "items": {"type": "string"}, "minItems": 1},
@@ -61,12 +60,21 @@ _USER = {
         "create_groups": {"type": "boolean"}, "selinux_user": {"type": "string"}, "snapuser": {"type": "string"},
     },
 }
+# The hyphenated spellings of a user's keys: cloud-init and cloudseed (users._clean_keys) both
+# apply them as the underscored key, so they are deprecated, never unknown; the release that
+# deprecated each, as cloud-init 26.x's schema says.
+_HYPHENATED_SINCE = {"lock_passwd": "22.3", "ssh_authorized_keys": "18.3"}
+for _key in [k for k in _USER["properties"] if "_" in k]:
+    _USER["properties"][_key.replace("_", "-")] = dict(
+        _USER["properties"][_key], deprecated=True, deprecated_version=_HYPHENATED_SINCE.get(_key, "24.2"),
+        deprecated_description=f"Use {_key}.")
 
 MODULE = ModuleSpec(
     name="users_groups", stage=STAGE_INIT,
     title="Create users and groups",
     schema={"properties": {
-        "users": {"oneOf": [{"type": "array", "minItems": 1, "items": {"oneOf": [{"type": "string"}, _USER,
+        # ``users: []``: nobody, not even the default user (an error in 22.4, valid since 23.x)
+        "users": {"oneOf": [{"type": "array", "items": {"oneOf": [{"type": "string"}, _USER,
                                                                   {"type": "array", "items": {"type": "string"}}]}},
                             {"type": "string", "deprecated": True, "deprecated_description": "Use a list."},
                             {"type": "object", "deprecated": True, "deprecated_description": "Use a list."}]},
