@@ -42,6 +42,9 @@ OLD_ONLY = {
     "ok-users-empty.yaml": "`users: []` (nobody, not even the default user): valid since 23.x, 22.4's schema "
                            "wanted one entry",
     "bad-unknown-top-level-key.yaml": "an unknown top-level key is an error since 23.x; 22.4 let it pass",
+    "bad-create-hostname-file-string.yaml": "`create_hostname_file` was added in 23.4; 22.4 let any value pass",
+    "ok-users-hyphenated-keys.yaml": "`no-create-home`, `primary-group`...: hyphenated user keys every release "
+                                     "applies, deprecated in the schema since 24.2; 22.4's schema rejected them",
 }
 # file -> why cloudseed differs from the newer release only (22.4 agrees with cloudseed)
 NEW_ONLY = {
