@@ -1,6 +1,7 @@
-"""Where cloudseed deliberately renders differently from Debian's cloud-init 22.4, and why.
+"""Where cloudseed deliberately renders differently from Debian's cloud-init 22.4 and 26.x, and why.
 
-Each rule names a difference, the renderers it applies to, why we differ, and a predicate that
+Each rule names a difference, the renderers it applies to, why we differ, the releases it differs
+from (where 22.4 and 26.x disagree, cloudseed renders as 26.x), and a predicate that
 recognises one differing fact (a tuple from ``net_semantic.py``) as that difference. ``side`` is
 ``"ours"`` for a fact only cloudseed's output has and ``"ref"`` for one only cloud-init's has.
 A corpus case passes when every differing fact is explained by a rule; the report counts how
@@ -39,6 +40,7 @@ class Rule:
     renderers: tuple
     why: str
     test: Callable
+    oracles: tuple = ("22.4", "new")   # the releases it differs from
 
 
 def _is_member_of(ctx, name, kind):
@@ -219,13 +221,54 @@ RULES = [
               c.iface(f[1]).type != "physical") or
              (f[2] == "ipv4" and f[3] == "route-metric" and c.iface(f[1]) is not None and
               "route-metric" in c.iface(f[1]).dhcp4_overrides))),
+    # ---- where cloud-init 22.4 and 26.x disagree, cloudseed renders as 26.x: differences from 22.4 only ----
+    Rule("nm-autoconnect-priority", ("network-manager",),
+         "26.x gives its connections autoconnect-priority=120, above NetworkManager's own defaults; 22.4 did not.",
+         lambda c, f, s: s == "ours" and f[0] == "nm" and f[2:4] == ("connection", "autoconnect-priority"),
+         oracles=("22.4",)),
+    Rule("sysconfig-nm-controlled-dropped", ("sysconfig",),
+         "26.x no longer writes NM_CONTROLLED=no (NetworkManager's ifcfg-rh plugin may manage the files); "
+         "22.4 did.",
+         lambda c, f, s: s == "ref" and f[0] == "ifcfg" and f[2] == "NM_CONTROLLED", oracles=("22.4",)),
+    Rule("sysconfig-route-metric-per-family", ("sysconfig",),
+         "26.x writes a subnet's or default route's metric as IPV4_ROUTE_METRIC/IPV6_ROUTE_METRIC on RHEL; "
+         "22.4 wrote METRIC.",
+         lambda c, f, s: f[0] == "ifcfg" and f[2] == ("IPV4_ROUTE_METRIC" if s == "ours" else "METRIC"),
+         oracles=("22.4",)),
+    Rule("nm-dhcp-both-families-may-fail", ("network-manager",),
+         "26.x lets either family fail when both use DHCP/RA (one answering is enough); 22.4 required both.",
+         lambda c, f, s: f[0] == "nm" and f[3] == "may-fail" and f[4] == ("true" if s == "ours" else "false"),
+         oracles=("22.4",)),
+    Rule("nm-dhcpv6-stateful-method", ("network-manager",),
+         "26.x maps stateful DHCPv6 to ipv6.method=dhcp; 22.4 to auto.",
+         lambda c, f, s: f[0] == "nm" and f[2:4] == ("ipv6", "method") and
+         f[4] == ("dhcp" if s == "ours" else "auto") and "ipv6_dhcpv6-stateful" in c.types(f[1]),
+         oracles=("22.4",)),
+    Rule("nm-bare-bond-disabled", ("network-manager",),
+         "26.x disables both families on a bond without addresses of its own (they live on a VLAN above); "
+         "22.4 left IPv6 to NetworkManager's default.",
+         lambda c, f, s: s == "ours" and f[0] == "nm" and f[2] in ("ipv4", "ipv6") and
+         c.iface(f[1]) is not None and c.iface(f[1]).type == "bond" and not c.iface(f[1]).subnets,
+         oracles=("22.4",)),
+    # ---- deliberate differences from 26.x only (22.4 agrees with cloudseed) ----
+    Rule("sysconfig-ipv6-failure-not-fatal", ("sysconfig",),
+         "26.x sets IPV6_FAILURE_FATAL=yes for stateful DHCPv6, so an interface whose IPv4 works goes down "
+         "when no DHCPv6 server answers; we keep 22.4's non-fatal default.",
+         lambda c, f, s: s == "ref" and f[0] == "ifcfg" and f[2] == "IPV6_FAILURE_FATAL", oracles=("new",)),
+    Rule("eni-openstack-ipv6-dns-kept", ("eni",),
+         "26.x drops an IPv6 nameserver from network_data.json's services on ENI; 22.4 and we keep it.",
+         lambda c, f, s: s == "ours" and f[0] == "dns" and ":" in f[1], oracles=("new",)),
+    Rule("sysconfig-bond-xmit-hash-policy-kept", ("sysconfig",),
+         "26.x loses network_data.json's bond_xmit_hash_policy from BONDING_OPTS; 22.4 and we keep it.",
+         lambda c, f, s: s == "ours" and f[0] == "bondopt" and f[2] == "xmit_hash_policy", oracles=("new",)),
 ]
 
 
-def explain(renderer: str, side: str, fact: tuple, ctx: Ctx):
-    """The rule explaining a differing fact, or None."""
+
+def explain(renderer: str, side: str, fact: tuple, ctx: Ctx, oracle: str = "22.4"):
+    """The rule explaining a differing fact with that release (``22.4`` or ``new``), or None."""
     for rule in RULES:
-        if renderer in rule.renderers:
+        if renderer in rule.renderers and oracle in rule.oracles:
             try:
                 if rule.test(ctx, fact, side):
                     return rule

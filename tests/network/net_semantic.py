@@ -193,7 +193,10 @@ def _route_command(name: str, cmd: str):
                 i += 1
         return _route(name, dest, gw, metric)
     if w and w[0] == "ip":
-        w = [x for x in w[1:] if x not in ("-4", "-6")]
+        w = w[1:]
+        if w[:2] in (["-family", "inet6"], ["-family", "inet"]):  # cloud-init 24.x+ writes the long form
+            w = w[2:]
+        w = [x for x in w if x not in ("-4", "-6")]
         if w[:2] != ["route", "add"]:
             return None
         w = w[2:]

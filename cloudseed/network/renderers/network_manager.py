@@ -91,6 +91,8 @@ def _connection(model: NetworkModel, iface: Interface, dns: tuple, extra_routes:
     by_mac = iface.type == "physical" and iface.mac
     if not by_mac and not iface.match_name:
         kf.set("connection", "interface-name", iface.name)
+    # above NetworkManager's own default connections, as cloud-init 24.x+ writes it
+    kf.set("connection", "autoconnect-priority", 120)
     if iface.control() == "manual":
         kf.set("connection", "autoconnect", False)
     if iface.master is not None:
@@ -152,17 +154,27 @@ def _ip(model: NetworkModel, iface: Interface, kf: Keyfile, dns: tuple, extra_ro
         kf.set("ipv4", "method", "manual")
     else:
         kf.set("ipv4", "method", "disabled")
-    # IPv6
+    # IPv6 (stateful DHCPv6 is NetworkManager's "dhcp", without waiting for an RA: cloud-init 24.x+)
     v6_static = iface.static_subnets(6)
-    if types & {"dhcp6", "ipv6_slaac", "ipv6_dhcpv6-stateless", "ipv6_dhcpv6-stateful"}:
+    if "ipv6_dhcpv6-stateful" in types:
+        kf.set("ipv6", "method", "dhcp")
+    elif types & {"dhcp6", "ipv6_slaac", "ipv6_dhcpv6-stateless"}:
         kf.set("ipv6", "method", "auto")
     elif v6_static:
         kf.set("ipv6", "method", "manual")
+    elif iface.type == "bond" and not iface.subnets:  # (see bare_bond below)
+        # a bond whose addresses live on a VLAN above it: no automatic IPv6 on the bond itself
+        kf.set("ipv6", "method", "disabled")
+    bare_bond = iface.type == "bond" and not iface.subnets
     for fam, subs in (("ipv4", v4_static), ("ipv6", v6_static)):
-        if kf.get(fam, "method") not in (None, "disabled"):
+        if kf.get(fam, "method") not in (None, "disabled") or bare_bond:
             kf.set(fam, "may-fail", False)
         for s in subs:
             kf.add_numbered(fam, "address", s.cidr)
+    # DHCP in both families: either answering is enough (cloud-init 24.x+)
+    if all(kf.get(fam, "method") in ("auto", "dhcp") for fam in ("ipv4", "ipv6")):
+        for fam in ("ipv4", "ipv6"):
+            kf.set(fam, "may-fail", True)
     routes = gateway_routes(iface) + iface.all_routes() + list(extra_routes)
     for r in routes:
         fam = "ipv6" if r.family == 6 else "ipv4"

@@ -29,7 +29,7 @@ OWNED = [f"{SCRIPTS}/ifcfg-*", f"{SCRIPTS}/route-*", f"{SCRIPTS}/route6-*",
 _TYPES = {"physical": "Ethernet", "bond": "Bond", "bridge": "Bridge"}
 _BRIDGE = {"stp": "STP", "ageing-time": "AGEING", "priority": "PRIO", "forward-delay": "DELAY",
            "hello-time": "HELLO_TIME", "max-age": "MAX_AGE"}
-_DHCP4 = {"route-metric": "METRIC", "use-dns": "PEERDNS", "use-routes": "PEERROUTES",
+_DHCP4 = {"route-metric": "IPV4_ROUTE_METRIC", "use-dns": "PEERDNS", "use-routes": "PEERROUTES",
           "use-ntp": "PEERNTP", "hostname": "DHCP_HOSTNAME", "send-hostname": "DHCP_SEND_HOSTNAME"}
 
 
@@ -81,8 +81,8 @@ def render(model: NetworkModel, distro: str = "rhel") -> list:
 
 
 def _interface(model: NetworkModel, iface: Interface, global_routes: dict, has_default: bool):
-    cfg: dict = {"DEVICE": iface.name, "ONBOOT": True, "USERCTL": False, "NM_CONTROLLED": False,
-                 "BOOTPROTO": "none"}
+    # no NM_CONTROLLED=no: NetworkManager's ifcfg-rh plugin may manage these files (cloud-init 24.x+)
+    cfg: dict = {"DEVICE": iface.name, "ONBOOT": True, "USERCTL": False, "BOOTPROTO": "none"}
     if iface.type in _TYPES:
         cfg["TYPE"] = _TYPES[iface.type]
     if iface.mac:
@@ -118,7 +118,7 @@ def _interface(model: NetworkModel, iface: Interface, global_routes: dict, has_d
             if cfg["BOOTPROTO"] == "dhcp":
                 cfg["DHCLIENT_SET_DEFAULT_ROUTE"] = True
             if r.metric is not None:
-                cfg["METRIC"] = r.metric
+                cfg[f"IPV{r.family}_ROUTE_METRIC"] = r.metric
             continue
         if r.table is not None or r.on_link:
             left_out(model, "sysconfig", iface, f"the route to {r.destination} (it has a table or on-link)",
@@ -149,7 +149,7 @@ def _subnets(model: NetworkModel, iface: Interface, cfg: dict) -> None:
         if t == "dhcp4":
             cfg["BOOTPROTO"] = "dhcp"
             if s.metric is not None:
-                cfg["METRIC"] = s.metric
+                cfg["IPV4_ROUTE_METRIC"] = s.metric
         elif t in ("dhcp6", "ipv6_dhcpv6-stateful"):
             cfg.update(IPV6INIT=True, DHCPV6C=True)
             if t == "ipv6_dhcpv6-stateful":
@@ -185,7 +185,7 @@ def _subnets(model: NetworkModel, iface: Interface, cfg: dict) -> None:
                 else:
                     cfg.update(DEFROUTE=True, GATEWAY=s.gateway)
             if s.metric is not None:
-                cfg["METRIC"] = s.metric
+                cfg["IPV4_ROUTE_METRIC"] = s.metric
 
 
 def _dhcp_overrides(model: NetworkModel, iface: Interface, cfg: dict) -> None:
