@@ -1,5 +1,6 @@
 """``cloudseed instances``: add, list, show, update and remove instances in the registry; print the
-certificate of the EC2 instance identity signatures (``identity-certificate``)."""
+certificate of the EC2 instance identity signatures (``identity-certificate``); schedule events on
+an instance's timeline (``events``, in ``_instance_events.py``)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ def _record_flags(parser: argparse.ArgumentParser, adding: bool) -> None:
     ec2.add_argument("--spot-action", metavar="ACTION@TIME",
                      help="spot interruption, e.g. terminate@2026-11-24T21:00:00Z ('none' removes it)")
     ec2.add_argument("--security-group", action="append", metavar="NAME", help="security group name (repeatable)")
+    ec2.add_argument("--rebalance-notice", metavar="TIME",
+                     help="events/recommendations/rebalance noticeTime, e.g. 2026-11-24T20:58:00Z ('none' removes it)")
+    ec2.add_argument("--target-lifecycle-state", metavar="STATE",
+                     help="autoscaling/target-lifecycle-state: InService, Terminated, Detached, Standby, "
+                          "Warmed:... ('none' removes it)")
     clouds = parser.add_argument_group("GCE, DigitalOcean, Hetzner, Oracle settings (update: replaced)")
     clouds.add_argument("--clouds-json", metavar="FILE",
                         help="JSON object {gce: {...}, digitalocean: {...}, hetzner: {...}, oracle: {...}} "
@@ -87,6 +93,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           help="private key of the instance's first ssh-rsa key (PEM or OpenSSH format)")
     remove = sub.add_parser("rm", help="remove instances")
     remove.add_argument("instance_ids", nargs="+", metavar="ID")
+    from cloudseed.commands import _instance_events
+
+    _instance_events.configure(sub)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -223,6 +232,10 @@ def _ec2_fields(args: argparse.Namespace) -> dict[str, Any]:
                       ("hop_limit", "hop_limit"), ("life_cycle", "life_cycle"), ("security_group", "security_groups")):
         if getattr(args, flag, None) is not None:
             ec2[key] = getattr(args, flag)
+    if args.rebalance_notice:
+        ec2["rebalance"] = None if args.rebalance_notice == "none" else {"notice_time": args.rebalance_notice}
+    if args.target_lifecycle_state:
+        ec2["target_lifecycle_state"] = None if args.target_lifecycle_state == "none" else args.target_lifecycle_state
     if args.spot_action:
         if args.spot_action == "none":
             ec2["spot"] = None
@@ -309,6 +322,12 @@ def _update(registry: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def _events(registry: Any, args: argparse.Namespace) -> int:
+    from cloudseed.commands import _instance_events
+
+    return _instance_events.run(registry, args, InputError)
+
+
 def _remove(registry: Any, args: argparse.Namespace) -> int:
     missing = [i for i in args.instance_ids if not registry.delete(i)]
     for instance_id in missing:
@@ -317,4 +336,4 @@ def _remove(registry: Any, args: argparse.Namespace) -> int:
 
 
 _ACTIONS = {"add": _add, "list": _list, "show": _show, "update": _update, "rm": _remove,
-            "identity-certificate": _identity_certificate, "password": _password}
+            "identity-certificate": _identity_certificate, "password": _password, "events": _events}

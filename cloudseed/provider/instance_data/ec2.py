@@ -4,11 +4,14 @@ Every category AWS documents for a running instance, each from the version that 
 (``SINCE``: ``instance-type`` 2007-08-29, ``block-device-mapping/`` 2007-12-15, ``placement/``
 2008-02-01, ``network/`` and ``mac`` 2011-01-01, ``iam/`` 2012-01-12, ``services/domain``
 2014-02-25, ``ipv6s`` 2016-09-02, ``events/`` and ``identity-credentials/`` 2018-08-17,
-``instance-life-cycle`` and ``placement/region`` 2019-10-01, ``ipv6`` 2021-01-03, ``tags/``
-2021-03-23; ``tags/instance/KEY`` is the tag's value, served unless the record's
-``ec2.instance_metadata_tags`` is ``disabled``). ``spot/`` is there only when the record sets a
-spot action. The service walks the tree and adds the live leaves (temporary credentials); a
-config drive writes the static tree as ``ec2/<version>/meta-data.json``.
+``instance-life-cycle`` and ``placement/region`` 2019-10-01, ``events/recommendations/rebalance``
+2020-10-27, ``ipv6`` 2021-01-03, ``tags/`` 2021-03-23; ``tags/instance/KEY`` is the tag's value,
+served unless the record's ``ec2.instance_metadata_tags`` is ``disabled``; ``mac`` is not in
+2009-04-04 and older, as on EC2). ``spot/``, ``events/recommendations/`` and ``autoscaling/`` are
+there only when the record sets them (the service adds the timeline's, ``server/ec2_events.py``).
+``profile`` is ``default-hvm`` from 2009-04-04 (where a real listing shows it). The service walks
+the tree and adds the live leaves (temporary credentials); a config drive writes the static tree
+as ``ec2/<version>/meta-data.json``.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ SINCE = {
     "iam": "2012-01-12", "services": "2014-02-25", "spot": "2014-11-05", "ipv6s": "2016-09-02",
     "events": "2018-08-17", "identity-credentials": "2018-08-17", "instance-life-cycle": "2019-10-01",
     "availability-zone-id": "2019-10-01", "region": "2019-10-01", "group-name": "2020-10-27",
-    "ipv6": "2021-01-03", "tags": "2021-03-23",
+    "ipv6": "2021-01-03", "tags": "2021-03-23", "profile": "2009-04-04", "rebalance": "2020-10-27",
+    "autoscaling": EC2_LATEST,
 }
 
 Leaf = Union[str, Callable[[], Any]]  # a text, or (service only) a function giving the live answer
@@ -88,6 +92,8 @@ def meta_data_tree(record: InstanceRecord, version: str, configured_region: str 
         tree["instance-type"] = record.instance_type
     if has(version, "block-device-mapping"):
         tree["block-device-mapping"] = {"ami": "/dev/vda", "root": "/dev/vda"}
+    if has(version, "profile"):
+        tree["profile"] = "default-hvm"
     if has(version, "placement"):
         tree["placement"] = _placement(record, version, configured_region)
     if has(version, "instance-action"):
@@ -105,7 +111,14 @@ def meta_data_tree(record: InstanceRecord, version: str, configured_region: str 
         if version >= "2018-03-28":
             tree["spot"]["instance-action"] = json.dumps({"action": spot["action"], "time": spot["time"]})  # type: ignore[index]
     if has(version, "events"):
-        tree["events"] = {"maintenance": _events(ec2.get("events", []))}
+        scheduled, history = maintenance_documents(ec2.get("events", []))
+        tree["events"] = {"maintenance": {"scheduled": json.dumps(scheduled, indent=2),
+                                          "history": json.dumps(history, indent=2)}}
+        if ec2.get("rebalance") and has(version, "rebalance"):
+            tree["events"]["recommendations"] = {  # type: ignore[index]
+                "rebalance": json.dumps({"noticeTime": ec2["rebalance"]["notice_time"]})}
+    if ec2.get("target_lifecycle_state") and has(version, "autoscaling"):
+        tree["autoscaling"] = {"target-lifecycle-state": ec2["target_lifecycle_state"]}
     if ec2.get("iam_role") and has(version, "iam"):
         role = ec2["iam_role"]
         iam: Tree = {"info": _info(iam_info(record), live)}
@@ -153,16 +166,21 @@ def _placement(record: InstanceRecord, version: str, configured_region: str) -> 
     return placement
 
 
-def _events(events: list) -> Tree:
-    """``scheduled`` (active events) and ``history`` (completed or canceled), JSON as AWS gives them."""
+def maintenance_documents(events: list) -> tuple[list[dict], list[dict]]:
+    """``scheduled`` (active events) and ``history`` (completed or canceled) of the record's
+    ``ec2.events``, as the documents AWS gives (the service adds the timeline's, ``ec2_events.py``)."""
     def shown(event: dict) -> dict:
-        doc = {"Code": event["code"], "Description": event["description"], "EventId": event["id"],
-               "NotAfter": _aws_time(event.get("not_after")), "NotBefore": _aws_time(event.get("not_before")),
-               "State": event["state"]}
-        return {k: v for k, v in doc.items() if v}
-    scheduled = [shown(e) for e in events if e["state"] == "active"]
-    history = [shown(e) for e in events if e["state"] != "active"]
-    return {"scheduled": json.dumps(scheduled, indent=2), "history": json.dumps(history, indent=2)}
+        return maintenance_document(event["code"], event["description"], event["id"], event.get("not_before"),
+                                    event.get("not_after"), event["state"])
+    return ([shown(e) for e in events if e["state"] == "active"],
+            [shown(e) for e in events if e["state"] != "active"])
+
+
+def maintenance_document(code: str, description: str, event_id: str, not_before: Optional[str],
+                         not_after: Optional[str], state: str) -> dict:
+    doc = {"Code": code, "Description": description, "EventId": event_id, "NotAfter": _aws_time(not_after),
+           "NotBefore": _aws_time(not_before), "State": state}
+    return {k: v for k, v in doc.items() if v}
 
 
 def _aws_time(stamp: Optional[str]) -> str:
@@ -228,7 +246,18 @@ def _digest(*parts: str) -> str:
 
 
 def account_id(record: InstanceRecord) -> str:
-    return str(record.ec2.get("account_id") or record.project_id or DEFAULT_ACCOUNT)
+    """12 digits, always: ``ec2.account_id``; else the project id when it is 12 digits or fewer
+    (zero-padded, as AWS writes account ids with leading zeros); else 12 digits derived from the
+    project id (SHA-256, the same on every server); else ``123456789012``."""
+    given = record.ec2.get("account_id")
+    if given:
+        return str(given)
+    project = record.project_id
+    if not project:
+        return DEFAULT_ACCOUNT
+    if project.isascii() and project.isdigit() and len(project) <= 12:
+        return project.zfill(12)
+    return str(int(hashlib.sha256(b"aws-account\0" + project.encode()).hexdigest(), 16) % 10**12).zfill(12)
 
 
 def security_groups(record: InstanceRecord) -> list[str]:
@@ -239,16 +268,16 @@ def security_group_ids(record: InstanceRecord) -> list[str]:
     given = record.ec2.get("security_group_ids")
     if given:
         return list(given)
-    return [f"sg-{_digest(account_id(record), name)}" for name in security_groups(record)]
+    return [f"sg-{_digest('sg', account_id(record), name)}" for name in security_groups(record)]
 
 
 def vpc_id(record: InstanceRecord) -> str:
-    return str(record.ec2.get("vpc_id") or f"vpc-{_digest(account_id(record), 'vpc')}")
+    return str(record.ec2.get("vpc_id") or f"vpc-{_digest('vpc', account_id(record))}")
 
 
 def subnet_id(record: InstanceRecord, network: str) -> str:
     given = (record.ec2.get("subnet_ids") or {}).get(network)
-    return str(given or f"subnet-{_digest(account_id(record), network)}")
+    return str(given or f"subnet-{_digest('subnet', account_id(record), network)}")
 
 
 def zone_id(record: InstanceRecord, configured_region: str) -> str:

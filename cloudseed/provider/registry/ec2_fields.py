@@ -15,6 +15,7 @@ EVENT_STATES = ("active", "completed", "canceled")
 _ROLE_RE = re.compile(r"^[A-Za-z0-9+=,.@_-]{1,64}$")
 _ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+_ACCOUNT_RE = re.compile(r"^[0-9]{12}$")
 
 # key -> (kind, description); kind is the validator below
 FIELDS: dict[str, str] = {
@@ -27,6 +28,9 @@ FIELDS: dict[str, str] = {
             "spot/termination-time",
     "events": "[{code, description, state: active|completed|canceled, not_before, not_after, id}]: "
               "events/maintenance/scheduled (active) and history",
+    "rebalance": "{notice_time: YYYY-MM-DDTHH:MM:SSZ}: events/recommendations/rebalance (a rebalance recommendation)",
+    "target_lifecycle_state": "autoscaling/target-lifecycle-state: InService, Terminated, Detached, Standby, "
+                              "Warmed:Hibernated, Warmed:Running, Warmed:Stopped or Warmed:Terminated",
     "vpc_id": "vpc-id (default derived from the first network)",
     "vpc_cidr": "vpc-ipv4-cidr-block (default: the /16 holding the first subnet)",
     "subnet_ids": "{network: subnet-id} (default derived from the network name)",
@@ -37,7 +41,8 @@ FIELDS: dict[str, str] = {
     "partition_number": "placement/partition-number",
     "host_id": "placement/host-id",
     "product_codes": "product-codes",
-    "account_id": "owner-id and accountId (default: project_id, else 123456789012)",
+    "account_id": "owner-id and accountId, 12 digits (default: project_id when it is 12 digits or fewer, "
+                  "zero-padded; else 12 digits derived from it; else 123456789012)",
 }
 
 
@@ -69,6 +74,16 @@ def validate_ec2(value: Any) -> dict:
                 raise RecordError(where, "must be {action, time}")
             _choice(f"{where}.action", item.get("action"), SPOT_ACTIONS)
             _match(f"{where}.time", item.get("time"), _TIME_RE, "a UTC time like 2026-11-24T21:00:00Z")
+        elif key == "rebalance":
+            if not isinstance(item, dict) or set(item) != {"notice_time"}:
+                raise RecordError(where, "must be {notice_time: YYYY-MM-DDTHH:MM:SSZ}")
+            _match(f"{where}.notice_time", item["notice_time"], _TIME_RE, "a UTC time like 2026-11-24T21:00:00Z")
+        elif key == "target_lifecycle_state":
+            from cloudseed.provider.registry.events import LIFECYCLE_STATES
+
+            _choice(where, item, LIFECYCLE_STATES)
+        elif key == "account_id":
+            _match(where, item, _ACCOUNT_RE, "an AWS account id: 12 digits")
         elif key == "events":
             item = [_event(f"{where}[{i}]", e, i) for i, e in enumerate(_list(where, item))]
         elif key in ("security_groups", "security_group_ids", "product_codes"):

@@ -52,7 +52,10 @@ class InstanceRecord:
     ``vendor_data2`` are any JSON value; ``network_data`` is an OpenStack ``network_data.json``
     document (None: derived from addresses and MACs). ``imds_tokens`` is ``"required"`` or
     ``"optional"`` (IMDSv2). ``password`` is the OpenStack password API's value (set once by
-    the guest, cleared by an operator). ``ec2``: EC2-only settings (IAM role, metadata tags,
+    the guest, cleared by an operator) or, for a CloudStack/Exoscale record, the password the
+    password server hands the guest; ``password_by`` says who set it (``operator``: the admin
+    API or ``cloudseed instances``; ``guest``: the OpenStack password API; ``""``: none), kept by
+    the registry, never taken from input. ``ec2``: EC2-only settings (IAM role, metadata tags,
     spot, maintenance events, VPC, placement...), keys in ``registry/ec2_fields.py``.
     """
 
@@ -72,6 +75,7 @@ class InstanceRecord:
     tags: dict[str, str] = dataclasses.field(default_factory=dict)
     imds_tokens: str = "optional"
     password: Optional[str] = None
+    password_by: str = ""  # "operator", "guest" or "" (no password); set by the registry, not by input
     launch_index: int = 0
     instance_type: str = "m1.small"
     ami_id: str = "ami-00000000"
@@ -115,9 +119,11 @@ class InstanceRecord:
         base = dataclasses.asdict(partial_of) if partial_of is not None else {}
         values = dict(base)
         for key, value in data.items():
-            if key in ("password_set",):
+            if key in ("password_set", "password_by"):  # shown by to_dict, never set from input
                 continue
             values[key] = value
+        if "password" in data:  # given here: the operator's (the guest's arrive by set_password_once)
+            values["password_by"] = "operator" if data["password"] is not None else ""
         if "user_data_b64" in data:
             if "user_data" in data and data["user_data"] is not None:
                 raise RecordError("user_data_b64", "give user_data or user_data_b64, not both")
@@ -183,6 +189,10 @@ class InstanceRecord:
         self.clouds = validate_clouds(self.clouds)
         if self.imds_tokens not in ("required", "optional"):
             raise RecordError("imds_tokens", f"{self.imds_tokens!r} must be 'required' or 'optional'")
+        if self.password is None:
+            self.password_by = ""
+        elif self.password_by not in ("operator", "guest"):
+            self.password_by = "operator"
         if self.password is not None:
             _check_str("password", self.password, limit=None)
             if len(self.password.encode("utf-8")) > MAX_PASSWORD:

@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Optional
 
+from cloudseed.provider.registry.events import EventStore
 from cloudseed.provider.registry.record import InstanceRecord, utc_now
 
 _COLUMNS = ("instance_id", "name", "hostname", "availability_zone", "project_id")
@@ -26,8 +27,9 @@ LIST_FILTERS = ("name", "hostname", "project_id", "availability_zone", "network"
 MAX_PHONE_HOME_KEPT = 20
 CHANGES_KEPT_SECONDS = 3600.0
 # The schema's version, kept in the ``schema_version`` table. 1: the first release (no table);
-# 2: the table itself, tags with values (``tags.value``, a mapping in the record body).
-SCHEMA_VERSION = 2
+# 2: the table itself, tags with values (``tags.value``, a mapping in the record body);
+# 3: the ``events`` table (registry/events.py) and ``instances.password_by`` (who set the password).
+SCHEMA_VERSION = 3
 
 
 class RegistryError(Exception):
@@ -52,7 +54,7 @@ class RegistryUnavailable(RegistryError):
         super().__init__(message, "db", 503)
 
 
-class SQLRegistry(abc.ABC):
+class SQLRegistry(EventStore, abc.ABC):
     """Instance records in SQL. Thread-safe: one connection guarded by a lock."""
 
     placeholder = "?"
@@ -130,6 +132,8 @@ class SQLRegistry(abc.ABC):
                 cur.execute(statement)
             if version == 1:
                 self._upgrade_1_to_2(cur)
+            if 1 <= version <= 2:
+                self._upgrade_2_to_3(cur)
             cur.execute(self._sql("INSERT INTO schema_version (version, applied_at) VALUES (?, ?)"),
                         (SCHEMA_VERSION, utc_now()))
 
@@ -150,6 +154,17 @@ class SQLRegistry(abc.ABC):
                 cur.execute(self._sql("UPDATE instances SET body = ? WHERE instance_id = ?"),
                             (json.dumps(fields, sort_keys=True), instance_id))
 
+    def _upgrade_2_to_3(self, cur: Any) -> None:
+        """Passwords learn who set them: an existing one on a CloudStack or Exoscale record was the
+        operator's (the password server served it), any other the guest's (the OpenStack password
+        API). The events table itself is created with the schema (CREATE ... IF NOT EXISTS)."""
+        cur.execute("ALTER TABLE instances ADD COLUMN password_by TEXT NOT NULL DEFAULT ''")
+        cur.execute("SELECT instance_id, body FROM instances WHERE password IS NOT NULL")
+        for instance_id, body in cur.fetchall():
+            clouds = json.loads(body).get("clouds") or {}
+            who = "operator" if "cloudstack" in clouds or "exoscale" in clouds else "guest"
+            cur.execute(self._sql("UPDATE instances SET password_by = ? WHERE instance_id = ?"), (who, instance_id))
+
     def _sql(self, query: str) -> str:
         return query if self.placeholder == "?" else query.replace("?", self.placeholder)
 
@@ -159,7 +174,7 @@ class SQLRegistry(abc.ABC):
                 instance_id TEXT PRIMARY KEY, name TEXT NOT NULL, hostname TEXT NOT NULL,
                 availability_zone TEXT NOT NULL, project_id TEXT NOT NULL, body TEXT NOT NULL,
                 user_data {self.blob_type}, password TEXT, created_at TEXT NOT NULL,
-                updated_at TEXT NOT NULL)""",
+                updated_at TEXT NOT NULL, password_by TEXT NOT NULL DEFAULT '')""",
             """CREATE TABLE IF NOT EXISTS addresses (
                 network TEXT NOT NULL, address TEXT NOT NULL, instance_id TEXT NOT NULL,
                 PRIMARY KEY (network, address))""",
@@ -177,6 +192,7 @@ class SQLRegistry(abc.ABC):
             "CREATE INDEX IF NOT EXISTS phone_home_by_instance ON phone_home (instance_id)",
             "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
             "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)",
+            *self._events_schema(),
         ]
 
     # -- reads -----------------------------------------------------------------------------
@@ -280,10 +296,10 @@ class SQLRegistry(abc.ABC):
                 now = utc_now()
                 cur.execute(self._sql(
                     "INSERT INTO instances (instance_id, name, hostname, availability_zone, project_id, "
-                    "body, user_data, password, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                    "body, user_data, password, created_at, updated_at, password_by) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                     (*self._columns(record), self._body(record), record.user_data, record.password,
-                     record.created_at, now))
+                     record.created_at, now, record.password_by))
                 self._write_children(cur, record)
                 self._log_change(cur, record.instance_id)
                 count += 1
@@ -303,9 +319,9 @@ class SQLRegistry(abc.ABC):
             self._check_addresses_free(cur, record)
             cur.execute(self._sql(
                 "UPDATE instances SET name = ?, hostname = ?, availability_zone = ?, project_id = ?, "
-                "body = ?, user_data = ?, password = ?, updated_at = ? WHERE instance_id = ?"),
+                "body = ?, user_data = ?, password = ?, updated_at = ?, password_by = ? WHERE instance_id = ?"),
                 (*self._columns(record)[1:], self._body(record), record.user_data, record.password,
-                 utc_now(), instance_id))
+                 utc_now(), record.password_by, instance_id))
             cur.execute(self._sql("DELETE FROM addresses WHERE instance_id = ?"), (instance_id,))
             cur.execute(self._sql("DELETE FROM tags WHERE instance_id = ?"), (instance_id,))
             self._write_children(cur, record)
@@ -319,7 +335,7 @@ class SQLRegistry(abc.ABC):
             self._serialise_changes(cur)  # first: before any row lock (no deadlock)
             cur.execute(self._sql("DELETE FROM instances WHERE instance_id = ?"), (instance_id,))
             existed = cur.rowcount > 0
-            for table in ("addresses", "tags", "phone_home"):
+            for table in ("addresses", "tags", "phone_home", "events"):
                 cur.execute(self._sql(f"DELETE FROM {table} WHERE instance_id = ?"), (instance_id,))
             if existed:
                 self._log_change(cur, instance_id)
@@ -330,7 +346,7 @@ class SQLRegistry(abc.ABC):
         """Store the guest's password if none is set; False when one already is."""
         with self._lock, self._transaction() as cur:
             self._serialise_changes(cur)  # first: before any row lock (no deadlock)
-            cur.execute(self._sql("UPDATE instances SET password = ?, updated_at = ? "
+            cur.execute(self._sql("UPDATE instances SET password = ?, updated_at = ?, password_by = 'guest' "
                                   "WHERE instance_id = ? AND password IS NULL"),
                         (password, utc_now(), instance_id))
             changed = cur.rowcount > 0
@@ -343,7 +359,7 @@ class SQLRegistry(abc.ABC):
         """Forget the password (operator action), so the guest may set a new one."""
         with self._lock, self._transaction() as cur:
             self._serialise_changes(cur)  # first: before any row lock (no deadlock)
-            cur.execute(self._sql("UPDATE instances SET password = NULL, updated_at = ? "
+            cur.execute(self._sql("UPDATE instances SET password = NULL, updated_at = ?, password_by = '' "
                                   "WHERE instance_id = ?"), (utc_now(), instance_id))
             changed = cur.rowcount > 0
             if changed:
@@ -412,18 +428,18 @@ class SQLRegistry(abc.ABC):
 
     @staticmethod
     def _select_list() -> str:
-        return ", ".join((*_COLUMNS, "body", "user_data", "password", "created_at"))
+        return ", ".join((*_COLUMNS, "body", "user_data", "password", "created_at", "password_by"))
 
     @staticmethod
     def _record(row: Any) -> InstanceRecord:
-        instance_id, name, hostname, zone, project, body, user_data, password, created = row
+        instance_id, name, hostname, zone, project, body, user_data, password, created, password_by = row
         fields = json.loads(body)
         if isinstance(fields.get("tags"), list):  # written by a first-release server after the upgrade
             fields["tags"] = {str(tag): "" for tag in fields["tags"]}
         return InstanceRecord(instance_id=instance_id, name=name, hostname=hostname, availability_zone=zone,
                               project_id=project,
                               user_data=bytes(user_data) if user_data is not None else None,
-                              password=password, created_at=created,
+                              password=password, password_by=password_by or "", created_at=created,
                               **{k: fields[k] for k in _BODY_FIELDS if k in fields})
 
     def __enter__(self) -> SQLRegistry:

@@ -1,5 +1,6 @@
-"""The admin listener: ``/v1/instances`` REST API (bearer token), ``/openapi.json``, ``/metrics``,
-``/health``, and the public credential keys (``/v1/keys/...``, ``credential_keys_api.py``).
+"""The admin listener: ``/v1/instances`` REST API (bearer token; an instance's timeline at
+``/v1/instances/ID/events``, ``admin_events.py``), ``/openapi.json``, ``/metrics``, ``/health``,
+and the public credential keys (``/v1/keys/...``, ``credential_keys_api.py``).
 
 Errors are JSON ``{"error": "...", "field": "..."}``: 400 for invalid input naming the field,
 401 without the right token, 404 for unknown instances, 409 for conflicts (id or address taken),
@@ -134,6 +135,10 @@ class AdminApp:
                 return json_error(404, f"no instance {instance_id}", "instance_id")
             self.cache.invalidate([instance_id])
             return Response(204, b"", JSON)
+        if len(parts) >= 2 and parts[1] == "events":  # the instance's timeline (admin_events.py)
+            from cloudseed.provider.server import admin_events
+
+            return await admin_events.handle(self, request, instance_id, parts[2:], lambda: self._body(request))
         if len(parts) == 2 and parts[1] == "phone-home":
             if method not in ("GET", "HEAD"):
                 return _not_allowed("GET, HEAD")

@@ -18,6 +18,7 @@ from typing import Any
 from cloudseed.provider.instance_data import akamai
 from cloudseed.provider.server.http import Response, text_error
 
+SCOPE = "akamai"
 MAX_EXPIRY = 43200
 DEFAULT_EXPIRY = 3600
 DOCUMENTS = {"instance": akamai.instance, "network": akamai.network, "ssh-keys": akamai.ssh_keys}
@@ -38,7 +39,7 @@ def handle(app: Any, request: Any, instance: Any) -> Any:
     from cloudseed.provider.server.imds_tokens import TokenError
 
     try:
-        app.tokens.check(token, instance.record.instance_id)
+        app.tokens.check(token, instance.record.instance_id, SCOPE)
     except TokenError as error:
         return text_error(401, str(error).replace("IMDSv2 token", "Metadata-Token"))
     record = instance.record
@@ -63,7 +64,14 @@ def _token(app: Any, request: Any, instance: Any) -> Response:
             return text_error(400, f"Metadata-Token-Expiry-Seconds must be an integer from 1 to {MAX_EXPIRY}, "
                                    f"got {raw[:20]!r}")
         expiry = int(raw)
-    token = app.tokens.issue(instance.record.instance_id, expiry)
+    from cloudseed.provider.server.imds_tokens import TOKEN_HEADER
+
+    presented = request.headers.get(TOKEN_HEADER)  # valid (MetadataApp._route checked it): cap by it
+    not_after = None
+    if presented is not None:
+        app.tokens.check(presented, instance.record.instance_id)
+        not_after = app.tokens.expiry_of(presented)
+    token = app.tokens.issue(instance.record.instance_id, expiry, SCOPE, not_after)
     if "application/json" in request.headers.get("accept", ""):
         return Response(200, json.dumps([token]), "application/json")
     return Response(200, token)
@@ -72,7 +80,7 @@ def _token(app: Any, request: Any, instance: Any) -> Response:
 def _memo(instance: Any, key: str, render: Any) -> Response:
     found = instance.responses.get(key)
     if found is None:
-        found = instance.responses[key] = render()
+        found = instance.remember(key, render())
     return found
 
 

@@ -13,19 +13,22 @@ like any rendered answer (``MetadataApp._cached``).
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable, Optional, Union
 
 from cloudseed.provider.instance_data.ec2 import EC2_LATEST as LATEST
 from cloudseed.provider.instance_data.ec2 import EC2_VERSIONS as VERSIONS
 from cloudseed.provider.instance_data.ec2 import Tree, identity_document, meta_data_tree
 from cloudseed.provider.registry import InstanceRecord
+from cloudseed.provider.server import ec2_events
 from cloudseed.provider.server.ec2_credentials import CredentialIssuer
 from cloudseed.provider.server.ec2_identity import IdentitySigner, shared_pem
-from cloudseed.provider.server.http import Response
+from cloudseed.provider.server.http import Response, text_error
 
 __all__ = ["LATEST", "VERSIONS", "Live", "meta_data_tree", "render", "resolve_version", "versions_listing"]
 
 Answer = Union[Response, Callable[[], Response]]
+_NOT_FOUND = text_error(404, "not found")
 
 
 class Live:
@@ -56,12 +59,14 @@ def resolve_version(version: str) -> Optional[str]:
 
 
 def render(record: InstanceRecord, version: str, subpath: str, configured_region: str = "",
-           trees: Optional[dict] = None, live: Optional[Live] = None) -> Optional[Answer]:
+           trees: Optional[dict] = None, live: Optional[Live] = None, timeline: tuple = ()) -> Optional[Answer]:
     """``/<version>/<subpath>`` for ``record``; None when there is no such path (404).
 
     ``trees``, when given, keeps the trees built for each version (a crawl asks for every leaf of
     one tree; the record must be the same for every call with the same dict). ``live`` adds the
-    credentials and the identity signatures; without it they are not served."""
+    credentials and the identity signatures; without it they are not served. ``timeline``: the
+    instance's events; paths they decide (``ec2_events.CATEGORIES`` and the ``meta-data/``
+    listing) are then answered by a function of the time of each request."""
     resolved = resolve_version(version)
     if resolved is None:
         return None
@@ -89,7 +94,22 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
             tree = trees[key] = _dynamic_tree(record, configured_region, live, trees)
     else:
         return None
-    for part in parts[1:]:
+    if timeline and parts[0] == "meta-data" and (len(parts) == 1 or parts[1] in ec2_events.CATEGORIES):
+        return _timed(record, tree, resolved, parts[1:], timeline)
+    return _answer(record, tree, parts[1:])
+
+
+def _timed(record: InstanceRecord, tree: Any, version: str, parts: list[str], timeline: tuple) -> Answer:
+    def answer() -> Response:
+        found = _answer(record, ec2_events.overlay(tree, record, timeline, version, time.time()), parts)
+        if found is None:
+            return _NOT_FOUND
+        return found if isinstance(found, Response) else found()
+    return answer
+
+
+def _answer(record: InstanceRecord, tree: Any, parts: list[str]) -> Optional[Answer]:
+    for part in parts:
         if not isinstance(tree, dict) or part not in tree:
             return None
         tree = tree[part]
@@ -97,7 +117,7 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
         return Response(200, tree)
     if callable(tree):
         return tree
-    if parts[1:] == ["public-keys"]:
+    if parts == ["public-keys"]:
         return Response(200, "\n".join(f"{i}={k['name']}" for i, k in enumerate(record.ssh_keys)))
     return Response(200, "\n".join(f"{k}/" if isinstance(v, dict) else k for k, v in tree.items()))
 

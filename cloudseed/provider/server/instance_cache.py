@@ -20,6 +20,9 @@ AMBIGUOUS = "ambiguous"  # address on several networks, listener has no network
 
 
 MAX_ROUTES = 512  # request paths remembered per instance (GET/HEAD answers)
+MAX_ROUTE_PATH = 256  # longer request paths are answered but never remembered (clients' paths are short)
+MAX_RESPONSES = 512  # rendered answers kept per instance; past it, answers are rendered per request
+MAX_RESPONSE_BYTES = 1024 * 1024  # and at most this many bytes of them (keys included)
 MAX_UNKNOWN_ADDRESSES = 50_000  # "nobody here" answers kept; more (a scan) forgets them all
 # seconds without the registry after which nothing cached is trusted (the change log keeps an hour)
 FORGET_AFTER_OUTAGE = 1800.0
@@ -32,17 +35,40 @@ class CachedInstance:
     ``routes``: request path as sent -> Response or factory: the GET/HEAD answer for that path,
     so a repeated request skips routing (the IMDSv2 token check still comes first, on every API).
     ``trees``: the EC2 meta-data tree of each version asked for, built once for all its leaves.
-    Both go away with the instance when the registry changes it.
+    ``events``: the instance's timeline (``registry/events.py``: ``Event`` tuples by start time),
+    ``faults`` those of kind ``fault`` (checked before every answer while any exist).
+    All go away with the instance when the registry changes it.
+
+    Bounded whatever the requests: ``remember`` keeps an answer only while the instance holds
+    fewer than ``MAX_RESPONSES`` answers of ``MAX_RESPONSE_BYTES`` in all, and ``route`` a
+    request path only up to ``MAX_ROUTES`` paths of at most ``MAX_ROUTE_PATH`` bytes; nothing is
+    kept for a path that has no answer (404). A flood of distinct paths costs CPU, not memory.
     """
 
-    __slots__ = ("record", "responses", "routes", "instance_id", "trees")
+    __slots__ = ("record", "responses", "routes", "instance_id", "trees", "kept_bytes", "events", "faults")
 
-    def __init__(self, record: InstanceRecord):
+    def __init__(self, record: InstanceRecord, events: tuple = ()):
         self.record = record
         self.instance_id = record.instance_id
         self.responses: dict[str, Any] = {}
         self.routes: dict[str, Any] = {}
         self.trees: dict[Any, Any] = {}  # EC2 meta-data tree per version (ec2_api.render)
+        self.kept_bytes = 0
+        self.events = events
+        self.faults = tuple(e for e in events if e.kind == "fault" and e.state == "scheduled")
+
+    def remember(self, key: str, answer: Any) -> Any:
+        """Keep ``answer`` (a Response or a factory) under ``key`` if the bounds allow; returns it."""
+        size = len(key) + len(getattr(answer, "body", b""))
+        if len(self.responses) < MAX_RESPONSES and self.kept_bytes + size <= MAX_RESPONSE_BYTES:
+            self.responses[key] = answer
+            self.kept_bytes += size
+        return answer
+
+    def route(self, path: str, answer: Any) -> None:
+        """Remember ``answer`` for the request path ``path`` (the hot path's lookup) if the bounds allow."""
+        if len(self.routes) < MAX_ROUTES and len(path) <= MAX_ROUTE_PATH:
+            self.routes[path] = answer
 
 
 class InstanceCache:
@@ -93,11 +119,17 @@ class InstanceCache:
         if cached is not MISSING:
             return cached  # type: ignore[return-value]
         generation = self.generation
-        record = await self.run(self.registry.get, instance_id)
-        entry = CachedInstance(record) if record is not None else None
+        record, events = await self.run(self._load, instance_id)
+        entry = CachedInstance(record, events) if record is not None else None
         if generation == self.generation:
             self.instances[instance_id] = entry
         return entry
+
+    def _load(self, instance_id: str) -> tuple[Optional[InstanceRecord], tuple]:
+        record = self.registry.get(instance_id)
+        if record is None:
+            return None, ()
+        return record, tuple(self.registry.events(instance_id))
 
     async def run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)

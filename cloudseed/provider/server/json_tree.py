@@ -42,7 +42,7 @@ def tree_response(doc: Any, parts: tuple) -> Optional[Response]:
     for part in parts:
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node) and _is_dir(node):
+        elif isinstance(node, list) and list_index(part, len(node)) and _is_dir(node):
             node = node[int(part)]
         else:
             return None
@@ -58,3 +58,9 @@ def tree_response(doc: Any, parts: tuple) -> Optional[Response]:
 
 def _is_dir(value: Any) -> bool:
     return isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value))
+
+
+def list_index(part: str, length: int) -> bool:
+    """Whether ``part`` is an index of a list of ``length`` (ASCII digits, a few of them: ``int``
+    of thousands of digits, or of a non-ASCII digit, would raise)."""
+    return part.isascii() and part.isdigit() and len(part) <= 9 and int(part) < length

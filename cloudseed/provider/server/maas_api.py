@@ -46,7 +46,7 @@ def handle(app: Any, request: Any, instance: Any) -> Any:
         found = render(record, parts[1:])
         if found is None:
             return text_error(404, "not found")
-        instance.responses[key] = found
+        instance.remember(key, found)
     return found
 
 

@@ -23,14 +23,14 @@ from cloudseed.provider.server.cloud_credentials import CloudCredentials
 from cloudseed.provider.server.config import ServerConfig
 from cloudseed.provider.server.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
-from cloudseed.provider.server.instance_cache import AMBIGUOUS, MAX_ROUTES, MISSING, CachedInstance, InstanceCache
+from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance, InstanceCache
 from cloudseed.provider.server.rate_limit import RateLimiter
-from cloudseed.provider.server.routes import CLOUD_APIS, NOCLOUD, OPENSTACK, PHONE_HOME, TOKEN, api_for
+from cloudseed.provider.server.routes import AKAMAI, CLOUD_APIS, NOCLOUD, OPENSTACK, PHONE_HOME, TOKEN, api_for
 
 Answer = Union[Response, Awaitable[Response]]
 READ_METHODS = ("GET", "HEAD")
 MAX_PHONE_HOME = 64 * 1024
-MAX_KEPT_PATH = 256  # longer request paths are answered but not remembered (routes): no client needs them
+OWN_TOKENS = frozenset((AKAMAI,))  # APIs whose own session tokens satisfy "tokens required"
 
 _NOT_FOUND = text_error(404, "not found")
 _NO_INSTANCE = text_error(404, "no instance is registered for this address")
@@ -84,7 +84,8 @@ class MetadataApp:
             instance = self.cache.cached_by_address(request.listener.network, request.peer)
             if instance.__class__ is CachedInstance:  # the hot path: a known instance, a path seen before
                 request.instance_id = instance.instance_id
-                if (request.method == "GET" or request.method == "HEAD") and not request.query:
+                if (request.method == "GET" or request.method == "HEAD") and not request.query \
+                        and not instance.faults:
                     answer = instance.routes.get(request.path)  # by path: a query may choose another API
                     if answer is not None:
                         refused = self._check_token(request, instance)
@@ -165,12 +166,21 @@ class MetadataApp:
 
     # -- routing ---------------------------------------------------------------------------
     def _route(self, request: Request, instance: CachedInstance) -> Answer:
+        if instance.faults:  # the operator's rehearsal faults (faults.py) come first
+            from cloudseed.provider.server import faults
+
+            fault = faults.active(instance.faults, request.path)
+            if fault is not None:
+                return faults.answer(fault, lambda: self._routed(request, instance))
+        return self._routed(request, instance)
+
+    def _routed(self, request: Request, instance: CachedInstance) -> Answer:
         """Every API serves only ``instance``'s data, and only once its IMDSv2 rules are met."""
         path = request.path
         api = request.api = api_for(path, instance.record.clouds, request.query)  # the one place (metrics too)
         if api == TOKEN:
             return self._token(request, instance)
-        refused = self._check_token(request, instance)
+        refused = self._check_token(request, instance, api in OWN_TOKENS)
         if refused is not None:
             return refused
         if path[-4:] == ".sig" and signature_api.is_signature_path(path) and request.method in READ_METHODS:
@@ -196,10 +206,9 @@ class MetadataApp:
         if found is None:
             found = render()
             if found is None:
-                return _NOT_FOUND
-            instance.responses[key] = found
-        if len(instance.routes) < MAX_ROUTES and len(request.path) <= MAX_KEPT_PATH:
-            instance.routes[request.path] = found
+                return _NOT_FOUND  # never kept: a flood of unknown paths costs no memory
+            instance.remember(key, found)
+        instance.route(request.path, found)
         return found if found.__class__ is Response else found()
 
     def _openstack(self, request: Request, instance: CachedInstance, rest: str) -> Answer:
@@ -213,8 +222,7 @@ class MetadataApp:
         if request.method not in READ_METHODS:
             return _method_not_allowed("GET, HEAD")
         if not parts:
-            if len(instance.routes) < MAX_ROUTES:
-                instance.routes[request.path] = self._os_versions
+            instance.route(request.path, self._os_versions)
             return self._os_versions
         version = openstack_api.resolve_version(parts[0])
         if version is None:
@@ -228,6 +236,11 @@ class MetadataApp:
         resolved = openstack_api.resolve_version(version)
         if resolved is None or resolved < openstack_api.GRIZZLY:
             return _NOT_FOUND
+        clouds = instance.record.clouds
+        if "cloudstack" in clouds or "exoscale" in clouds:
+            # this password is the password server's (password_server.py: DomU_Request, served
+            # until acknowledged); never read, nor replaced, through the OpenStack API
+            return text_error(404, "this instance's password is served by the password server only")
         if request.method in READ_METHODS:
             return Response(200, instance.record.password or "")
         if request.method != "POST":
@@ -284,15 +297,19 @@ class MetadataApp:
         subpath = parts[2] if len(parts) > 2 else ""
         record = instance.record
         region = self.config.region
-        return self._cached(request, instance, f"ec2/{resolved}/{subpath.strip('/')}",
+        return self._cached(request, instance, f"ec2/{resolved}/" + "/".join(p for p in subpath.split("/") if p),
                             lambda: ec2_api.render(record, resolved, subpath, region, instance.trees,
-                                           self._ec2_live))
+                                                   self._ec2_live, instance.events))
 
-    def _check_token(self, request: Request, instance: CachedInstance) -> Optional[Response]:
+    def _check_token(self, request: Request, instance: CachedInstance, own_tokens: bool = False) -> Optional[Response]:
         """401 when tokens are required (by the instance or the server) and none is sent, or
-        when the token sent is not a valid, unexpired token of this instance; on every API."""
+        when the token sent is not a valid, unexpired EC2 token of this instance; on every API.
+        An API with tokens of its own (``OWN_TOKENS``: Akamai's PUT-then-header protocol, which
+        holds against SSRF as IMDSv2 does) needs no EC2 token, but one sent is still checked."""
         token = request.headers.get(TOKEN_HEADER)
         if token is None:
+            if own_tokens:
+                return None
             if instance.record.imds_tokens == "required" or self.config.imds_tokens == "required":
                 return text_error(401, "IMDSv2 token required: PUT /latest/api/token first")
             return None

@@ -6,6 +6,8 @@ from typing import Any
 
 from cloudseed.provider.registry import LIST_FILTERS
 from cloudseed.provider.registry.ec2_fields import FIELDS as EC2_FIELDS
+from cloudseed.provider.registry.events import DETAILS as EVENT_DETAILS
+from cloudseed.provider.registry.events import KINDS as EVENT_KINDS
 
 
 def _instance_schema() -> dict[str, Any]:
@@ -36,8 +38,21 @@ def _instance_schema() -> dict[str, Any]:
             "clouds": {"type": "object", "description": "per-cloud settings (gce, digitalocean, hetzner, oracle, "
                        "azure...): keys in cloudseed/provider/registry/cloud_fields.py"},
             "password_set": {"type": "boolean", "readOnly": True},
+            "password_by": {"enum": ["operator", "guest", ""], "readOnly": True,
+                            "description": "who set the password: the operator, or the guest (OpenStack API)"},
         },
     }
+
+
+def _event_schema() -> dict[str, Any]:
+    time_value = {"oneOf": [{"type": "string", "description": "2026-11-24T21:00:00Z, or +SECONDS from now"},
+                            {"type": "number", "description": "epoch seconds"}]}
+    return {"type": "object", "additionalProperties": False, "properties": {
+        "kind": {"enum": list(EVENT_KINDS)}, "not_before": time_value, "not_after": time_value,
+        "duration_seconds": {"type": "number", "exclusiveMinimum": 0}, "event_id": {"type": "string"},
+        "state": {"enum": ["scheduled", "canceled", "completed"]},
+        "details": {"type": "object", "description": "per kind: " + "; ".join(
+            f"{kind}: {', '.join(spec) or '-'}" for kind, spec in EVENT_DETAILS.items())}}}
 
 
 def openapi_document() -> dict[str, Any]:
@@ -45,6 +60,7 @@ def openapi_document() -> dict[str, Any]:
     error = {"description": "error", "content": {"application/json": error_schema}}
     instance = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Instance"}}}}
     id_param = {"name": "instance_id", "in": "path", "required": True, "schema": {"type": "string"}}
+    event = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Event"}}}}
     filters = [{"name": name, "in": "query", "schema": {"type": "string"}} for name in LIST_FILTERS]
     for entry in filters:
         if entry["name"] == "tag":
@@ -57,7 +73,7 @@ def openapi_document() -> dict[str, Any]:
         "info": {"title": "cloudseed metadata server admin API", "version": "1"},
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {"Instance": _instance_schema(),
+            "schemas": {"Instance": _instance_schema(), "Event": _event_schema(),
                         "Error": {"type": "object", "properties": {"error": {"type": "string"},
                                                                     "field": {"type": "string"}}}},
         },
@@ -89,6 +105,23 @@ def openapi_document() -> dict[str, Any]:
                 "parameters": [id_param],
                 "get": {"summary": "phone_home posts received", "responses": {"200": {"description": "posts"},
                                                                                "404": error}},
+            },
+            "/v1/instances/{instance_id}/events": {
+                "parameters": [id_param],
+                "get": {"summary": "The instance's timeline (registry/events.py), each event with its phase now",
+                        "responses": {"200": {"description": "events"}, "404": error}},
+                "post": {"summary": "Schedule an event", "requestBody": event,
+                         "responses": {"201": {"description": "scheduled"}, "400": error, "404": error,
+                                       "409": error}},
+            },
+            "/v1/instances/{instance_id}/events/{event_id}": {
+                "parameters": [id_param, {"name": "event_id", "in": "path", "required": True,
+                                          "schema": {"type": "string"}}],
+                "get": {"summary": "Show an event", "responses": {"200": {"description": "ok"}, "404": error}},
+                "patch": {"summary": "Change state, times or details", "requestBody": event,
+                          "responses": {"200": {"description": "ok"}, "400": error, "404": error}},
+                "delete": {"summary": "Remove an event", "responses": {"204": {"description": "gone"},
+                                                                        "404": error}},
             },
             "/health": {"get": {"security": [], "summary": "Liveness and registry reachability",
                                 "responses": {"200": {"description": "ok"}, "503": error}}},

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from cloudseed.provider.instance_data import oracle
 from cloudseed.provider.server.http import Response, text_error
+from cloudseed.provider.server.json_tree import list_index
 
 _NOT_FOUND = text_error(404, "not found")
 _UNAUTHORIZED = text_error(401, "Authorization: Bearer Oracle is required for /opc/v2",
@@ -41,7 +42,7 @@ def handle(app: Any, request: Any, instance: Any) -> Any:
         found = render(instance.record, tuple(parts[2:]))
         if found is None:
             return _NOT_FOUND
-        instance.responses[key] = found
+        instance.remember(key, found)  # bounded (instance_cache.CachedInstance)
     return found
 
 
@@ -74,7 +75,7 @@ def render(record: Any, parts: tuple) -> Optional[Response]:
     for part in parts[1:]:
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and list_index(part, len(node)):
             node = node[int(part)]
         else:
             return None

@@ -9,6 +9,17 @@ the password is forgotten (``Registry.clear_password``), so it is served once, a
 ``saved_password``; anything else -> 400 ``bad_request``. Only instances whose record names
 ``clouds.cloudstack`` or ``clouds.exoscale`` are served (others: 404), identified by source
 address like the metadata listeners (no proxies here). The password is never logged.
+
+Only a password the operator set is served (``record.password_by == "operator"``): a value a guest
+posted through the OpenStack password API (before the record named CloudStack) is answered as
+``saved_password``, so nothing a process in the guest wrote comes back as the password. The
+OpenStack API refuses the password of a CloudStack/Exoscale record (``MetadataApp._password``).
+
+IMDSv2 tokens: when the instance (``imds_tokens: required``) or the server requires them, a
+request must carry a valid EC2 token of the instance in ``X-aws-ec2-metadata-token`` (got with
+``PUT /latest/api/token`` from the metadata listener), else 401; a token sent is always checked.
+CloudStack's own clients (cloud-init, the router's wget recipe) send none: give their instances
+``imds_tokens: optional``.
 """
 
 from __future__ import annotations
@@ -16,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from cloudseed.provider.server.http import Request, Response, text_error
+from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TokenError
 from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance
 
 API = "password"
@@ -26,11 +38,14 @@ _HEADERS = [("Server", "cloudseed password server"), ("Cache-Control", "no-store
 
 
 class PasswordServer:
-    def __init__(self, registry: Any, cache: Any, limiter: Any, metrics: Any):
+    def __init__(self, registry: Any, cache: Any, limiter: Any, metrics: Any, tokens: Any,
+                 imds_tokens: str = "optional"):
         self.registry = registry
         self.cache = cache
         self.limiter = limiter
         self.metrics = metrics
+        self.tokens = tokens
+        self.imds_tokens = imds_tokens  # the server's setting: "required" holds here too
 
     def handle(self, request: Request) -> Any:
         request.api = API
@@ -60,11 +75,21 @@ class PasswordServer:
         if not any(cloud in (record.clouds or {}) for cloud in CLOUDS):
             return text_error(404, f"instance {record.instance_id} has no password server "
                                    "(its record names neither clouds.cloudstack nor clouds.exoscale)")
+        token = request.headers.get(TOKEN_HEADER)
+        if token is None:
+            if record.imds_tokens == "required" or self.imds_tokens == "required":
+                return text_error(401, "IMDSv2 token required: PUT /latest/api/token on the metadata service, "
+                                       "then send it as X-aws-ec2-metadata-token")
+        else:
+            try:
+                self.tokens.check(token, record.instance_id)
+            except TokenError as error:
+                return text_error(error.status, str(error))
         wanted = request.headers.get(HEADER, "").strip()
         if wanted == "send_my_password":
             # read fresh from the registry: another process may have served it meanwhile
             current = await self.cache.run(self.registry.get, record.instance_id)
-            password = current.password if current is not None else None
+            password = current.password if current is not None and current.password_by == "operator" else None
             return Response(200, password if password else SAVED, headers=_HEADERS)
         if wanted == SAVED:
             if await self.cache.run(self.registry.clear_password, record.instance_id):

@@ -50,7 +50,7 @@ def _memo(instance: Any, key: str, render: Any) -> Response:
     """Rendered once per instance, but not remembered by path: the query decides the form."""
     found = instance.responses.get(key)
     if found is None:
-        found = instance.responses[key] = render()
+        found = instance.remember(key, render())
     return found
 
 

@@ -94,7 +94,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     if config.password_server_listen:  # CloudStack's / Exoscale's password server, in this process only
         from cloudseed.provider.server.password_server import PasswordServer
 
-        handlers["password"] = PasswordServer(registry, cache, limiter, metrics).handle
+        handlers["password"] = PasswordServer(registry, cache, limiter, metrics, tokens, config.imds_tokens).handle
         listeners.extend(Listener(s.host, s.port, s.network, kind="password") for s in config.password_server_listen)
     if config.oci_auth_listen:  # OCI's federation endpoint, in this process only
         from cloudseed.provider.server.oci_federation import FederationServer

@@ -21,11 +21,14 @@ from cloudseed.provider.registry import RegistryError, open_registry
 from cloudseed.provider.registry.sql import SCHEMA_VERSION
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "registry-v1.sql")
+# ``sqlite3 .dump`` of a database written by the version-2 registry (commit dd9f2e7): a CloudStack
+# record with the operator's password, an OpenStack record with a password the guest posted
+FIXTURE_V2 = os.path.join(os.path.dirname(__file__), "fixtures", "registry-v2.sql")
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
-def _load_v1(db_url: str) -> None:
-    with open(FIXTURE) as handle:
+def _load_v1(db_url: str, fixture: str = FIXTURE) -> None:
+    with open(fixture) as handle:
         dump = handle.read()
     if not db_url.startswith("postgresql://"):
         conn = sqlite3.connect(db_url)
@@ -70,6 +73,22 @@ def test_first_release_database_upgrades_and_keeps_its_instances(db_url):
         assert registry.get("i-v1-web").tags == {"env": "test"}
         assert [r.instance_id for r in registry.list(tag="env=test")] == ["i-v1-web"]
         assert registry.schema_version() == SCHEMA_VERSION
+
+
+def test_version_2_database_upgrades_to_events_and_password_owners(db_url):
+    _load_v1(db_url, FIXTURE_V2)
+    with open_registry(db_url) as registry:
+        assert registry.schema_version() == SCHEMA_VERSION == 3
+        cs, guest = registry.get("i-v2-cs"), registry.get("i-v2-os")
+        # the password server served the CloudStack one: the operator's; the other was posted
+        assert (cs.password, cs.password_by) == ("operator-cs-pass", "operator")
+        assert (guest.password, guest.password_by) == ("guest-encrypted-blob", "guest")
+        assert cs.created_at == "2026-01-02T03:04:05Z" and guest.tags == {"env": "prod"}
+        assert registry.events("i-v2-cs") == []
+        event = registry.add_event("i-v2-cs", "rebalance", 1_900_000_000)
+        assert registry.events("i-v2-cs") == [event]
+        registry.clear_password("i-v2-os")
+        assert registry.set_password_once("i-v2-os", "again") and registry.get("i-v2-os").password_by == "guest"
 
 
 def test_a_newer_schema_is_refused_naming_the_database(db_url):

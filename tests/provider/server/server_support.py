@@ -150,3 +150,10 @@ def new_address() -> str:
     return f"127.1.{n // 250}.{n % 250 + 1}"
 
 
+def rss_kib(pid: int) -> int:
+    """Resident memory of process ``pid`` in KiB."""
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")

@@ -13,7 +13,7 @@ import socket
 import time
 
 import pytest
-from server_support import ServerProcess, http, new_address
+from server_support import ServerProcess, http, new_address, rss_kib
 
 SETTINGS = {"rate_limit": 0, "head_timeout": 1.0, "idle_timeout": 30, "max_connections_per_source": 64,
             "access_log_max_bytes": 256 * 1024, "access_log_backups": 1}
@@ -33,14 +33,6 @@ def register(server: ServerProcess, name: str) -> str:
     server.add(instance_id=f"i-{name}", hostname=name, addresses=[{"address": address, "network": "n"}],
                user_data="#cloud-config\n" + "# padding\n" * 50)
     return address
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def served(server: ServerProcess, address: str, seconds: float = 2.0) -> float:
