@@ -19,16 +19,26 @@ def _record_flags(parser: argparse.ArgumentParser, adding: bool) -> None:
     parser.add_argument("--name", help="display name (default: the host name)")
     parser.add_argument("--address", action="append", metavar="IP[/PREFIX][@NETWORK]",
                         help="address of the instance on a network (repeatable; replaces all on update)")
-    parser.add_argument("--mac", action="append", metavar="MAC", help="NIC MAC address (repeatable)")
-    parser.add_argument("--ssh-key", action="append", metavar="FILE", help="OpenSSH public key file (repeatable)")
+    parser.add_argument("--mac", action="append", metavar="MAC",
+                        help="NIC MAC address (repeatable; replaces all on update)")
+    parser.add_argument("--gateway", action="append", metavar="IP",
+                        help="default gateway of the derived network documents, one per family (repeatable; "
+                             "'none': no default route, 'auto': the subnet's first address, the default)")
+    parser.add_argument("--nameserver", action="append", metavar="IP",
+                        help="DNS server of the derived network documents (repeatable; 'none': none, "
+                             "'auto': the gateway, the default)")
+    parser.add_argument("--ssh-key", action="append", metavar="FILE",
+                        help="OpenSSH public key file (repeatable; replaces all on update)")
     parser.add_argument("--user-data", metavar="FILE", help="user-data file ('-' for stdin)")
     parser.add_argument("--vendor-data", metavar="FILE", help="vendor-data: JSON file, or any text file")
     parser.add_argument("--network-data", metavar="FILE", help="OpenStack network_data.json file")
     parser.add_argument("--availability-zone", help="availability zone")
     parser.add_argument("--project-id", help="project (tenant) id")
     parser.add_argument("--tag", action="append", metavar="KEY[=VALUE]",
-                        help="EC2 instance tag, KEY=VALUE or KEY (empty value); repeatable, replaces all on update")
-    parser.add_argument("--meta", action="append", metavar="KEY=VALUE", help="OpenStack meta item (repeatable)")
+                        help="EC2 instance tag, KEY=VALUE or KEY (empty value); repeatable (update: added to the "
+                             "instance's tags)")
+    parser.add_argument("--meta", action="append", metavar="KEY=VALUE",
+                        help="OpenStack meta item (repeatable; update: added to the instance's)")
     parser.add_argument("--imds-tokens", choices=("required", "optional"), help="IMDSv2 tokens for this instance")
     parser.add_argument("--instance-type", help="EC2 instance type")
     parser.add_argument("--ami-id", help="EC2 image id")
@@ -46,10 +56,12 @@ def _record_flags(parser: argparse.ArgumentParser, adding: bool) -> None:
     ec2.add_argument("--target-lifecycle-state", metavar="STATE",
                      help="autoscaling/target-lifecycle-state: InService, Terminated, Detached, Standby, "
                           "Warmed:... ('none' removes it)")
-    clouds = parser.add_argument_group("GCE, DigitalOcean, Hetzner, Oracle settings (update: replaced)")
+    clouds = parser.add_argument_group("other clouds' settings (update: each cloud named replaces that cloud's, "
+                                       "attributes are added)")
     clouds.add_argument("--clouds-json", metavar="FILE",
                         help="JSON object {gce: {...}, digitalocean: {...}, hetzner: {...}, oracle: {...}} "
-                             "(keys in cloudseed/provider/registry/cloud_fields.py)")
+                             "(keys in cloudseed/provider/registry/cloud_fields.py; update: a cloud set to null "
+                             "is removed, clouds not named are kept)")
     clouds.add_argument("--gce-attribute", action="append", metavar="KEY=VALUE",
                         help="GCE instance attribute (repeatable; e.g. enable-oslogin=FALSE)")
     clouds.add_argument("--gce-project-attribute", action="append", metavar="KEY=VALUE",
@@ -83,6 +95,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     update.add_argument("instance_id")
     _record_flags(update, adding=False)
     update.add_argument("--no-user-data", action="store_true", help="remove the user-data")
+    update.add_argument("--remove-tag", action="append", metavar="KEY", help="remove an EC2 tag (repeatable)")
+    update.add_argument("--remove-meta", action="append", metavar="KEY", help="remove an OpenStack meta item "
+                                                                              "(repeatable)")
     sub.add_parser("identity-certificate",
                    help="print the certificate that verifies EC2 instance identity signatures (pkcs7, rsa2048, "
                         "signature); made with the key on first use")
@@ -143,6 +158,10 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["addresses"] = [parse_address_spec(a, f"--address {a}") for a in args.address]
     if args.mac:
         fields["macs"] = args.mac
+    for flag, key in (("gateway", "gateway"), ("nameserver", "nameservers")):
+        given = getattr(args, flag)
+        if given:
+            fields[key] = None if given == ["auto"] else [] if given == ["none"] else given
     if args.ssh_key:
         keys = []
         for path in args.ssh_key:
@@ -311,15 +330,55 @@ def _show(registry: Any, args: argparse.Namespace) -> int:
 
 
 def _update(registry: Any, args: argparse.Namespace) -> int:
+    """A patch: each flag changes what it names and nothing else. Scalars and lists (addresses,
+    MACs, keys, security groups) are replaced; tags, meta items, EC2 settings and GCE attributes
+    are merged key by key; ``--clouds-json`` replaces the clouds it names only."""
     fields = _fields(args)
-    if not fields:
+    removals = [(key, name) for key, names in (("tags", args.remove_tag), ("meta", args.remove_meta))
+                for name in names or []]
+    if not fields and not removals:
         raise InputError("nothing to change: give at least one field flag")
+    current = registry.get(args.instance_id)
+    if current is None:
+        raise InputError(f"no instance {args.instance_id!r}")
+    for key in ("tags", "meta"):
+        if key in fields or any(k == key for k, _ in removals):
+            merged = {**getattr(current, key), **fields.get(key, {})}
+            for _, name in (r for r in removals if r[0] == key):
+                if name not in merged:
+                    raise InputError(f"--remove-{key.rstrip('s')} {name!r}: the instance has no such {key[:-1]}")
+                del merged[name]
+            fields[key] = merged
     if "ec2" in fields:
-        current = registry.get(args.instance_id)
-        merged = {**(current.ec2 if current is not None else {}), **fields["ec2"]}
+        merged = {**current.ec2, **fields["ec2"]}
         fields["ec2"] = {k: v for k, v in merged.items() if v is not None}
+    if "clouds" in fields:
+        fields["clouds"] = _merged_clouds(current.clouds, args)
     registry.update(args.instance_id, **fields)
     return 0
+
+
+def _merged_clouds(current: dict, args: argparse.Namespace) -> dict:
+    import copy
+
+    clouds = copy.deepcopy(current)
+    if args.clouds_json:
+        for cloud, settings in json.loads(_read(args.clouds_json, "--clouds-json")).items():
+            if settings is None:
+                clouds.pop(cloud, None)
+            else:
+                clouds[cloud] = settings
+    # what the other flags name: one setting each (service accounts, identities), or one
+    # attribute each (GCE attributes are merged into the instance's)
+    from_flags = _cloud_fields(argparse.Namespace(**{**vars(args), "clouds_json": None}))
+    for cloud, settings in from_flags.items():
+        mine = clouds.setdefault(cloud, {})
+        for key, value in settings.items():
+            if key in ("attributes", "project_attributes"):
+                mine[key] = {**mine.get(key, {}), **value}
+            else:
+                mine[key] = value
+    return clouds
 
 
 def _events(registry: Any, args: argparse.Namespace) -> int:

@@ -75,3 +75,32 @@ def test_another_uuid_means_a_search(target):
     root.write("/etc/cloudseed/cloud.cfg.d/50-test.cfg", (SYSTEM_CFG % url).replace("max_wait: 5", "max_wait: 0.5"))
     _boot(root)
     assert _instance_id(root) != IID  # searched, found no service: the None datasource
+
+
+BOOT_WITHOUT_CRYPTOGRAPHY = """
+import json, sys
+from cloudseed.core.root import TargetRoot
+from cloudseed.agent.stages import Agent
+root = TargetRoot(sys.argv[1])
+status = Agent(root).run_all()
+print(json.dumps({"status": status, "loaded": sorted(m for m in sys.modules
+                                                     if m.split(".")[0] in ("cryptography", "_cffi_backend"))}))
+"""
+
+
+def test_a_whole_boot_never_imports_cryptography(target):
+    """cryptography (pyca) signs the server's identity documents; the agent's boot path, all four
+    stages of a NoCloud instance with user-data, SSH keys and a password, never loads it."""
+    import json
+
+    target.write("/etc/cloudseed/cloud.cfg.d/00.cfg", "network: {config: disabled}\n")
+    target.write("/var/lib/cloud/seed/nocloud/meta-data", "instance-id: iid-nocrypto\nlocal-hostname: plain\n")
+    target.write("/var/lib/cloud/seed/nocloud/user-data",
+                 "#cloud-config\nhostname: plain\nssh_authorized_keys: ['ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK k']\n"
+                 "write_files: [{path: /etc/motd, content: hi}]\n")
+    proc = subprocess.run([sys.executable, "-c", BOOT_WITHOUT_CRYPTOGRAPHY, target.top], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["loaded"] == [], got
+    assert target.read_text("/etc/motd") == "hi"

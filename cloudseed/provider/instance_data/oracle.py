@@ -2,10 +2,12 @@
 
 Settings come from ``record.clouds["oracle"]``; the rest is derived: the instance id is the
 record's id, ``ociAdName`` the availability zone (``availabilityDomain`` its ``XXXX:``-prefixed
-upper-case form), the region its first ``-part``... unless set; ``metadata.ssh_authorized_keys``
-the record's keys one a line, ``metadata.user_data`` the user-data in base64. One VNIC per NIC
-(first address of each), ``subnetCidrBlock`` from the address prefix (/24 when none) and
-``virtualRouterIp`` the first address of that subnet unless set.
+upper-case form), the region its first ``-part``... unless set (``canonicalRegionName`` and
+``regionInfo`` from the table of OCI regions, ``oci_regions.py``: ``phx`` is ``us-phoenix-1``,
+key ``PHX``, realm ``oc1``); ``timeCreated`` the record's creation (epoch milliseconds);
+``metadata.ssh_authorized_keys`` the record's keys one a line, ``metadata.user_data`` the
+user-data in base64. One VNIC per NIC (first address of each), ``subnetCidrBlock`` from the
+address prefix (/24 when none) and ``virtualRouterIp`` the first address of that subnet unless set.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import hashlib
 import ipaddress
 from typing import Any
 
+from cloudseed.provider.instance_data import oci_regions
 from cloudseed.provider.instance_data.network import interfaces
 from cloudseed.provider.registry import InstanceRecord
 
@@ -39,10 +42,11 @@ def instance(record: InstanceRecord) -> dict[str, Any]:
     if record.user_data is not None:
         meta["user_data"] = base64.b64encode(record.user_data).decode("ascii")
     name = region(record)
+    canonical = oracle.get("canonical_region") or oci_regions.identifier(name)
     return {
         "agentConfig": {"allPluginsDisabled": False, "managementDisabled": False, "monitoringDisabled": False},
         "availabilityDomain": f"EMIr:{zone.upper()}",
-        "canonicalRegionName": oracle.get("canonical_region") or name,
+        "canonicalRegionName": canonical,
         "compartmentId": oracle.get("compartment_id") or _ocid("compartment", record, record.project_id),
         "definedTags": {},
         "displayName": record.name,
@@ -54,12 +58,22 @@ def instance(record: InstanceRecord) -> dict[str, Any]:
         "metadata": meta,
         "ociAdName": zone,
         "region": name,
-        "regionInfo": {"realmDomainComponent": "oraclecloud.com", "realmKey": "oc1", "regionIdentifier": name,
-                       "regionKey": name[:3].upper()},
+        "regionInfo": oci_regions.region_info(canonical, oracle.get("region_key")),
         "shape": oracle.get("shape") or record.instance_type,
         "state": "Running",
-        "timeCreated": 0,
+        "timeCreated": created_ms(record),
     }
+
+
+def created_ms(record: InstanceRecord) -> int:
+    """The record's creation time (``created_at``, UTC) in epoch milliseconds, as OCI's ``timeCreated``."""
+    import calendar
+    import time
+
+    try:
+        return calendar.timegm(time.strptime(record.created_at, "%Y-%m-%dT%H:%M:%SZ")) * 1000
+    except ValueError:  # a created_at the operator wrote another way
+        return 0
 
 
 def vnics(record: InstanceRecord) -> list[dict[str, Any]]:

@@ -118,7 +118,8 @@ FIELDS: dict[str, dict[str, str]] = {
     },
     "oracle": {
         "region": "region (default: the availability zone minus its last '-part')",
-        "canonical_region": "canonicalRegionName",
+        "canonical_region": "canonicalRegionName (default: the region's identifier in the table of OCI regions)",
+        "region_key": "regionInfo.regionKey (default: the table's three-letter key of the region)",
         "compartment_id": "compartmentId (default derived from the project id)",
         "shape": "shape (default: the record's instance_type)",
         "subnet_cidrs": "{network: CIDR} for vnics' subnetCidrBlock (default: the address prefix)",

@@ -48,6 +48,9 @@ class InstanceRecord:
     ``ssh_keys``: ``[{"name": "key0", "type": "ssh-ed25519", "data": "ssh-ed25519 AAAA... c"}]``
     (``type`` is the key algorithm; Nova's ``meta_data.json`` publishes every OpenSSH key as ``ssh``).
     ``tags``: ``{"env": "test"}``, EC2 instance tags with their values.
+    ``gateway``: the default routes of derived network documents, at most one address per family
+    (None: derived, the first address of the first static subnet of each family; ``[]``: none);
+    ``nameservers``: their DNS servers (None: the gateways; ``[]``: none).
     ``user_data`` is raw bytes (None when the instance has none); ``vendor_data`` and
     ``vendor_data2`` are any JSON value; ``network_data`` is an OpenStack ``network_data.json``
     document (None: derived from addresses and MACs). ``imds_tokens`` is ``"required"`` or
@@ -71,6 +74,8 @@ class InstanceRecord:
     vendor_data: Any = None
     vendor_data2: Any = None
     network_data: Optional[dict] = None
+    gateway: Optional[list] = None  # default routes of derived network documents (None: derived)
+    nameservers: Optional[list] = None  # their DNS servers (None: the gateway)
     meta: dict = dataclasses.field(default_factory=dict)
     tags: dict[str, str] = dataclasses.field(default_factory=dict)
     imds_tokens: str = "optional"
@@ -181,6 +186,7 @@ class InstanceRecord:
         if not isinstance(self.meta, dict) or not all(isinstance(k, str) for k in self.meta):
             raise RecordError("meta", "must be an object with string keys")
         self._validate_tags()
+        self._validate_routing()
         from cloudseed.provider.registry.ec2_fields import validate_ec2
 
         self.ec2 = validate_ec2(self.ec2)
@@ -216,12 +222,7 @@ class InstanceRecord:
                 if key not in ("address", "network", "mac", "prefix", "public"):
                     raise RecordError(f"{where}.{key}", "unknown field")
             address = entry.get("address")
-            try:
-                if not isinstance(address, str):
-                    raise ValueError(address)
-                parsed = ipaddress.ip_address(address)
-            except ValueError:
-                raise RecordError(f"{where}.address", f"{address!r} is not an IP address")
+            parsed = _ip(address, f"{where}.address")
             # an IPv4-mapped IPv6 address is the IPv4 address (the server sees IPv4 peers of a
             # dual-stack socket that way): one form, so one instance per address holds
             mapped = getattr(parsed, "ipv4_mapped", None)
@@ -248,6 +249,26 @@ class InstanceRecord:
                 clean["public"] = True
             normalised.append(clean)
         self.addresses = normalised
+
+    def _validate_routing(self) -> None:
+        """``gateway`` and ``nameservers``: None, or lists of IP addresses (a string is one)."""
+        for field, limit in (("gateway", 2), ("nameservers", 8)):
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or len(value) > limit:
+                raise RecordError(field, f"must be a list of at most {limit} IP addresses (or null: derived)")
+            clean, families = [], set()
+            for i, item in enumerate(value):
+                address = _ip(item, f"{field}[{i}]")
+                if field == "gateway" and address.version in families:
+                    raise RecordError(f"{field}[{i}]", f"a second IPv{address.version} gateway: one default "
+                                                       "route per family")
+                families.add(address.version)
+                clean.append(str(address))
+            setattr(self, field, clean)
 
     def _validate_tags(self) -> None:
         """Tags are ``{key: value}`` (EC2 ``tags/instance/KEY`` is the value); a list of keys
@@ -302,6 +323,16 @@ def parse_address_spec(spec: str, where: str = "address") -> dict:
             raise RecordError(f"{where}.prefix", f"{prefix!r} is not a prefix length")
         entry.update(address=address, prefix=int(prefix))
     return entry
+
+
+def _ip(value: Any, where: str) -> Any:
+    """``value`` as an IP address object, else ``RecordError`` naming ``where``."""
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return ipaddress.ip_address(value)
+    except ValueError:
+        raise RecordError(where, f"{value!r} is not an IP address")
 
 
 def utc_now() -> str:

@@ -21,7 +21,7 @@ from cloudseed.provider.registry.record import InstanceRecord, utc_now
 _COLUMNS = ("instance_id", "name", "hostname", "availability_zone", "project_id")
 _BODY_FIELDS = ("addresses", "macs", "ssh_keys", "vendor_data", "vendor_data2", "network_data", "meta",
                 "tags", "imds_tokens", "launch_index", "instance_type", "ami_id", "ec2",
-                "clouds")
+                "clouds", "gateway", "nameservers")
 LIST_FILTERS = ("name", "hostname", "project_id", "availability_zone", "network", "address", "tag",
                 "imds_tokens")
 MAX_PHONE_HOME_KEPT = 20

@@ -3,8 +3,12 @@
 
 Chosen for ``/v1...`` when the record has ``clouds.akamai`` (``routes.api_for``). The token
 (``Metadata-Token-Expiry-Seconds``: 1 to 43200, default 3600) is the server's stateless,
-instance-bound token (``imds_tokens.TokenIssuer``): any server sharing the registry accepts it,
-another instance presenting it gets 401. Answers are JSON with ``Accept: application/json``,
+instance-bound token (``imds_tokens.TokenIssuer``, scope ``akamai``): any server sharing the
+registry accepts it, another instance presenting it gets 401, and no other API accepts it (an
+Akamai token is not an EC2 token). A token asked for with an EC2 token (sent because the instance
+requires IMDSv2 tokens) expires no later than that EC2 token; no EC2 token is needed here even
+then (``MetadataApp.OWN_TOKENS``: this PUT-then-header protocol holds against SSRF as IMDSv2's
+does). Answers are JSON with ``Accept: application/json``,
 else Linode's plain text (``key.sub: value`` lines); user-data is base64 text either way. Every
 data request carries a token, so these answers are rendered once per instance but never put on
 the per-path cache of the hot path (which would skip the token check).

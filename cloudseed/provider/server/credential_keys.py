@@ -26,8 +26,9 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def make_key_and_certificate() -> str:
-    """A new RSA-2048 private key and its self-signed certificate (10 years), as PEM text."""
+def make_key_and_certificate(common_name: str = SUBJECT) -> str:
+    """A new RSA-2048 private key and its self-signed certificate (10 years, subject
+    ``O=cloudseed, CN=common_name``), as PEM text."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
@@ -35,7 +36,7 @@ def make_key_and_certificate() -> str:
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "cloudseed"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, SUBJECT)])
+                      x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))

@@ -29,6 +29,11 @@ def _instance_schema() -> dict[str, Any]:
             "user_data_b64": {"type": ["string", "null"], "description": "user-data as base64 (binary)"},
             "vendor_data": {}, "vendor_data2": {},
             "network_data": {"type": ["object", "null"], "description": "OpenStack network_data.json"},
+            "gateway": {"type": ["array", "null"], "items": string, "maxItems": 2,
+                        "description": "default gateways of derived network documents, one per family "
+                                       "(null: derived; []: none)"},
+            "nameservers": {"type": ["array", "null"], "items": string, "maxItems": 8,
+                            "description": "DNS servers of derived network documents (null: the gateway)"},
             "meta": {"type": "object"}, "tags": {"type": "object", "additionalProperties": string},
             "imds_tokens": {"enum": ["required", "optional"]},
             "launch_index": {"type": "integer", "minimum": 0}, "instance_type": string, "ami_id": string,

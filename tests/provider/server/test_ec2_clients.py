@@ -202,7 +202,9 @@ net = ds.convert_ec2_metadata_network_config(src.metadata["network"], macs_to_ni
 print(json.dumps({"ok": ok, "instance_id": src.get_instance_id(), "keys": src.get_public_ssh_keys(),
                   "userdata": src.userdata_raw.decode(), "zone": src.availability_zone, "region": src.region,
                   "hostname": src.get_hostname().hostname, "network": net,
-                  "identity": src.identity, "api": src.metadata.get("instance-life-cycle")}, default=str))
+                  "identity": src.identity, "api": src.metadata.get("instance-life-cycle"),
+                  "signed": {k: v for k, v in src._crawled_metadata["dynamic"]["instance-identity"].items()
+                             if k != "document"}}, default=str))
 """
 
 
@@ -220,6 +222,13 @@ def test_reference_cloud_init_ec2_datasource_reads_the_same_instance(server, tmp
     assert got["zone"] == "eu-west-3b" and got["region"] == "eu-west-3"
     assert got["hostname"] == "ip-10-20-0-5" and got["identity"]["accountId"] == "210987654321"
     assert got["api"] == "spot"
+    # it reads the three signed leaves too (signed in process); openssl, independent, verifies one
+    assert sorted(got["signed"]) == ["pkcs7", "rsa2048", "signature"], got["signed"]
+    lines = got["signed"]["rsa2048"]  # its crawler keeps a leaf of several lines as their list
+    (tmp_path / "ref-rsa2048.pem").write_text("-----BEGIN PKCS7-----\n" + "\n".join(lines) + "\n-----END PKCS7-----\n")
+    verified = subprocess.run(["openssl", "smime", "-verify", "-in", str(tmp_path / "ref-rsa2048.pem"), "-inform",
+                               "PEM", "-noverify"], capture_output=True, text=True)
+    assert verified.returncode == 0 and json.loads(verified.stdout)["instanceId"] == INSTANCE, verified.stderr
     ethernets = got["network"]["ethernets"]
     assert ethernets["eth0"]["dhcp6"] is True and ethernets["eth1"]["dhcp4-overrides"] == {"route-metric": 200}
     # our agent's conversion of the same served tree is the reference's
