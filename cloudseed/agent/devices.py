@@ -14,7 +14,7 @@ from cloudseed.core.root import run_on_machine
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from typing import Callable, Iterator, Sequence
+    from typing import Iterator, Sequence
 
 
 LOG = logging.getLogger("cloudseed.devices")
@@ -118,17 +118,10 @@ def find_devices_by_label(labels: Sequence[str], fstypes: Sequence[str] = SEED_F
     return sorted(dev for dev in dict.fromkeys(found) if _is_block_device(dev) and fs_type(dev) in fstypes)
 
 
-def devices_matching(wanted: Callable[[str, str], bool], udf: bool = False) -> list[str]:
-    """Block devices whose ``(fstype, label)`` satisfies ``wanted``; with ``udf``, a device holding
-    a UDF volume (which the label probe does not read) counts as ``("udf", "")``."""
-    found = []
-    for device in _block_devices():
-        probe = _label_of(device)
-        if probe is None and udf and is_udf(device):
-            probe = ("udf", "")
-        if probe is not None and wanted(*probe):
-            found.append(device)
-    return found
+def probed_devices() -> list[tuple[str, tuple[str, str] | None]]:
+    """Every block device with its ``(fstype, label)`` (None: neither ISO 9660 nor FAT), as
+    ``find_devices_by_label`` reads them: one scan that several questions can share."""
+    return [(device, _label_of(device)) for device in _block_devices()]
 
 
 def is_udf(device: str) -> bool:

@@ -41,6 +41,7 @@ class DatasourceContext:
         self.cmdline = cmdline
         self.paths = paths
         self.stage = stage
+        self._dmi: dict[str, str] = {}  # DMI strings do not change while the machine runs
 
     def ds_cfg(self, name: str) -> dict:
         """``datasource: {<name>: {...}}`` from the system config."""
@@ -48,11 +49,16 @@ class DatasourceContext:
         return section if isinstance(section, dict) else {}
 
     def dmi(self, key: str) -> str:
-        """A DMI/SMBIOS string (``sys_vendor``, ``product_name``, ``product_serial``...) or ''."""
-        try:
-            return self.root.read_text(f"/sys/class/dmi/id/{key}", default="").strip()
-        except OSError:
-            return ""
+        """A DMI/SMBIOS string (``sys_vendor``, ``product_name``, ``product_serial``...) or '';
+        read once per context."""
+        value = self._dmi.get(key)
+        if value is None:
+            try:
+                value = self.root.read_text(f"/sys/class/dmi/id/{key}", default="").strip()
+            except OSError:
+                value = ""
+            self._dmi[key] = value
+        return value
 
 
 class Datasource:

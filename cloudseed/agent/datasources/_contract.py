@@ -137,6 +137,8 @@ def _tree_problems(fact: Any, where: str, top: bool) -> list[str]:
             found.append(f"{where}: Path needs paths and a kind of {_facts.PATH_KINDS}")
         if any(not p.startswith("/") or "*" in p for p in fact.paths):
             found.append(f"{where}: Path paths are absolute, without *")
+        if any(not n or any(c.isspace() or c in PATTERN_CHARS + "/" for c in n) for n in fact.inside):
+            found.append(f"{where}: Path inside= names are plain file names (no blank, glob or /)")
     elif isinstance(fact, _facts.FileText) and (not fact.path.startswith("/")):
         found.append(f"{where}: FileText path is absolute")
     elif isinstance(fact, _facts.Hatch):
@@ -154,22 +156,23 @@ def _tree_problems(fact: Any, where: str, top: bool) -> list[str]:
 
 
 def _disk_problems(fact: Any, where: str) -> list[str]:
-    """A fact that probes disks is one the shell evaluates per device in its one blkid probe: its
-    Disk leaves come after every other leaf, never under Not, and an AllOf joins at most one of them."""
-    leaves = _facts.leaves(fact)
-    if not any(leaf.disk for leaf in leaves):
+    """A fact that probes disks is one the shell evaluates per device in its one blkid probe, its
+    other facts settled before: in an AllOf the part with the Disk comes last (so Python too probes
+    only once the rest holds, and what it found is the devices), never under Not, and an AllOf
+    joins at most one such part."""
+    if not any(leaf.disk for leaf in _facts.leaves(fact)):
         return []
     found = []
-    first_disk = next(i for i, leaf in enumerate(leaves) if leaf.disk)
-    if not all(leaf.disk for leaf in leaves[first_disk:]):
-        found.append(f"{where}: its Disk facts must come after its other facts")
 
     def walk(node: Any) -> None:
         kids = node.children()
-        if isinstance(node, _facts.Not) and any(leaf.disk for leaf in _facts.leaves(node)):
+        with_disk = [any(x.disk for x in _facts.leaves(k)) for k in kids]
+        if isinstance(node, _facts.Not) and any(with_disk):
             found.append(f"{where}: Not over a Disk fact")
-        if isinstance(node, _facts.AllOf) and sum(any(x.disk for x in _facts.leaves(k)) for k in kids) > 1:
+        if isinstance(node, _facts.AllOf) and sum(with_disk) > 1:
             found.append(f"{where}: an AllOf of two Disk facts (the shell probes one device at a time)")
+        elif isinstance(node, _facts.AllOf) and any(with_disk[:-1]):
+            found.append(f"{where}: its Disk facts must come after its other facts")
         for kid in kids:
             walk(kid)
 

@@ -27,7 +27,9 @@ Patterns are shell-style globs: ``*`` any text, ``?`` one character, ``[aA]`` on
 characters; every other character stands for itself. ``nocase=True`` ignores case. Every top-level
 fact may name the ``stages`` it applies to (default: all of the datasource's) and its reason
 ``why``, where ``{value}`` is what the last fact that held found (a DMI string, a path, the
-devices...). Paths are inside the target root unless ``host=True`` (devices, /sys of the host).
+devices...) and ``{label}`` the label a ``Disk`` looked for. Paths are inside the target root
+unless ``host=True`` (devices, /sys of the host). ``Fact.value(ctx, name)`` is what one fact finds,
+for the fetch code that needs the same devices or files.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ PATH_KINDS = ("exists", "file", "dir", "socket", "nonempty", "executable")
 
 def glob_match(pattern: str, text: str) -> bool:
     """Does ``text`` match the shell-style ``pattern`` (``*``, ``?``, ``[chars]``) as a whole?"""
+    if "*" not in pattern and "?" not in pattern and "[" not in pattern:
+        return pattern == text
     p = t = 0
     star_p, star_t = -1, 0
     while t < len(text):
@@ -83,8 +87,9 @@ def _matches(patterns: tuple[str, ...], value: str, nocase: bool) -> bool:
 
 class Fact:
     """One condition about the machine (or its configuration). ``holds`` sets ``found[0]`` to what
-    it found when it holds (leaves only; a ``Disk`` also ``found[1]``, the label it looked for);
-    ``reason`` is the text ``why`` names."""
+    it found when it holds (leaves only; a ``Disk`` also ``found[1]``, the label it looked for, and
+    keeps the machine's block devices and their labels in ``found[2]``: one scan for all the Disks
+    of one detection); ``reason`` is the text ``why`` names."""
 
     __slots__ = ("why", "stages")
     configured = False  # depends on the configuration (a setting, the datasource list)
@@ -100,8 +105,13 @@ class Fact:
     def default_why(self, name: str) -> str:
         return "{value}"
 
-    def reason(self, name: str, found: list[str]) -> str:
+    def reason(self, name: str, found: list[Any]) -> str:
         return (self.why or self.default_why(name)).replace("{value}", found[0]).replace("{label}", found[1])
+
+    def value(self, ctx: DatasourceContext | None, name: str) -> str | None:
+        """What this fact finds for the datasource ``name`` (None: it does not hold)."""
+        found = new_found()
+        return found[0] if self.holds(ctx, name, found) else None
 
     def children(self) -> tuple[Fact, ...]:
         return ()
@@ -296,17 +306,27 @@ class Disk(Fact):
                 labels = () if value is None else (str(value),)
         if not labels:
             return False
-        if any(c in label for label in labels for c in "*?["):
-            hits = devices.devices_matching(lambda fstype, label: fstype in self.fstypes and
-                                            _matches(labels, label, True), udf="udf" in self.fstypes)
+        if found[2] is None:
+            found[2] = devices.probed_devices()
+        if found[2]:
+            hits = [device for device, probe in found[2] if self._type_and_label(device, probe, labels)]
+        elif not any(c in label for label in labels for c in "*?["):
+            hits = devices.find_devices_by_label(labels, self.fstypes)  # no sysfs: udev's links, blkid
         else:
-            hits = devices.find_devices_by_label(labels, self.fstypes)
+            hits = []
         if self.uuid is not None or self.uuid_not is not None:
             hits = [d for d in hits if self._uuid_ok(devices.volume_id(d))]
         if not hits:
             return False
         found[0], found[1] = ", ".join(hits), labels[0].lower()
         return True
+
+    def _type_and_label(self, device: str, probe: tuple[str, str] | None, labels: tuple[str, ...]) -> bool:
+        if probe is None and "udf" in self.fstypes:
+            from cloudseed.agent.devices import is_udf
+
+            probe = ("udf", "") if is_udf(device) else None  # the label probe does not read UDF
+        return probe is not None and probe[0] in self.fstypes and _matches(labels, probe[1], True)
 
     def _uuid_ok(self, uuid: str) -> bool:
         if self.uuid is not None and not glob_match(self.uuid.upper(), uuid.upper()):
@@ -441,12 +461,17 @@ def configured(fact: Fact) -> bool:
 def first_reason(cls: Any, ctx: DatasourceContext, machine_only: bool = False) -> str | None:
     """The reason of the first of ``cls.detection`` that holds in ``ctx.stage`` (None: none does);
     ``machine_only``: the facts about the machine, leaving out those about the configuration."""
+    found = new_found()
     for fact in cls.detection:
         if fact.stages is not None and ctx.stage not in fact.stages:
             continue
         if machine_only and configured(fact):
             continue
-        found = ["", ""]
         if fact.holds(ctx, cls.name, found):
             return fact.reason(cls.name, found)
     return None
+
+
+def new_found() -> list[Any]:
+    """What ``Fact.holds`` fills: [what it found, the label a Disk looked for, the probed devices]."""
+    return ["", "", None]

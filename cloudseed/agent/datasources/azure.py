@@ -53,8 +53,8 @@ MEDIA = AnyOf(Disk(f"{LABEL_PREFIX}*", fstypes=("iso9660",)), Disk("*", fstypes=
 
 def _media_devices() -> list[str]:
     """The block devices holding Azure's provisioning media (``MEDIA``)."""
-    found = ["", ""]
-    return found[0].split(", ") if MEDIA.holds(None, Azure.name, found) else []
+    found = MEDIA.value(None, Azure.name)
+    return found.split(", ") if found else []
 
 
 def _hash_password(password: str) -> str | None:

@@ -43,16 +43,18 @@ def _reader(top: str):
 
 
 # a config-2 filesystem, less IBM Cloud's (Xen, FAT volume id 9796-932E) when IBMCloud is listed
+# (one device scan whichever branch applies)
+_IBM_IN_PLAY = AllOf(Listed("IBMCloud"), Path("/proc/xen"))
 CONFIG_DRIVE = AnyOf(
-    AllOf(Not(AllOf(Listed("IBMCloud"), Path("/proc/xen"))), Disk(*LABELS, udev_hint=True)),
-    Disk(*LABELS, uuid_not=IBM_CONFIG_UUID, udev_hint=True),
+    AllOf(Not(_IBM_IN_PLAY), Disk(*LABELS, udev_hint=True)),
+    AllOf(_IBM_IN_PLAY, Disk(*LABELS, uuid_not=IBM_CONFIG_UUID, udev_hint=True)),
     why="filesystem labelled config-2 on {value}")
 
 
 def config_drives(ctx: DatasourceContext) -> list[str]:
     """The devices ``CONFIG_DRIVE`` finds."""
-    found = ["", ""]
-    return found[0].split(", ") if CONFIG_DRIVE.holds(ctx, ConfigDrive.name, found) else []
+    found = CONFIG_DRIVE.value(ctx, ConfigDrive.name)
+    return found.split(", ") if found else []
 
 
 class ConfigDrive(Datasource):

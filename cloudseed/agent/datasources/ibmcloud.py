@@ -62,9 +62,9 @@ def platform_of(ctx: DatasourceContext) -> tuple[str, str] | None:
     """``(OS_CODE | TEMPLATE_LIVE, device)`` by the declared detection, or None (not IBM Cloud, or
     its provisioning boot)."""
     for kind, fact in zip((OS_CODE, TEMPLATE_LIVE), IBMCloud.detection):
-        found = ["", ""]
-        if fact.holds(ctx, IBMCloud.name, found):
-            return kind, found[0].split(", ")[0]
+        found = fact.value(ctx, IBMCloud.name)
+        if found:
+            return kind, found.split(", ")[0]
     return None
 
 

@@ -114,7 +114,7 @@ def _network_argument(ctx: DatasourceContext) -> str | None:
 
 
 # what the shell generator checks instead of the network stage's hatches (it decides for all stages)
-_NETWORK_NOTE = "the local stage's facts (a ds= argument, a seed directory) and configuration cover it"
+_NETWORK_NOTE = "the network stage's, implied by a ds= argument or configuration"
 
 
 class NoCloud(Datasource):
