@@ -24,6 +24,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="this system's config files and the current instance's user-data")
     source.add_argument("--modules-table", action="store_true",
                         help="print the Markdown table of cloud-init's modules and what cloudseed does with each")
+    parser.add_argument("--schema-type", "-t", choices=("cloud-config", "network-config"), default="cloud-config",
+                        help="what --config-file holds (default: cloud-config)")
+    parser.add_argument("--instance-data", "-i", metavar="FILE",
+                        help="instance-data JSON to render a '## template: jinja' file with before checking it "
+                             "(default: this system's, when it has one)")
     parser.add_argument("--annotate", action="store_true", help="print the file with problems beside the lines")
 
 
@@ -58,6 +63,81 @@ def check_text(text: str, source: str, require_header: bool = True, os_release: 
     return problems, sum(1 for p in problems if p.level == "error")
 
 
+def check_network_text(text: str, source: str):
+    """(problems, error count) for one network-config document (v1, v2, or ``network:`` around either).
+
+    The verdict is the parser's: what the agent would refuse at boot is an error here, named by its
+    key path and line. An empty document is nothing to check (as in cloud-init).
+    """
+    from cloudseed.agent.config import ConfigFileError, load_yaml_mapping
+    from cloudseed.agent.schema import Problem, key_lines
+    from cloudseed.network import NetworkConfigError, parse
+
+    try:
+        cfg = load_yaml_mapping(text, source) if text.strip() else {}
+    except ConfigFileError as e:
+        return [Problem("", str(e).split(": ", 1)[-1])], 1
+    if not (cfg.get("network", cfg) if isinstance(cfg, dict) else cfg):
+        return [Problem("", "empty network-config: nothing to check", "warning")], 0
+    try:
+        parse(cfg, macs={})
+    except NetworkConfigError as e:
+        path, _, message = str(e).partition(": ")
+        if not message:
+            path, message = "", path
+        return [Problem(path, message, line=key_lines(text).get(path))], 1
+    return [], 0
+
+
+def render_template(text: str, source: str, instance_data_file: str | None, root_dir: str):
+    """``text`` rendered with instance data when it is a ``## template: jinja`` file, else ``text``.
+
+    (rendered text, problem or None). The instance data is ``instance_data_file``, else the
+    system's (``/run/cloudseed/instance-data-sensitive.json``, then the world-readable one).
+    """
+    import json
+
+    from cloudseed.agent.schema import Problem
+
+    first = text.lstrip().split("\n", 1)[0].strip().lower().replace(" ", "")
+    if not first.startswith("##template:"):
+        return text, None
+    data = None
+    if instance_data_file:
+        try:
+            with open(instance_data_file, encoding="utf-8") as f:
+                data = json.load(f)
+        except OSError as e:
+            return None, Problem("", f"cannot read instance data {instance_data_file}: {e.strerror}", line=1)
+        except ValueError as e:
+            return None, Problem("", f"instance data {instance_data_file} is not JSON: {e}", line=1)
+    else:
+        from cloudseed.agent.state import RUN_DIR
+        from cloudseed.core.root import TargetRoot
+
+        root = TargetRoot(root_dir)
+        for name in ("instance-data-sensitive.json", "instance-data.json"):
+            if root.isfile(f"{RUN_DIR}/{name}"):
+                try:
+                    data = json.loads(root.read_text(f"{RUN_DIR}/{name}"))
+                    break
+                except (OSError, ValueError):
+                    continue
+    if not isinstance(data, dict):
+        return None, Problem("", "cannot render the '## template: jinja' file: no instance data on this system "
+                                 "(give --instance-data FILE)", line=1)
+    from cloudseed.agent.userdata.jinja_parts import TemplateError, render_template_part
+
+    try:
+        rendered, notes = render_template_part(text.lstrip(), data)
+    except TemplateError as e:
+        return None, Problem("", f"{source}: {e}", line=1)
+    if rendered is None:
+        return None, Problem("", "; ".join(notes) or "the template rendered to nothing", line=1)
+    # the header line stays, so that line numbers are the file's (as long as the template keeps lines)
+    return text.lstrip().split("\n", 1)[0] + "\n" + rendered, None
+
+
 def _report(source: str, text: str, problems, annotate: bool) -> None:
     if annotate:
         by_line: dict[int, list[str]] = {}
@@ -88,7 +168,17 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             print(f"cloudseed schema: cannot read {args.config_file}: {e.strerror}")
             return 1
-        documents.append((args.config_file, text, True))
+        if args.schema_type == "network-config":
+            problems, count = check_network_text(text, args.config_file)
+            _report(args.config_file, text, problems, args.annotate)
+            print(f"invalid network-config: {count} error(s)" if count else "valid network-config")
+            return 1 if count else 0
+        rendered, problem = render_template(text, args.config_file, args.instance_data, args.root)
+        if problem is not None:
+            _report(args.config_file, text, [problem], args.annotate)
+            print("invalid: 1 error(s)")
+            return 1
+        documents.append((args.config_file, rendered, True))
     else:
         from cloudseed.agent.config import CONFIG_FILES
         from cloudseed.agent.state import DATA_DIR

@@ -221,3 +221,24 @@ def test_config_order_cloud_then_cloudseed_then_cmdline(target):
 
 def test_core_module_list_in_test_roots_is_the_cores():
     assert "write_files" in CORE_MODULES
+
+
+def test_schema_renders_a_jinja_file_with_instance_data_first(tmp_path):
+    data = tmp_path / "instance-data.json"
+    data.write_text('{"v1": {"local_hostname": "web-1", "instance_id": "i-42"}}')
+    f = tmp_path / "tpl.yaml"
+    f.write_text("## template: jinja\n#cloud-config\nhostname: {{ v1.local_hostname }}\n"
+                 "runcmd: {{ v1.instance_id }}\n")
+    result = cli("schema", "-c", str(f), "--instance-data", str(data))
+    assert result.returncode == 1
+    # checked after rendering: the value is the instance's, the line the file's
+    assert f"{f}:4: error: runcmd: expected array, got string 'i-42'" in result.stdout
+    annotated = cli("schema", "-c", str(f), "-i", str(data), "--annotate").stdout
+    assert "hostname: web-1\n" in annotated and "runcmd: i-42\t\t# ERROR: runcmd: expected array" in annotated
+    f.write_text("## template: jinja\n#cloud-config\nhostname: {{ v1.local_hostname }}\n")
+    assert cli("schema", "-c", str(f), "-i", str(data)).returncode == 0
+    missing = cli("schema", "-c", str(f), "-i", str(tmp_path / "none.json"))
+    assert missing.returncode == 1 and "cannot read instance data" in missing.stdout
+    # without -i, the system's instance data (here: a root without any) is used
+    no_data = cli("--root", str(tmp_path), "schema", "-c", str(f))
+    assert no_data.returncode == 1 and "no instance data on this system" in no_data.stdout
