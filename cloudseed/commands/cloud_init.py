@@ -103,6 +103,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--machine-id", action="store_true")
     s.add_argument("--reboot", "-r", action="store_true")
     s.add_argument("--seed", "-s", action="store_true")
+    s.add_argument("--configs", "-c", nargs="+", default=[],
+                   choices=("all", "ssh_config", "network", "datasource", "fstab"))
     s = sub.add_parser("status", help="the boot status (exit 0 done, 1 error, 2 degraded)")
     s.add_argument("--format", default="tabular", choices=("json", "tabular", "yaml"))
     s.add_argument("--long", "-l", action="store_true")
@@ -114,6 +116,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
 
 def _schema_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--config-file", "-c")
+    s.add_argument("--schema-type", "-t", choices=("cloud-config", "network-config"), default="cloud-config")
+    s.add_argument("--instance-data", "-i")
     s.add_argument("--system", action="store_true")
     s.add_argument("--docs", "-d", nargs="*")
     s.add_argument("--annotate", action="store_true")
@@ -185,7 +189,9 @@ def _schema(args, base, prog) -> int:
     if args.docs is not None:
         return _cli([*base, "schema", "--modules-table"])
     if args.config_file:
-        return _cli([*base, "schema", "--config-file", args.config_file, *(["--annotate"] if args.annotate else [])])
+        return _cli([*base, "schema", "--config-file", args.config_file, "--schema-type", args.schema_type,
+                     *(["--instance-data", args.instance_data] if args.instance_data else []),
+                     *(["--annotate"] if args.annotate else [])])
     if args.system:
         return _cli([*base, "schema", "--system", *(["--annotate"] if args.annotate else [])])
     print(f"{prog} schema: expected one of --config-file, --system or --docs", file=sys.stderr)
@@ -201,7 +207,8 @@ def _clean(args, base, prog) -> int:
     from cloudseed.agent import compat_paths
     from cloudseed.core.root import TargetRoot
 
-    code = _cli([*base, "clean", *(["--logs"] if args.logs else []), *(["--seed"] if args.seed else [])])
+    code = _cli([*base, "clean", *(["--logs"] if args.logs else []), *(["--seed"] if args.seed else []),
+                 *(["--configs", *args.configs] if args.configs else [])])
     root = TargetRoot(args.root)
     compat_paths.remove(root)
     root.remove_tree("/var/lib/cloud/sem")  # cloud-init-per's once/always semaphores, as cloud-init clean

@@ -216,3 +216,29 @@ def test_install_cloud_init_compat_writes_the_launchers(target):
     for name in ("cloud-init", "cloud-id", "cloud-init-per"):
         assert os.access(target.path(f"/usr/bin/{name}"), os.X_OK)
         assert "cloudseed" in target.read_text(f"/usr/bin/{name}")
+
+
+def test_clean_configs_removes_generated_configuration_only(target):
+    """``clean --configs`` (cloud-init 25.2): what the agent generated goes, the rest stays."""
+    root = target
+    generated = ["/etc/netplan/50-cloudseed.yaml", "/etc/systemd/network/10-cloudseed-eth0.network",
+                 "/etc/NetworkManager/system-connections/cloudseed-eth0.nmconnection",
+                 "/etc/netplan/50-cloud-init.yaml", "/etc/ssh/sshd_config.d/50-cloudseed.conf"]
+    theirs = ["/etc/netplan/01-admin.yaml", "/etc/systemd/network/20-admin.network",
+              "/etc/ssh/sshd_config.d/10-admin.conf"]
+    for path in generated + theirs:
+        root.write(path, "x\n")
+    fstab = ("UUID=1 / ext4 defaults 0 1\n"
+             "/dev/vdb /data auto defaults,nofail,comment=cloudconfig 0 2\n"
+             "/dev/disk/cloud/azure_resource /mnt auto defaults,nofail,comment=cloudconfig 0 2\n")
+    root.write("/etc/fstab", fstab, mode=0o640)
+    assert ci(root, "clean", "--configs", "network") == 0
+    assert [p for p in generated if root.exists(p)] == ["/etc/ssh/sshd_config.d/50-cloudseed.conf"]
+    assert ci(root, "clean", "-c", "datasource") == 0     # Azure's resource disk line only
+    assert root.read_text("/etc/fstab") == "".join(fstab.splitlines(keepends=True)[:2])
+    assert ci(root, "clean", "-c", "all") == 0
+    assert not any(root.exists(p) for p in generated) and all(root.exists(p) for p in theirs)
+    assert root.read_text("/etc/fstab") == "UUID=1 / ext4 defaults 0 1\n"
+    assert root.stat("/etc/fstab").st_mode & 0o777 == 0o640
+    with pytest.raises(SystemExit):
+        ci(root, "clean", "-c", "everything")
