@@ -43,6 +43,7 @@ OLD_ONLY = {
                            "wanted one entry",
     "bad-unknown-top-level-key.yaml": "an unknown top-level key is an error since 23.x; 22.4 let it pass",
     "bad-create-hostname-file-string.yaml": "`create_hostname_file` was added in 23.4; 22.4 let any value pass",
+    "ok-write-files-source.yaml": "write_files `source` (uri, headers): added in cloud-init 24.3",
     "ok-users-hyphenated-keys.yaml": "`no-create-home`, `primary-group`...: hyphenated user keys every release "
                                      "applies, deprecated in the schema since 24.2; 22.4's schema rejected them",
 }

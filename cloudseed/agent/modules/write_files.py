@@ -1,8 +1,10 @@
-"""write_files: write files given in cloud-config (encodings, owner, permissions, append, defer).
+"""write_files: write files given in cloud-config (encodings, owner, permissions, append, defer, source).
 
 Each entry is written atomically through the target root. A bad entry is reported with its
 index and path and the other entries are still written. Entries with ``defer: true`` are left
-to ``write_files_deferred`` in the final stage (after users exist).
+to ``write_files_deferred`` in the final stage (after users exist). ``source: {uri, headers}``
+(cloud-init 24.3) loads the content from http(s) or a file in the root (``_write_files_source``),
+falling back to ``content`` when that fails.
 
 One entry's content is at most 64 MiB once decoded; everything one boot's ``write_files`` and
 ``write_files_deferred`` write together is at most ``write_files_max_total`` (256 MiB unless the
@@ -40,6 +42,10 @@ MODULE = ModuleSpec(
             "properties": {
                 "path": {"type": "string"},
                 "content": {"type": "string"},
+                # cloud-init 24.3: content from a URI, ``content`` being the fallback
+                "source": {"type": "object", "required": ["uri"], "additionalProperties": False, "properties": {
+                    "uri": {"type": "string", "minLength": 1},
+                    "headers": {"type": "object", "additionalProperties": {"type": "string"}}}},
                 "owner": {"type": "string"},
                 "permissions": {"type": "string"},
                 "encoding": {"type": "string", "enum": list(ENCODINGS)},
@@ -172,6 +178,24 @@ def _written_before(ctx: ModuleContext) -> int:
         return 0
 
 
+def _from_source(ctx: ModuleContext, entry: dict, where: str) -> bytes | None:
+    """An entry's ``source`` loaded (as is, no decoding), or None to use its ``content``.
+
+    A source that cannot be loaded falls back to ``content`` with a warning; without ``content``
+    the entry is not written (EntryError)."""
+    if entry.get("source") is None:
+        return None
+    from cloudseed.agent.modules._write_files_source import SourceError, load_source
+
+    try:
+        return load_source(ctx.root, entry["source"], where, MAX_DECODED_BYTES)
+    except SourceError as e:
+        if entry.get("content") is None:
+            raise EntryError(f"{e}; no content to fall back to, not written") from None
+        ctx.warn(f"{e}; its content was written instead")
+        return None
+
+
 def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
     if not isinstance(entries, list):
         raise ModuleError("write_files: expected a list of files")
@@ -198,7 +222,9 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
             failures.append(f"{where}.path: must be absolute")
             continue
         try:
-            data = decode_content(entry.get("content"), entry.get("encoding"), where)
+            data = _from_source(ctx, entry, where)
+            if data is None:
+                data = decode_content(entry.get("content"), entry.get("encoding"), where)
             if total + len(data) > limit:
                 failures.append(f"{where}: its {_mib(len(data))} would take this boot's write_files past "
                                 f"{_mib(limit)} ({_mib(total)} written before it; {TOTAL_KEY} in the image's "
