@@ -43,3 +43,13 @@ def test_the_table_is_consistent():
     assert len(keys) == len(set(keys)) and all(len(k) == 3 and k.isupper() for k in keys)
     assert region_info("eu-frankfurt-1")["regionKey"] == "FRA" and region_info("PHX")["regionIdentifier"] == \
         "us-phoenix-1"
+
+
+def test_the_table_agrees_with_the_oci_sdks():
+    """The oci SDK (PyPI, the dev extra) carries Oracle's region table too: ours says the same."""
+    regions = pytest.importorskip("oci.regions_definitions")
+    for short, name in regions.REGIONS_SHORT_NAMES.items():
+        if name in REGIONS:
+            assert REGIONS[name] == (short.upper(), regions.REGION_REALMS[name]), name
+    known = set(regions.REGIONS_SHORT_NAMES.values())
+    assert known - set(REGIONS) == set() or len(known & set(REGIONS)) >= 60  # a newer SDK may know more
