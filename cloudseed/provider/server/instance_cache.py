@@ -55,7 +55,9 @@ class CachedInstance:
         self.trees: dict[Any, Any] = {}  # EC2 meta-data tree per version (ec2_api.render)
         self.kept_bytes = 0
         self.events = events
-        self.faults = tuple(e for e in events if e.kind == "fault" and e.state == "scheduled")
+        now = time.time()  # faults already over are not checked (the hot path stays open to the rest)
+        self.faults = tuple(e for e in events if e.kind == "fault" and e.state == "scheduled"
+                            and (e.not_after is None or e.not_after > now))
 
     def remember(self, key: str, answer: Any) -> Any:
         """Keep ``answer`` (a Response or a factory) under ``key`` if the bounds allow; returns it."""
