@@ -208,13 +208,15 @@ def build_c_client(tmp: str) -> str:
 
 def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool, tmp: str,
                  destination: str = "127.0.0.1", retry_seconds: float = 0, expect: list[str] | None = None,
-                 offsets: list[float] | None = None, netns: str | None = None, start_in: float = 0.5) -> dict:
+                 offsets: list[float] | None = None, netns: str | None = None, start_in: float = 0.5,
+                 start_at: float | None = None) -> dict:
     """``boot_storm`` with the C client (one process): the client is not the limit.
 
     ``destination``: the server's address; ``retry_seconds`` > 0: failed requests are retried as
     the agent does, for that long per instance; ``expect``: per instance, a text every step marked
     ``check`` (a third element ``True`` in ``sequence``) must answer; ``offsets``: per instance,
-    seconds after the common start it begins; ``netns``: run the client in that network namespace.
+    seconds after the common start it begins; ``netns``: run the client in that network namespace;
+    ``start_at``: the common start (epoch seconds; default ``start_in`` from now).
     The result adds per-instance ``boots`` (start, finish or None, failed attempts, failed steps,
     wrong answers) and ``fails`` (time, status) of every failed attempt."""
     binary = build_c_client(tmp)
@@ -227,7 +229,7 @@ def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool
         for n, source in enumerate(sources):
             fields = [source, expect[n] if expect else "-", f"{offsets[n]:.3f}" if offsets else "0"]
             handle.write(" ".join(fields) + "\n")
-    start_at = time.time() + start_in
+    start_at = start_at or time.time() + start_in
     command = [binary, str(port), "1" if keep_alive else "0", steps, listing, f"{start_at:.6f}", destination,
                str(retry_seconds)]
     if netns:
@@ -255,4 +257,5 @@ def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool
             "failures": int(fields["failures"]), "wrong": int(fields["wrong"]),
             "connections": int(fields["connections"]), "requests": int(fields["requests"]),
             "p50_ms": float(fields["p50_ms"]), "p99_ms": float(fields["p99_ms"]), "keep_alive": keep_alive,
-            "rps": int(fields["requests"]) / last if finished else 0.0, "boots": boots, "fails": fails}
+            "rps": int(fields["requests"]) / last if finished else 0.0, "boots": boots, "fails": fails,
+            "start_at": start_at}

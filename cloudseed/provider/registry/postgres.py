@@ -38,9 +38,9 @@ SCHEMA_LOCK_KEY = 0x636C6F7564  # advisory lock serialising schema creation acro
 CHANGES_LOCK_KEY = 0x636C6F7565  # advisory lock making change-log order commit order
 INSTALL_HINT = "PostgreSQL registries need the psycopg driver: pip install 'cloudseed[postgres]'"
 # libpq connection settings (the URL's own win): a connection attempt gives up after 3 s, and an
-# established one that stops answering (a cut network) is declared dead after about 5 s
-CONNECTION_DEFAULTS = {"connect_timeout": "3", "keepalives": "1", "keepalives_idle": "5",
-                       "keepalives_interval": "2", "keepalives_count": "2", "tcp_user_timeout": "5000"}
+# established one that stops answering (a cut network) is declared dead after about 3 s
+CONNECTION_DEFAULTS = {"connect_timeout": "3", "keepalives": "1", "keepalives_idle": "3",
+                       "keepalives_interval": "1", "keepalives_count": "2", "tcp_user_timeout": "3000"}
 RECONNECT_INTERVAL = 1.0  # seconds between connection attempts while the database is away
 LOG = logging.getLogger("cloudseed.registry")
 

@@ -9,6 +9,7 @@ Errors are JSON ``{"error": "...", "field": "..."}``: 400 for invalid input nami
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import time
@@ -24,6 +25,10 @@ from cloudseed.provider.server.openapi import openapi_document
 JSON = "application/json"
 MAX_LIST = 1000
 MAX_PAGING_DIGITS = 15  # limit/offset: SQL integers are 64-bit; nobody pages that far
+# /health (a balancer's check) answers within about a second: unhealthy when the change-log
+# watcher has not reached the registry for this long, or the registry does not answer in time
+HEALTH_CONTACT_AGE = 3.0
+HEALTH_WAIT = 1.0
 
 
 def json_response(status: int, value: Any) -> Response:
@@ -91,8 +96,13 @@ class AdminApp:
     async def _health(self, request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):
             return _not_allowed("GET, HEAD")
+        age = self.cache.contact_age()
+        if age > HEALTH_CONTACT_AGE:  # the watcher has not reached the registry lately: do not wait for it
+            return json_error(503, f"registry unreachable: no answer for {age:.1f}s")
         try:
-            await self.cache.run(self.registry.changes_since, -1)
+            await asyncio.wait_for(self.cache.run(self.registry.changes_since, -1), HEALTH_WAIT)
+        except asyncio.TimeoutError:
+            return json_error(503, f"registry unreachable: no answer within {HEALTH_WAIT:g}s")
         except Exception as error:
             return json_error(503, f"registry unreachable: {error}")
         return json_response(200, {"status": "ok", "uptime_seconds": round(time.time() - self.started, 1),

@@ -1,8 +1,14 @@
 """In-memory view of the registry for the hot path: who is at an address, rendered responses.
 
-A hit costs two dict lookups. Misses are loaded from the registry on one worker thread. A
-watcher thread follows the registry's change log (``changes_since``; PostgreSQL NOTIFY wakes it
-at once) and drops changed instances; loads that raced with a change are used once, not cached.
+A hit costs two dict lookups. Misses are loaded from the registry on one worker thread, and a
+load that takes longer than ``LOAD_WAIT`` seconds (a database cut off) is answered 503 instead
+of holding the client (behind a balancer, another server answers). A watcher thread follows
+the registry's change log (``changes_since``; PostgreSQL NOTIFY wakes it at once) and drops
+changed instances; loads that raced with a change are used once, not cached. A changed instance
+that was cached is loaded again at once, in the background, so that the instances a server has
+seen stay cached even if the registry becomes unavailable right after a change.
+``contact_age`` (seconds since the watcher last heard from the registry) is what ``/health``
+reports without waiting for the database itself.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from cloudseed.provider.registry import InstanceRecord, Registry
+from cloudseed.provider.registry import InstanceRecord, Registry, RegistryUnavailable
 
 MISSING = object()  # not in the cache: ask the registry
 AMBIGUOUS = "ambiguous"  # address on several networks, listener has no network
@@ -26,6 +32,8 @@ MAX_RESPONSE_BYTES = 1024 * 1024  # and at most this many bytes of them (keys in
 MAX_UNKNOWN_ADDRESSES = 50_000  # "nobody here" answers kept; more (a scan) forgets them all
 # seconds without the registry after which nothing cached is trusted (the change log keeps an hour)
 FORGET_AFTER_OUTAGE = 1800.0
+LOAD_WAIT = 3.0  # seconds a request waits for a registry load before it is answered 503
+MAX_REFRESH = 1000  # changed instances loaded again per batch of changes (more are loaded when asked)
 
 
 class CachedInstance:
@@ -83,6 +91,7 @@ class InstanceCache:
         self.invalidations = 0
         self.unknown = 0  # addresses remembered as belonging to nobody
         self._seq = -1
+        self._contact = time.monotonic()  # when the watcher last heard from the registry
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
 
@@ -100,7 +109,7 @@ class InstanceCache:
     # -- loads -----------------------------------------------------------------------------
     async def by_address(self, network: Optional[str], address: str) -> Any:
         generation = self.generation
-        ids = await self.run(self.registry.find_by_address, address, network)
+        ids = await self.load(self.registry.find_by_address, address, network)
         if len(ids) > 1:
             found: Any = AMBIGUOUS
         else:
@@ -121,7 +130,7 @@ class InstanceCache:
         if cached is not MISSING:
             return cached  # type: ignore[return-value]
         generation = self.generation
-        record, events = await self.run(self._load, instance_id)
+        record, events = await self.load(self._load, instance_id)
         entry = CachedInstance(record, events) if record is not None else None
         if generation == self.generation:
             self.instances[instance_id] = entry
@@ -136,12 +145,25 @@ class InstanceCache:
     async def run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
 
+    async def load(self, function: Callable, *args: Any) -> Any:
+        """``run`` for a read a request waits on: RegistryUnavailable after ``LOAD_WAIT`` seconds."""
+        try:
+            return await asyncio.wait_for(self.run(function, *args), LOAD_WAIT)
+        except asyncio.TimeoutError:
+            raise RegistryUnavailable(f"the registry did not answer within {LOAD_WAIT:g}s; retry shortly") from None
+
+    def contact_age(self) -> float:
+        """Seconds since the watcher last read the registry's change log."""
+        return time.monotonic() - self._contact
+
     # -- invalidation ----------------------------------------------------------------------
     def invalidate(self, instance_ids: list[str]) -> None:
         """Forget these instances and every address mapping that might involve them."""
         self.generation += 1
         self.invalidations += len(instance_ids)
         changed = set(instance_ids)
+        seen = [k for k, v in self.addresses.items() if v in changed][:MAX_REFRESH]
+        cached = [i for i in changed if self.instances.get(i) is not None][:MAX_REFRESH]
         for instance_id in changed:
             self.instances.pop(instance_id, None)
         # addresses may have moved between instances: drop mappings to changed ids and every
@@ -149,6 +171,25 @@ class InstanceCache:
         for key in [k for k, v in self.addresses.items() if v is None or v is AMBIGUOUS or v in changed]:
             del self.addresses[key]
         self.unknown = 0
+        if seen or cached:
+            try:
+                asyncio.get_running_loop().create_task(self._refresh(seen, cached))
+            except RuntimeError:  # no loop (a tool using the cache): loaded when next asked
+                pass
+
+    async def _refresh(self, addresses: list, instance_ids: list[str]) -> None:
+        """Load again what was cached before a change (the new record, where its addresses lead);
+        again when another change raced with the load (it was then not kept)."""
+        for _ in range(3):
+            try:
+                for network, address in addresses:
+                    await self.by_address(network, address)
+                for instance_id in instance_ids:
+                    await self.by_id(instance_id)
+            except Exception:  # the registry is away: loaded when next asked
+                return
+            if all(key in self.addresses for key in addresses) and all(i in self.instances for i in instance_ids):
+                return
 
     def forget_all(self) -> None:
         """Drop every cached instance and address (after an outage longer than the change log keeps)."""
@@ -181,6 +222,7 @@ class InstanceCache:
                         failing, failing_since = True, time.monotonic()
                     self._stop.wait(1.0)
                     continue
+                self._contact = time.monotonic()
                 if failing:
                     import logging
 

@@ -254,13 +254,17 @@ class MetadataApp:
         except UnicodeDecodeError:
             return text_error(400, "password: not UTF-8 text")
         if instance.record.password is not None:
+            if _same(instance.record.password, password):  # this write again: its answer was lost (a 503)
+                return Response(200, "")
             return text_error(409, "password already set; an operator must clear it first")
         return self._store_password(instance.record.instance_id, password)
 
     async def _store_password(self, instance_id: str, password: str) -> Response:
         stored = await self.cache.run(self.registry.set_password_once, instance_id, password)
         if not stored:
-            return text_error(409, "password already set; an operator must clear it first")
+            current = await self.cache.run(self.registry.get, instance_id)
+            if current is None or not _same(current.password, password):
+                return text_error(409, "password already set; an operator must clear it first")
         self.cache.invalidate([instance_id])
         return Response(200, "")
 
@@ -364,6 +368,11 @@ class MetadataApp:
     async def _store_phone_home(self, instance_id: str, source: str, fields: dict) -> Response:
         await self.cache.run(self.registry.add_phone_home, instance_id, source, fields)
         return Response(200, "ok")
+
+
+def _same(stored: Optional[str], sent: str) -> bool:
+    """Whether a guest's password write repeats the one stored (a retry is not a conflict)."""
+    return stored is not None and hmac.compare_digest(stored.encode(), sent.encode())
 
 
 def _method_not_allowed(allow: str) -> Response:

@@ -88,6 +88,18 @@ def test_openstack_password_post_once_then_409_and_operator_clear(server):
     assert server.get("/openstack/latest/password", address, method="POST", body="x" * 1020).status == 200
 
 
+def test_password_post_repeated_with_the_same_value_is_not_a_conflict_unlike_nova(server):
+    """Nova answers 409 to any second POST. Here the same password again is a 200 and changes
+    nothing: a guest whose first POST got a 503 (the registry was unavailable, maybe after the
+    write committed) retries safely; another value is still a 409."""
+    instance_id, address = register(server)
+    assert server.get("/openstack/latest/password", address, method="POST", body="once").status == 200
+    for _ in range(2):
+        assert server.get("/openstack/latest/password", address, method="POST", body="once").status == 200
+    assert server.get("/openstack/latest/password", address, method="POST", body="twice").status == 409
+    assert server.get("/openstack/latest/password", address).text == "once"
+
+
 def test_ec2_tree(server):
     instance_id, address = register(server, tags=["web"])
     root = server.get("/", address).text.splitlines()
