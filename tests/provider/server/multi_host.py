@@ -20,6 +20,7 @@ sockets made there belong to that namespace whichever thread uses them.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ctypes
 import itertools
 import os
@@ -28,6 +29,7 @@ import signal
 import socket
 import subprocess
 import time
+from typing import Iterator
 
 from pg_cluster import PgCluster
 from server_support import ADMIN_TOKEN, ROOT, Reply, ServerProcess
@@ -46,6 +48,23 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     if check and proc.returncode != 0:
         raise RuntimeError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
     return proc
+
+
+@contextlib.contextmanager
+def running(tmp: str, servers: int = 3) -> Iterator[Deployment]:
+    """A Deployment with every server started and UP in haproxy; torn down after (skips without root)."""
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("network namespaces need root")
+    deployment = Deployment(tmp, servers)
+    try:
+        for n in range(1, servers + 1):
+            deployment.start_server(n, wait=False)
+        deployment.wait_states({f"s{n}": "UP" for n in range(1, servers + 1)})
+        yield deployment
+    finally:
+        deployment.close()
 
 
 def storm_address(n: int) -> str:

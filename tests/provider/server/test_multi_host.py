@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from multi_host import METADATA, Deployment, request, storm_address
+from multi_host import METADATA, Deployment, request, running, storm_address
 from server_support import PYTHON, ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -26,16 +26,8 @@ USER_DATA = "#cloud-config\nruncmd: [echo through-the-balancer]\n"
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("network namespaces need root")
-    deployment = Deployment(str(tmp_path_factory.mktemp("multi-host")))
-    try:
-        for n in (1, 2, 3):
-            deployment.start_server(n, wait=False)
-        deployment.wait_states({"s1": "UP", "s2": "UP", "s3": "UP"})
+    with running(str(tmp_path_factory.mktemp("multi-host"))) as deployment:
         yield deployment
-    finally:
-        deployment.close()
 
 
 def mac_of(cloud: Deployment, key: str) -> str:

@@ -27,7 +27,7 @@ import threading
 import time
 
 import pytest
-from multi_host import METADATA, Deployment, request, storm_address
+from multi_host import METADATA, request, running, storm_address
 from server_support import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -44,16 +44,8 @@ CUT, RESTORE = 50.0, 58.0
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory):
-    if os.geteuid() != 0:
-        pytest.skip("network namespaces need root")
-    deployment = Deployment(str(tmp_path_factory.mktemp("faults")))
-    try:
-        for n in (1, 2, 3):
-            deployment.start_server(n, wait=False)
-        deployment.wait_states({"s1": "UP", "s2": "UP", "s3": "UP"})
+    with running(str(tmp_path_factory.mktemp("faults"))) as deployment:
         yield deployment
-    finally:
-        deployment.close()
 
 
 def instance_id(n: int) -> str:
