@@ -141,6 +141,9 @@ class PostgresRegistry(SQLRegistry):
         return super().changes_since(seq)
 
     def wait_for_change(self, timeout: float) -> None:
+        if self._listener is None:  # listening starts now: a change may have come before, read at once
+            self._listen()
+            return
         listener = self._listen()
         try:
             for _ in listener.notifies(timeout=timeout, stop_after=1):

@@ -220,7 +220,7 @@ class InstanceCache:
                         logging.getLogger("cloudseed.server").warning(
                             "cannot follow registry changes (serving cached instances meanwhile): %s", error)
                         failing, failing_since = True, time.monotonic()
-                    self._stop.wait(1.0)
+                    self._stop.wait(0.2)  # back within a moment of the registry
                     continue
                 self._contact = time.monotonic()
                 if failing:

@@ -135,13 +135,14 @@ def test_faults_during_a_storm_lose_no_instance_and_no_change(cloud, tmp_path):
                                                              {"hostname": "changed-during"}), time.monotonic() + 20)
         assert reply.status == 200 and set(statuses[:-1]) <= {503}, statuses
         changed = time.monotonic()
-        pending = {1, 2, 3}
-        while pending and time.monotonic() - changed < 5:
-            for n in list(pending):
+        seen: dict[int, float] = {}
+        while len(seen) < 3 and time.monotonic() - changed < 5:
+            for n in {1, 2, 3} - set(seen):
                 if cloud.direct(n, storm_address(1), request("GET", "/latest/meta-data/hostname")).text == \
                         "changed-during":
-                    pending.discard(n)
-        assert not pending and time.monotonic() - changed < 1.5
+                    seen[n] = time.monotonic() - changed
+        timeline["operator change served by every server, after it was accepted"] = max(seen.values())
+        assert len(seen) == 3 and max(seen.values()) < 1.0, seen
         until(start_at, CUT)
         cloud.cut_database(3)
         timeline["s3 out of the healthy set"] = cloud.wait_states({"s3": "DOWN"}) + time.time() - start_at - CUT
