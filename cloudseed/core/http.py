@@ -221,10 +221,15 @@ def fetch(url: str, *, timeout: float = 5.0, retries: int = 2, backoff: float = 
     """GET ``url``'s body, retrying transient failures (5xx, 429, network errors) with backoff.
 
     ``max_wait`` bounds the whole call (all attempts and pauses); ``file://`` URLs and paths are
-    read from disk with the same size limit.
+    read from disk with the same size limit; ``ftp://`` and ``ftps://`` go through ``core/ftp.py``
+    (one attempt, bounded the same way).
     """
     if url.startswith("file://") or url.startswith("/"):
         return _read_file(url, max_bytes)
+    if url.startswith(("ftp://", "ftps://")):
+        from cloudseed.core.ftp import fetch_ftp
+
+        return fetch_ftp(url, timeout=timeout, max_bytes=max_bytes, max_wait=max_wait)
     return fetch_response(url, timeout=timeout, retries=retries, backoff=backoff, headers=headers,
                           max_bytes=max_bytes, retry_on_404=retry_on_404, max_wait=max_wait).body
 

@@ -3,8 +3,10 @@
 Sources, strongest first: the kernel command line and the SMBIOS system serial
 (``ds=nocloud[-net];s=URL;i=ID;h=HOST``), the system config (``datasource: NoCloud:``),
 seed directories, a filesystem labelled ``cidata`` (ISO 9660 or VFAT), then a ``seedfrom`` URL
-(``file://`` and paths in the local stage, ``http(s)://`` in the network stage).
-Files: ``meta-data`` (YAML), ``user-data``, ``vendor-data``, ``network-config`` (YAML).
+(``file://`` and paths in the local stage, ``http(s)://`` and ``ftp(s)://`` in the network stage;
+``%s`` and ``__dmi.NAME__`` in it as cloud-init 24.x reads them).
+Files: ``meta-data`` (YAML), ``user-data``, ``vendor-data``, ``network-config`` (YAML), from every
+kind of seed (the datasource configuration's ``network-config`` too).
 """
 
 from __future__ import annotations
@@ -34,6 +36,19 @@ LABEL = "cidata"  # the default of datasource.NoCloud.fs_label
 # ds=nocloud or ds=nocloud-net, alone or with ;key=value items ("ds=" as written, the name in any case)
 DS_ARGUMENT = tuple(f"ds={anycase(kind)}{rest}" for kind in ("nocloud", "nocloud-net") for rest in ("", ";*"))
 _SHORT_KEYS = {"h": "local-hostname", "i": "instance-id", "s": "seedfrom"}
+# seeds the network stage reads (FTP and FTPS: cloud-init 24.2)
+REMOTE_SCHEMES = ("http://", "https://", "ftp://", "ftps://")
+# ``__dmi.NAME__`` in a seedfrom URL (cloud-init 23.1): dmidecode's names -> /sys/class/dmi/id files
+DMI_VARIABLES = {
+    "baseboard-asset-tag": "board_asset_tag", "baseboard-manufacturer": "board_vendor",
+    "baseboard-product-name": "board_name", "baseboard-serial-number": "board_serial",
+    "baseboard-version": "board_version", "bios-release-date": "bios_date", "bios-vendor": "bios_vendor",
+    "bios-version": "bios_version", "chassis-asset-tag": "chassis_asset_tag",
+    "chassis-manufacturer": "chassis_vendor", "chassis-serial-number": "chassis_serial",
+    "chassis-version": "chassis_version", "system-manufacturer": "sys_vendor",
+    "system-product-name": "product_name", "system-serial-number": "product_serial",
+    "system-uuid": "product_uuid", "system-version": "product_version",
+}
 MAX_SEED_FILE = 64 * 1024 * 1024
 
 
@@ -50,12 +65,22 @@ def parse_ds_argument(text: str) -> dict[str, Any] | None:
         kind, _, rest = value.partition(";")
         if kind.lower() not in ("nocloud", "nocloud-net"):
             continue
-        fill: dict[str, Any] = {"dsmode": "net" if kind.lower() == "nocloud-net" else "local"}
+        fill: dict[str, Any] = {}
         for item in rest.split(";"):
             if not item:
                 continue
             key, sep, val = item.partition("=")
             fill[_SHORT_KEYS.get(key, key)] = val if sep else None
+        if "dsmode" not in fill:
+            # as cloud-init 24.1+: the seed's scheme says which stage, whatever the name
+            # (ds=nocloud;s=http://... is the network stage's; nocloud-net is deprecated)
+            seedfrom = str(fill.get("seedfrom") or "")
+            if seedfrom.startswith(REMOTE_SCHEMES):
+                fill["dsmode"] = "net"
+            elif seedfrom.startswith(("file://", "/")):
+                fill["dsmode"] = "local"
+            else:
+                fill["dsmode"] = "net" if kind.lower() == "nocloud-net" else "local"
         return fill
     return None
 
@@ -102,7 +127,7 @@ def _network_seedfrom(ctx: DatasourceContext) -> str | None:
     """The network stage's reason: a ``seedfrom`` URL, from the ds= argument or the configuration."""
     found, where = ds_argument(ctx)
     seedfrom = str((found or {}).get("seedfrom") or ctx.ds_cfg("NoCloud").get("seedfrom") or "")
-    if seedfrom.startswith(("http://", "https://")):
+    if seedfrom.startswith(REMOTE_SCHEMES):
         return f"seedfrom {seedfrom} ({where if found and found.get('seedfrom') else 'datasource.NoCloud'})"
     return None
 
@@ -188,7 +213,9 @@ class NoCloud(Datasource):
             take({"source": "ds_config", "meta-data": md if isinstance(md, dict) else
                   _load_meta(str(md), "datasource.NoCloud.meta-data"),
                   "user-data": _as_bytes(ds_cfg.get("user-data")),
-                  "vendor-data": _as_bytes(ds_cfg.get("vendor-data"))})
+                  "vendor-data": _as_bytes(ds_cfg.get("vendor-data")),
+                  "network-config": _network_config(ds_cfg.get("network-config"),
+                                                    "datasource.NoCloud.network-config")})
         seed = self._first_local_seed()
         if seed is not None:
             take(seed)
@@ -196,8 +223,8 @@ class NoCloud(Datasource):
             return False
         seedfrom = meta.get("seedfrom")
         if seedfrom:
-            seedfrom = str(seedfrom)
-            remote = seedfrom.startswith(("http://", "https://"))
+            seedfrom = self._expand_dmi(str(seedfrom))
+            remote = seedfrom.startswith(REMOTE_SCHEMES)
             if remote and ctx.stage == LOCAL:
                 LOG.info("NoCloud seed %s needs the network; leaving it to the network stage", seedfrom)
                 return False
@@ -251,18 +278,44 @@ class NoCloud(Datasource):
             LOG.warning("device %s is labelled as a NoCloud seed but has no meta-data or user-data", device)
         return None
 
+    def _expand_dmi(self, seedfrom: str) -> str:
+        """``__dmi.system-serial-number__`` and the like replaced by this machine's DMI strings."""
+        import re
+
+        def value(match: re.Match[str]) -> str:
+            name = DMI_VARIABLES.get(match.group(1))
+            if name is None:
+                self.warnings.append(f"NoCloud seedfrom: unknown __dmi.{match.group(1)}__ left as it is "
+                                     f"(known: {', '.join(DMI_VARIABLES)})")
+                return match.group(0)
+            return self.ctx.dmi(name)
+
+        return re.sub(r"__dmi\.([^_]+)__", value, seedfrom) if "__dmi." in seedfrom else seedfrom
+
     def _read_seedfrom(self, seedfrom: str) -> dict[str, Any]:
-        """The four seed files under ``seedfrom`` (file:// or http(s)://), within a total time budget.
+        """The four seed files under ``seedfrom`` (file://, http(s)://, ftp(s)://), in a total time budget.
 
         ``datasource: NoCloud: {timeout, retries, max_wait}``: per-request timeout (default 5s),
         retries of a failing file (default 2), total seconds for all files (default 20).
-        A 404 is an absent file; any other failure is logged naming the URL.
+        A 404 is an absent file; any other failure is logged naming the URL. As in cloud-init 24.x,
+        a ``%s`` in the URL is replaced by each file's name, and a URL with a query string gets no
+        ``/`` added before the name.
         """
         import time
+        import urllib.parse
 
         from cloudseed.core.http import FetchError, fetch
 
-        base = seedfrom if seedfrom.endswith("/") else seedfrom + "/"
+        if "%s" in seedfrom:
+            def url_of(name: str) -> str:
+                return seedfrom.replace("%s", name)
+        else:
+            base = seedfrom
+            if not base.endswith("/") and not urllib.parse.urlsplit(base).query:
+                base += "/"
+
+            def url_of(name: str) -> str:
+                return base + name
         cfg = self.ctx.ds_cfg("NoCloud")
         try:
             timeout = float(cfg.get("timeout", 5))
@@ -283,7 +336,7 @@ class NoCloud(Datasource):
                 files[name] = None
                 continue
             try:
-                files[name] = fetch(base + name, timeout=min(timeout, left), retries=retries, max_wait=left,
+                files[name] = fetch(url_of(name), timeout=min(timeout, left), retries=retries, max_wait=left,
                                     max_bytes=MAX_SEED_FILE)
             except FetchError as e:
                 if e.status != 404:
@@ -301,6 +354,13 @@ def _read_limited(path: str) -> bytes:
     if len(data) > MAX_SEED_FILE:
         raise SeedError(f"{path} is larger than {MAX_SEED_FILE} bytes")
     return data
+
+
+def _network_config(value: Any, source: str) -> dict[str, Any] | None:
+    """``network-config`` given in the datasource configuration: a mapping, or YAML text."""
+    if value is None or isinstance(value, dict):
+        return value
+    return _load_meta(value, source)
 
 
 def _as_bytes(value: Any) -> bytes | None:
