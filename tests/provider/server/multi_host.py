@@ -159,6 +159,7 @@ class Deployment:
 
     def __init__(self, tmp: str, servers: int = 3, server_config: dict | None = None):
         self.tmp = tmp
+        os.makedirs(tmp, exist_ok=True)
         self.tag = f"mh{os.getpid() % 100000}x{next(_RUNS)}"
         self.namespaces: dict[str, Namespace] = {}
         self.servers: dict[int, ServerProcess | None] = {}
