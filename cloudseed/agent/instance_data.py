@@ -24,6 +24,20 @@ SENSITIVE_KEYS = ("merged_cfg", "security-credentials", "ds/extra", "ds/meta_dat
                   "ds/meta_data/password", "ds/user_data", "ds/vendor_data")
 
 
+
+def canonical_cloud_id(cloud_name: str | None, region: str | None, platform: str | None) -> str:
+    """cloud-init's canonical cloud id (``v1.cloud_id``, ``cloud-id``): the cloud name, with AWS's China
+    and GovCloud partitions and Azure China told apart by region; the platform when the cloud is unknown."""
+    cloud_name = cloud_name or "unknown"
+    region = region or "unknown"
+    if cloud_name == "aws" and region.startswith("cn-"):
+        return "aws-china"
+    if cloud_name == "aws" and region.startswith("us-gov-"):
+        return "aws-gov"
+    if cloud_name == "azure" and region.startswith("china"):
+        return "azure-china"
+    return (platform or "unknown") if cloud_name == "unknown" else cloud_name
+
 def _distro_facts(root: TargetRoot) -> tuple[str, str, str]:
     from cloudseed.agent.distros import read_os_release
 
@@ -79,7 +93,7 @@ def build(root: TargetRoot, datasource: Any, merged_cfg: dict | None,
         if datasource.extra:
             ds_section["extra"] = copy.deepcopy(datasource.extra)
     v1.update({
-        "cloud_id": v1["cloud_name"] if not v1["region"] else f"{v1['cloud_name']}-{v1['region']}",
+        "cloud_id": canonical_cloud_id(v1["cloud_name"], v1["region"], v1["platform"]),
         "distro": distro, "distro_version": version, "distro_release": release,
         "kernel_release": uname.release, "machine": uname.machine,
         "python_version": python_version, "system_platform": system_platform(uname),
@@ -87,9 +101,11 @@ def build(root: TargetRoot, datasource: Any, merged_cfg: dict | None,
     })
     for key in ("cloud_name", "instance_id", "local_hostname", "availability_zone"):
         v1[key.replace("_", "-")] = v1[key]
+    v1["_beta_keys"] = ["subplatform"]   # keys whose meaning may still change, as cloud-init marks them
     data: dict[str, Any] = {
         "v1": v1,
         "ds": ds_section,
+        "base64_encoded_keys": [],
         "merged_cfg": copy.deepcopy(merged_cfg or {}),
         "sys_info": {"dist": [distro, version, release], "python": python_version,
                      "uname": [*uname, ""], "variant": distro},  # platform.uname()'s six fields

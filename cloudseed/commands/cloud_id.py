@@ -2,7 +2,8 @@
 
 Prints the cloud this instance runs on (``aws``, ``aws-china``, ``openstack``, ``nocloud``...).
 Exit 0 with an answer, 1 when the instance data cannot be read, 2 when the agent is disabled
-(prints ``disabled``), 3 when it has not run yet (prints ``not run``): cloud-init's codes.
+(prints ``disabled``), 3 when it has not run yet (prints ``not started``, as cloud-init 24.x+):
+cloud-init's codes.
 Installed as ``/usr/bin/cloud-id`` by the package (``main``).
 """
 
@@ -14,7 +15,7 @@ import sys
 
 HELP = "print the canonical cloud id of this instance (cloud-init's cloud-id)"
 
-UNKNOWN = "unknown"
+UNKNOWN = "unknown"  # as cloud-init writes an unknown region
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -24,24 +25,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="instance data to read (default: /run/cloudseed/instance-data.json)")
 
 
-def canonical_cloud_id(cloud_name: str, region: str, platform: str) -> str:
-    """cloud-init's rule: the cloud name, with the AWS and Azure partitions told apart by region."""
-    cloud_name = (cloud_name or UNKNOWN).lower()
-    region = (region or UNKNOWN).lower()
-    if cloud_name == "aws":
-        if region.startswith("cn-"):
-            return "aws-china"
-        return "aws-gov" if region.startswith("us-gov-") else "aws"
-    if cloud_name == "azure":
-        if region.startswith("china"):
-            return "azure-china"
-        return "azure-gov" if region.startswith("usgov") else "azure"
-    if cloud_name == UNKNOWN:
-        return platform or UNKNOWN
-    return cloud_name
-
-
 def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.instance_data import canonical_cloud_id
     from cloudseed.agent.state import Paths
     from cloudseed.commands.status import _summary
     from cloudseed.core.root import TargetRoot
@@ -53,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         print("disabled")
         return 2
     if state == "not started":
-        print("not run")
+        print("not started")   # cloud-init 24.x+ (22.4 printed "not run")
         return 3
     source = args.instance_data or root.path(paths.instance_data_file)
     try:
@@ -70,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**v1, "cloud_id": cloud_id}, indent=1, sort_keys=True, separators=(",", ": ")))
     elif args.long:
-        print(f"{cloud_id}\t{v1.get('region') or UNKNOWN}")
+        print(f"{cloud_id}\t{v1.get('region', UNKNOWN)}")
     else:
         print(cloud_id)
     return 0

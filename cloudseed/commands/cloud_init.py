@@ -176,6 +176,9 @@ def _query(args, base, prog) -> int:
         argv.append("--all")
     if args.format:
         argv += ["--format", args.format]
+    for option, value in (("--user-data", args.user_data), ("--vendor-data", args.vendor_data)):
+        if value:
+            argv += [option, value]
     if args.varname:
         argv.append(args.varname)
     return _cli(argv)

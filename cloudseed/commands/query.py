@@ -2,7 +2,9 @@
 
 Keys are dotted paths (``v1.instance_id``, ``ds.meta_data.uuid``); the standard keys answer
 at the top level too (``instance_id``), and ``-`` and ``_`` are interchangeable. Root reads
-the sensitive instance data; other users get the redacted copy.
+the sensitive instance data; other users get the redacted copy. As in cloud-init 24.x, the data
+queried also holds ``userdata``, ``vendordata`` and ``combined_cloud_config`` (root only) and
+``merged_system_cfg``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list-keys", action="store_true", help="the keys at KEY (or the top level)")
     parser.add_argument("--format", "-f", metavar="TEMPLATE", help="render a template, e.g. '{{ v1.region }}'")
     parser.add_argument("--instance-data", metavar="FILE", help="read this file instead of /run/cloudseed")
+    parser.add_argument("--user-data", "-u", metavar="FILE",
+                        help="the user-data shown as 'userdata' (default: this instance's)")
+    parser.add_argument("--vendor-data", "-v", metavar="FILE",
+                        help="the vendor-data shown as 'vendordata' (default: this instance's)")
 
 
 class KeyNotFound(Exception):
@@ -65,6 +71,61 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+REDACTED = "<redacted for non-root user>"
+_MAX_SHOWN = 64 * 1024 * 1024
+
+
+def as_queried(data: dict, root_dir: str, user_data: str | None = None, vendor_data: str | None = None) -> dict:
+    """Instance data as cloud-init 24.x+'s ``query`` shows it: every ``v1`` key also at the top level
+    as written (``instance-id`` and ``instance_id``), ``merged_system_cfg`` (24.x's name for
+    ``merged_cfg``), and this instance's ``userdata``, ``vendordata`` and ``combined_cloud_config``
+    (root only: others get a note naming the file)."""
+    import os
+
+    from cloudseed.agent.state import Paths
+    from cloudseed.core.root import TargetRoot
+
+    root = TargetRoot(root_dir)
+    paths = Paths(root)
+    out = dict(data)
+    for key, value in (data.get("v1") or {}).items():
+        out.setdefault(key, value)
+    if "merged_cfg" in data:
+        out.setdefault("merged_system_cfg", data["merged_cfg"])
+    files = {"userdata": user_data or f"{paths.instance_link}/user-data.txt",
+             "vendordata": vendor_data or f"{paths.instance_link}/vendor-data.txt",
+             "combined_cloud_config": paths.combined_config_file}
+    for key, inner in files.items():
+        given = inner in (user_data, vendor_data)
+        if os.geteuid() != 0:
+            out[key] = f"{REDACTED} file:{inner}"
+            continue
+        try:
+            if given:
+                with open(inner, "rb") as f:
+                    raw = f.read(_MAX_SHOWN)
+            else:
+                raw = root.read_bytes(inner)
+        except OSError:
+            out[key] = None
+            continue
+        if key == "combined_cloud_config":
+            try:
+                out[key] = json.loads(raw)
+            except ValueError:
+                out[key] = None
+            continue
+        if raw[:2] == b"\x1f\x8b":   # gzipped user-data, shown decompressed (to a bound)
+            import zlib
+
+            try:
+                raw = zlib.decompressobj(wbits=31).decompress(raw, _MAX_SHOWN)
+            except zlib.error:
+                pass
+        out[key] = raw.decode("utf-8", "replace")
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent import instance_data
     from cloudseed.agent.state import Paths
@@ -82,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if data is None:
         print("cloudseed query: no instance data yet (has the agent run this boot?)")
         return 1
+    data = as_queried(data, args.root, args.user_data, args.vendor_data)
     if not (args.key or args.all or args.list_keys or args.format):
         print("cloudseed query: give a KEY, --all, --list-keys or --format")
         return 2

@@ -114,7 +114,7 @@ def test_query_schema_features_version_cloud_id_analyze(target, capsys, tmp_path
 def test_cloud_id_exit_codes_not_run_and_disabled(target, capsys):
     from cloudseed.cli import main
 
-    assert main(["--root", target.top, "cloud-id"]) == 3 and capsys.readouterr().out.strip() == "not run"
+    assert main(["--root", target.top, "cloud-id"]) == 3 and capsys.readouterr().out.strip() == "not started"  # 24.x+
     target.write("/etc/cloud/cloud-init.disabled", "")
     assert main(["--root", target.top, "cloud-id"]) == 2 and capsys.readouterr().out.strip() == "disabled"
 

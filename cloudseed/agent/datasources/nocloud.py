@@ -163,7 +163,9 @@ class NoCloud(Datasource):
 
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
-        self.cloud_name = "nocloud"
+        # as cloud-init (22.4 and 26.x): meta-data's cloud-name, else "unknown" (cloud_id is then
+        # the platform, "nocloud")
+        self.cloud_name = "unknown"
         self.warnings: list[str] = []
 
     # ------------------------------------------------------------------ detection
@@ -234,6 +236,8 @@ class NoCloud(Datasource):
         if meta.get("dsmode") == "disabled":
             return False
         meta.setdefault("instance-id", "nocloud")
+        if isinstance(meta.get("cloud-name"), str) and meta["cloud-name"]:
+            self.cloud_name = meta["cloud-name"].lower()
         self.metadata = meta
         self.userdata_raw = data["user-data"]
         self.vendordata_raw = data["vendor-data"]
