@@ -43,7 +43,8 @@ def booted(tmp_path, user_data: str, stages: int = 4) -> str:
     root.write("/var/lib/cloud/seed/nocloud/meta-data", "instance-id: iid-status\n")
     root.write("/var/lib/cloud/seed/nocloud/user-data", user_data)
     state = BootState.load(root)
-    for step in (run_local, run_network, lambda s: run_modules(s, "config"), lambda s: run_modules(s, "final"))[:stages]:
+    steps = (run_local, run_network, lambda s: run_modules(s, "config"), lambda s: run_modules(s, "final"))
+    for step in steps[:stages]:
         step(state)
     return str(tmp_path)
 
