@@ -96,7 +96,7 @@ def parser(prog: str) -> argparse.ArgumentParser:
     s = sub.add_parser("collect-logs", help="collect logs into a tarball")
     s.add_argument("--tarfile", "-t", default="cloud-init.tar.gz")
     s.add_argument("--include-userdata", "-u", action="store_true")
-    s.add_argument("--redact", action="store_true")
+    s.add_argument("--redact-sensitive", "-r", "--redact", dest="redact", action="store_true")
     s.add_argument("--verbose", "-v", action="count", default=0)
     s = sub.add_parser("clean", help="forget this instance")
     s.add_argument("--logs", "-l", action="store_true")

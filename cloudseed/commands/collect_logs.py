@@ -1,12 +1,18 @@
-"""``cloudseed collect-logs [--tarfile F] [--include-userdata] [--redact]``: one tarball for support.
+"""``cloudseed collect-logs [--tarfile F] [--include-userdata] [--redact-sensitive]``: one tarball for support.
 
 cloud-init's ``collect-logs``: a ``.tar.gz`` with one directory ``cloud-init-logs-DATE/`` holding
 the agent's logs, the boot status and result, the world-readable instance data, this boot's
-records under ``run/cloudseed/``, the kernel's and the journal's messages and the versions.
-Secrets stay out: the sensitive instance data, the merged config and the raw user-data are only
-included with ``--include-userdata`` (root only), and ``--redact`` (the default without
-``--include-userdata``) also replaces every secret value the sensitive instance data names
-(passwords, keys, tokens, credentials) wherever it appears in a collected file.
+records under ``run/cloudseed/``, the configuration (``/etc/cloud``, ``/etc/cloudseed``, without
+``keys/`` and ``templates/``), the kernel's messages, the journal of this boot and the previous one,
+and the versions: the files cloud-init 24.3+ collects, at cloudseed's paths.
+
+One deliberate difference from 24.3+ (CVE-2023-1786): cloud-init now collects everything by default
+and warns, with ``--redact-sensitive`` to leave out what is not world-readable. cloudseed keeps
+secrets out by default: a file that is not world-readable (the sensitive instance data, the merged
+config, the raw user-data, the seeds, configuration files only root reads) is only collected with
+``--include-userdata`` (root only), and every secret value the sensitive instance data names
+(passwords, keys, tokens, credentials) is replaced wherever it appears in a collected file unless
+``--include-userdata`` is given without ``--redact-sensitive`` (``--redact``, 22.4's spelling).
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ HELP = "collect logs, status and instance data into a tarball for support (cloud
 PLAIN_RUN_FILES = ("status.json", "result.json", "instance-data.json", "boot.json", "enabled", "disabled")
 SENSITIVE_RUN_FILES = ("instance-data-sensitive.json", "combined-cloud-config.json", "datasource.json")
 USER_DATA_FILES = ("user-data.txt", "vendor-data.txt", "vendor-data2.txt", "user-data.processed.json")
+CONFIG_DIRS = ("/etc/cloud", "/etc/cloudseed")
+SEED_DIRS = ("/var/lib/cloud/seed", "/var/lib/cloudseed/seed")
 REPLACEMENT = "REDACTED"
 _SECRET_WORDS = ("pass", "secret", "token", "credential", "private", "key", "hash", "password")
 
@@ -30,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tarfile", "-t", default="cloud-init.tar.gz", help="the tarball to write")
     parser.add_argument("--include-userdata", "-u", action="store_true",
                         help="also the user-data, merged config and sensitive instance data (root only)")
-    parser.add_argument("--redact", action="store_true",
+    parser.add_argument("--redact-sensitive", "-r", "--redact", dest="redact", action="store_true",
                         help="replace secret values even in what --include-userdata adds")
     parser.add_argument("--verbose", "-v", action="count", default=0, help="say what is collected")
 
@@ -79,6 +87,26 @@ def _command(root, argv: list[str]) -> bytes | None:
     return (result.stdout + result.stderr).encode("utf-8", "replace")
 
 
+def _config_files(root, top: str) -> list[str]:
+    """Every file under ``top`` but its ``keys/`` and ``templates/`` (as cloud-init 24.x collects /etc/cloud)."""
+    found: list[str] = []
+    for name in root.listdir(top):
+        inner = f"{top}/{name}"
+        if root.isdir(inner) and not root.islink(inner):
+            if name not in ("keys", "templates"):
+                found += _config_files(root, inner)
+        else:
+            found.append(inner)
+    return found
+
+
+def _world_readable(root, inner: str) -> bool:
+    """A file others may read anyway; anything else is sensitive (cloud-init 24.3's rule too)."""
+    import stat
+
+    return bool(root.stat(inner).st_mode & stat.S_IROTH)
+
+
 def collect(root, include_userdata: bool) -> dict[str, bytes]:
     """Name in the tarball -> content, before redaction."""
     from cloudseed import __version__
@@ -92,15 +120,23 @@ def collect(root, include_userdata: bool) -> dict[str, bytes]:
         if not root.islink(legacy):  # a real log an earlier cloud-init left
             wanted.append(legacy)
     wanted += [paths.run(name) for name in PLAIN_RUN_FILES]
+    wanted += [f"{paths.data_dir}/data/{name}" for name in root.listdir(f"{paths.data_dir}/data")]
+    wanted += [path for top in CONFIG_DIRS for path in _config_files(root, top)]
     if include_userdata:
         wanted += [paths.run(name) for name in SENSITIVE_RUN_FILES]
         wanted += [f"{paths.instance_link}/{name}" for name in USER_DATA_FILES]
+        wanted += [f"{seeds}/{kind}/{name}" for seeds in SEED_DIRS for kind in root.listdir(seeds)
+                   for name in root.listdir(f"{seeds}/{kind}")]
     for inner in wanted:
         try:
+            if not root.isfile(inner) or (not include_userdata and not _world_readable(root, inner)
+                                          and inner not in (LOG_FILE, OUTPUT_LOG)):
+                continue
             files[inner.lstrip("/")] = root.read_bytes(inner)
         except OSError:
             continue
     for name, argv in (("dmesg.txt", ["dmesg"]), ("journal.txt", ["journalctl", "--boot=0", "-o", "short-precise"]),
+                       ("journal-previous.txt", ["journalctl", "--boot=-1", "-o", "short-precise"]),
                        ("dpkg-version", ["dpkg-query", "--show", "cloudseed"])):
         out = _command(root, argv)
         if out is not None:

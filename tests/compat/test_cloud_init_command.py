@@ -177,6 +177,34 @@ def test_collect_logs_keeps_secrets_out(target, tmp_path, monkeypatch):
     full = tmp_path / "full.tar.gz"
     assert ci(root, "collect-logs", "-t", str(full), "--include-userdata") == 0
     assert USER_PASS.encode() in contents(full) and ADMIN_PASS.encode() in contents(full)
+    # cloud-init 24.3's spelling: --redact-sensitive / -r
+    assert ci(root, "collect-logs", "-t", str(full), "-u", "-r") == 0
+    assert USER_PASS.encode() not in contents(full) and ADMIN_PASS.encode() not in contents(full)
+
+
+def test_collect_logs_gathers_what_cloud_init_24_3_gathers(target, tmp_path):
+    """The configuration (not keys/ or templates/), the data directory, the previous boot's journal
+    when there is a journal; files only root may read stay out by default (cloud-init 24.3's rule,
+    which it applies only with --redact-sensitive)."""
+    root = target
+    seed(root)
+    boot(root)
+    root.write("/etc/cloud/cloud.cfg.d/90-site.cfg", "datasource_list: [NoCloud]\n", mode=0o644)
+    root.write("/etc/cloud/cloud.cfg.d/91-private.cfg", "apt: {proxy: http://u:p@proxy}\n", mode=0o600)
+    root.write("/etc/cloud/templates/hosts.debian.tmpl", "x\n")
+    root.write("/etc/cloud/keys/secret.pem", "k\n")
+    tarball = tmp_path / "logs.tar.gz"
+    assert ci(root, "collect-logs", "-t", str(tarball)) == 0
+    with tarfile.open(tarball) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"etc/cloud/cloud.cfg.d/90-site.cfg", "etc/cloudseed/cloud.cfg.d/00-test.cfg",
+            "var/lib/cloudseed/data/instance-id", "run/cloudseed/status.json", "version"} <= names
+    assert not {"etc/cloud/cloud.cfg.d/91-private.cfg", "etc/cloud/templates/hosts.debian.tmpl",
+                "etc/cloud/keys/secret.pem", "var/lib/cloud/seed/nocloud/user-data"} & names
+    assert ci(root, "collect-logs", "-t", str(tarball), "--include-userdata") == 0
+    with tarfile.open(tarball) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    assert {"etc/cloud/cloud.cfg.d/91-private.cfg", "var/lib/cloud/seed/nocloud/user-data"} <= names
 
 
 def test_clean_logs_seed_machine_id(target, capsys):
