@@ -1,6 +1,7 @@
 """``cloudseed instances``: add, list, show, update and remove instances in the registry; print the
 certificate of the EC2 instance identity signatures (``identity-certificate``); schedule events on
-an instance's timeline (``events``, in ``_instance_events.py``)."""
+an instance's timeline (``events``, in ``_instance_events.py``); read what instances' agents reported
+about their boots (``provisioning``, in ``_instance_provisioning.py``)."""
 
 from __future__ import annotations
 
@@ -108,9 +109,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           help="private key of the instance's first ssh-rsa key (PEM or OpenSSH format)")
     remove = sub.add_parser("rm", help="remove instances")
     remove.add_argument("instance_ids", nargs="+", metavar="ID")
-    from cloudseed.commands import _instance_events
+    from cloudseed.commands import _instance_events, _instance_provisioning
 
     _instance_events.configure(sub)
+    _instance_provisioning.configure(sub)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -387,6 +389,12 @@ def _events(registry: Any, args: argparse.Namespace) -> int:
     return _instance_events.run(registry, args, InputError)
 
 
+def _provisioning(registry: Any, args: argparse.Namespace) -> int:
+    from cloudseed.commands import _instance_provisioning
+
+    return _instance_provisioning.run(registry, args)
+
+
 def _remove(registry: Any, args: argparse.Namespace) -> int:
     missing = [i for i in args.instance_ids if not registry.delete(i)]
     for instance_id in missing:
@@ -395,4 +403,5 @@ def _remove(registry: Any, args: argparse.Namespace) -> int:
 
 
 _ACTIONS = {"add": _add, "list": _list, "show": _show, "update": _update, "rm": _remove,
-            "identity-certificate": _identity_certificate, "password": _password, "events": _events}
+            "identity-certificate": _identity_certificate, "password": _password, "events": _events,
+            "provisioning": _provisioning}

@@ -51,6 +51,7 @@ class PostgresRegistry(SQLRegistry):
     placeholder = "%s"
     blob_type = "BYTEA"
     serial_type = "BIGSERIAL PRIMARY KEY"
+    for_update = " FOR UPDATE"  # provisioning_state rows: two servers never advance one state at once
 
     def __init__(self, url: str):
         super().__init__()

@@ -16,6 +16,7 @@ import time
 from typing import Any, Callable, Iterable, Optional
 
 from cloudseed.provider.registry.events import EventStore
+from cloudseed.provider.registry.provisioning import ProvisioningStore
 from cloudseed.provider.registry.record import InstanceRecord, utc_now
 
 _COLUMNS = ("instance_id", "name", "hostname", "availability_zone", "project_id")
@@ -28,8 +29,9 @@ MAX_PHONE_HOME_KEPT = 20
 CHANGES_KEPT_SECONDS = 3600.0
 # The schema's version, kept in the ``schema_version`` table. 1: the first release (no table);
 # 2: the table itself, tags with values (``tags.value``, a mapping in the record body);
-# 3: the ``events`` table (registry/events.py) and ``instances.password_by`` (who set the password).
-SCHEMA_VERSION = 3
+# 3: the ``events`` table (registry/events.py) and ``instances.password_by`` (who set the password);
+# 4: the ``provisioning_reports`` and ``provisioning_state`` tables (registry/provisioning.py).
+SCHEMA_VERSION = 4
 
 
 class RegistryError(Exception):
@@ -54,7 +56,7 @@ class RegistryUnavailable(RegistryError):
         super().__init__(message, "db", 503)
 
 
-class SQLRegistry(EventStore, abc.ABC):
+class SQLRegistry(EventStore, ProvisioningStore, abc.ABC):
     """Instance records in SQL. Thread-safe: one connection guarded by a lock."""
 
     placeholder = "?"
@@ -193,6 +195,7 @@ class SQLRegistry(EventStore, abc.ABC):
             "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
             "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)",
             *self._events_schema(),
+            *self._provisioning_schema(),
         ]
 
     # -- reads -----------------------------------------------------------------------------
@@ -335,7 +338,7 @@ class SQLRegistry(EventStore, abc.ABC):
             self._serialise_changes(cur)  # first: before any row lock (no deadlock)
             cur.execute(self._sql("DELETE FROM instances WHERE instance_id = ?"), (instance_id,))
             existed = cur.rowcount > 0
-            for table in ("addresses", "tags", "phone_home", "events"):
+            for table in ("addresses", "tags", "phone_home", "events", "provisioning_reports", "provisioning_state"):
                 cur.execute(self._sql(f"DELETE FROM {table} WHERE instance_id = ?"), (instance_id,))
             if existed:
                 self._log_change(cur, instance_id)

@@ -1,6 +1,8 @@
 """The admin listener: ``/v1/instances`` REST API (bearer token; an instance's timeline at
-``/v1/instances/ID/events``, ``admin_events.py``), ``/openapi.json``, ``/metrics``, ``/health``,
-and the public credential keys (``/v1/keys/...``, ``credential_keys_api.py``).
+``/v1/instances/ID/events``, ``admin_events.py``; what its agent reported at
+``/v1/instances/ID/provisioning`` and ``/v1/provisioning``, ``admin_provisioning.py``), the fleet
+pages (``/fleet``, ``fleet_page.py``), ``/openapi.json``, ``/metrics``, ``/health``, and the public
+credential keys (``/v1/keys/...``, ``credential_keys_api.py``).
 
 Errors are JSON ``{"error": "...", "field": "..."}``: 400 for invalid input naming the field,
 401 without the right token, 404 for unknown instances, 409 for conflicts (id or address taken),
@@ -70,6 +72,15 @@ class AdminApp:
             public = credential_keys_api.handle(self.credentials, request.method, path, request.query)
             if public is not None:
                 return public
+        if path == "/fleet" or path.startswith("/fleet/"):  # the fleet pages (fleet_page.py)
+            from cloudseed.provider.server import admin_provisioning
+
+            return await admin_provisioning.fleet_route(self, request, path)
+        if path == "/v1/provisioning":
+            from cloudseed.provider.server import admin_provisioning
+
+            refused = self._authorise(request)
+            return refused or await admin_provisioning.fleet_list(self, request)
         if path != "/v1/instances" and not path.startswith("/v1/instances/"):
             return json_error(404, f"no such endpoint {request.path}")
         refused = self._authorise(request)
@@ -84,9 +95,18 @@ class AdminApp:
             return json_error(error.status, str(error), error.field,
                               [("Retry-After", str(retry))] if retry is not None else None)
 
+    def reads_allowed(self, request: Request) -> bool:
+        """Whether ``request`` may read: the bearer token, or the fleet pages' session cookie."""
+        return self._authorise(request) is None
+
     def _authorise(self, request: Request) -> Optional[Response]:
         if not self.token:
             return json_error(503, "admin API disabled: configure admin_token (or CLOUDSEED_ADMIN_TOKEN)")
+        if "cookie" in request.headers:
+            from cloudseed.provider.server.fleet_page import session_ok
+
+            if session_ok(request, self.token):  # a browser signed in at /fleet/login: reads only
+                return None
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token.encode()):
             return json_error(401, "missing or wrong bearer token", "Authorization",
@@ -149,6 +169,10 @@ class AdminApp:
             from cloudseed.provider.server import admin_events
 
             return await admin_events.handle(self, request, instance_id, parts[2:], lambda: self._body(request))
+        if len(parts) >= 2 and parts[1] == "provisioning":  # the agent's reports (admin_provisioning.py)
+            from cloudseed.provider.server import admin_provisioning
+
+            return await admin_provisioning.handle_instance(self, request, instance_id, parts[2:])
         if len(parts) == 2 and parts[1] == "phone-home":
             if method not in ("GET", "HEAD"):
                 return _not_allowed("GET, HEAD")

@@ -25,7 +25,16 @@ from cloudseed.provider.server.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
 from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance, InstanceCache
 from cloudseed.provider.server.rate_limit import RateLimiter
-from cloudseed.provider.server.routes import AKAMAI, CLOUD_APIS, NOCLOUD, OPENSTACK, PHONE_HOME, TOKEN, api_for
+from cloudseed.provider.server.routes import (
+    AKAMAI,
+    CLOUD_APIS,
+    NOCLOUD,
+    OPENSTACK,
+    PHONE_HOME,
+    PROVISIONING,
+    TOKEN,
+    api_for,
+)
 
 Answer = Union[Response, Awaitable[Response]]
 READ_METHODS = ("GET", "HEAD")
@@ -191,6 +200,10 @@ class MetadataApp:
             return self._nocloud(request, instance, path[len("/nocloud"):])
         if api == PHONE_HOME:
             return self._phone_home(request, instance, path[len("/phone-home"):])
+        if api == PROVISIONING:  # the agent's reports of its own boot
+            from cloudseed.provider.server import provisioning_api
+
+            return provisioning_api.handle(self, request, instance)
         if api in CLOUD_APIS:
             module = self._cloud_apis.get(api)
             if module is None:

@@ -7,6 +7,7 @@ counted under the API that answered it.
 from __future__ import annotations
 
 OPENSTACK, NOCLOUD, PHONE_HOME, TOKEN, EC2 = "openstack", "nocloud", "phone_home", "token", "ec2"
+PROVISIONING = "provisioning"  # an instance's own provisioning reports (provisioning_api.py)
 GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE = "gce", "digitalocean", "hetzner", "oracle", "azure"
 VULTR, SCALEWAY, UPCLOUD, NWCS, AKAMAI = "vultr", "scaleway", "upcloud", "nwcs", "akamai"
 CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS = "cloudstack", "exoscale", "aliyun", "cloudcix", "maas"
@@ -41,7 +42,8 @@ def api_for(path: str, clouds: object, query: str = "") -> str:
 
 
 def api_of(path: str) -> str:
-    """``openstack`` (/openstack...), ``nocloud``, ``phone_home``, ``token`` (the IMDSv2 token
+    """``openstack`` (/openstack...), ``nocloud``, ``phone_home``, ``provisioning`` (/cloudseed/...),
+    ``token`` (the IMDSv2 token
     path), ``gce`` (/computeMetadata...), ``digitalocean`` (/metadata/v1...), ``hetzner``
     (/hetzner...), ``oracle`` (/opc...), ``azure`` (/metadata/..., /machine), ``vultr`` (/v1.json,
     /v1/...), ``scaleway`` (/conf, /user_data, /vendor_data), ``nwcs`` (/api/v1/...), ``maas``
@@ -54,6 +56,8 @@ def api_of(path: str) -> str:
         return NOCLOUD
     if initial == "p" and path.startswith("/phone-home"):
         return PHONE_HOME
+    if initial == "c" and path.startswith("/cloudseed/"):
+        return PROVISIONING
     if initial == "l" and path == TOKEN_PATH:
         return TOKEN
     if initial == "c" and path.startswith("/computeMetadata"):

@@ -75,10 +75,10 @@ def test_first_release_database_upgrades_and_keeps_its_instances(db_url):
         assert registry.schema_version() == SCHEMA_VERSION
 
 
-def test_version_2_database_upgrades_to_events_and_password_owners(db_url):
+def test_version_2_database_upgrades_to_events_password_owners_and_provisioning(db_url):
     _load_v1(db_url, FIXTURE_V2)
     with open_registry(db_url) as registry:
-        assert registry.schema_version() == SCHEMA_VERSION == 3
+        assert registry.schema_version() == SCHEMA_VERSION == 4
         cs, guest = registry.get("i-v2-cs"), registry.get("i-v2-os")
         # the password server served the CloudStack one: the operator's; the other was posted
         assert (cs.password, cs.password_by) == ("operator-cs-pass", "operator")
@@ -89,6 +89,7 @@ def test_version_2_database_upgrades_to_events_and_password_owners(db_url):
         assert registry.events("i-v2-cs") == [event]
         registry.clear_password("i-v2-os")
         assert registry.set_password_once("i-v2-os", "again") and registry.get("i-v2-os").password_by == "guest"
+        assert registry.provisioning("i-v2-os")["state"] == "pending"  # schema 4: provisioning reports
 
 
 def test_a_newer_schema_is_refused_naming_the_database(db_url):
