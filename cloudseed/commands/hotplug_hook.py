@@ -8,8 +8,11 @@ answer (or with ``--cached``). The network configuration is then chosen as at bo
 line, system config, the datasource, fallback), rendered and written again through
 ``cloudseed.network``; on a running system the renderer's tools then bring the added device up
 (``ifup`` for ENI and sysconfig, ``netplan apply``, ``networkctl reload``/``reconfigure``,
-``nmcli``). ``query`` says whether hotplug is enabled. Exit status: 0 done (or nothing to do),
-1 the configuration could not be applied, 2 bad arguments.
+``nmcli``). As in cloud-init 24.1+: ``query`` says whether hotplug is enabled (the datasource can do
+it, and ``updates.network.when`` or ``enable`` asked for it); ``enable`` (root) turns it on for
+this instance (``/var/lib/cloudseed/hotplug.enabled``, kept by the ``install_hotplug`` module at
+later boots) and installs the udev rule at once. Exit status: 0 done (or nothing to do), 1 the
+configuration could not be applied (or, for ``query``, no datasource known), 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the udev subsystem of the event (only net is handled)")
     sub = parser.add_subparsers(dest="hotplug_action", metavar="ACTION")
     sub.add_parser("query", help="print whether hotplug is enabled for this instance")
+    sub.add_parser("enable", help="enable hotplug for this instance, whatever its user-data says (root)")
     handle = sub.add_parser("handle", help="apply the network configuration for an added or removed device")
     handle.add_argument("--devpath", "-d", required=True, metavar="PATH",
                         help="the device's sysfs path as udev gives it (DEVPATH)")
@@ -39,11 +43,10 @@ def run(args: argparse.Namespace) -> int:
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
-    if args.hotplug_action == "query":
-        print("enabled" if root.exists(RULE) else "disabled")
-        return 0
+    if args.hotplug_action in ("query", "enable"):
+        return query(root) if args.hotplug_action == "query" else enable(root)
     if args.hotplug_action != "handle":
-        print("cloudseed hotplug-hook: give an action: query or handle", file=sys.stderr)
+        print("cloudseed hotplug-hook: give an action: query, enable or handle", file=sys.stderr)
         return 2
     name = args.devpath.rstrip("/").rsplit("/", 1)[-1]
     if not name or name in (".", ".."):
@@ -63,7 +66,65 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report["errors"] else 0
 
 
-REFRESHED = ("openstack", "ec2")  # datasources whose service describes NICs attached after boot
+# datasources read again for an event: their service describes NICs attached after boot
+REFRESHED = ("openstack", "ec2", "vmware", "hetzner")
+
+
+def _hotplug_state(root):
+    """(cached datasource or None, why it cannot do hotplug or None, asked for by config or command)."""
+    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.instances import load_datasource
+    from cloudseed.agent.modules.install_hotplug import enabled_by_command, hotplug_supported, hotplug_wanted
+    from cloudseed.agent.state import read_json
+
+    state = BootState.load(root)
+    ds = load_datasource(state)
+    if ds is None:
+        return None, None, False
+    cfg = read_json(root, state.paths.combined_config_file)   # the instance's cloud-config merged in
+    try:
+        wanted = hotplug_wanted(cfg if isinstance(cfg, dict) else state.system_cfg)
+    except Exception:  # noqa: BLE001 - a malformed setting is the module's to report; here it asks for nothing
+        wanted = False
+    return ds, hotplug_supported(ds), wanted or enabled_by_command(root)
+
+
+def query(root) -> int:
+    """``enabled`` when this instance's datasource can do hotplug and it was asked for (cloud-init 24.1)."""
+    ds, why_not, wanted = _hotplug_state(root)
+    if ds is None:
+        print("Unable to determine hotplug state. No datasource detected")
+        return 1
+    print("enabled" if why_not is None and wanted else "disabled")
+    return 0
+
+
+def enable(root) -> int:
+    """Enable network hotplug on this instance (``hotplug.enabled``) and install the udev rule now."""
+    import json
+    import os
+
+    from cloudseed.agent.modules import ModuleError
+    from cloudseed.agent.modules.install_hotplug import ENABLED_FILE, enabled_by_command, install
+
+    if root.is_live and os.geteuid() != 0:
+        print("Root is required. Try prepending your command with sudo.", file=sys.stderr)
+        return 1
+    ds, why_not, _ = _hotplug_state(root)
+    if ds is None or why_not is not None:
+        print(f"hotplug not supported for event of net: {why_not or 'no datasource detected'}", file=sys.stderr)
+        return 1
+    if enabled_by_command(root):
+        print("Not installing hotplug for event of type net. Reason: Already done.", file=sys.stderr)
+        return 0
+    try:
+        install(root, ds.name)
+    except ModuleError as e:
+        print(f"cloudseed hotplug-hook: {e}", file=sys.stderr)
+        return 1
+    root.write(ENABLED_FILE, json.dumps({"scopes": ["network"]}), mode=0o640)
+    print("Enabled cloud-init hotplug for subsystem=net")
+    return 0
 
 
 def apply(root, device: str, action: str, refresh: bool = True) -> dict:

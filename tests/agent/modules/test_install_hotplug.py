@@ -244,3 +244,60 @@ def test_verb_reads_the_metadata_service_again_for_a_nic_attached_after_boot(tar
     proc = _verb(target.top, "handle", "--devpath", "/devices/virtual/net/eth1", "--udevaction", "add")
     assert proc.returncode == 0, proc.stderr
     assert "did not answer; using the cached metadata" in proc.stderr
+
+
+# ---------------------------------------------------------------- cloud-init 24.1-25.3: enable, query, per cloud
+@pytest.mark.parametrize("name, device_filter", [
+    ("Ec2", 'ENV{ID_NET_DRIVER}=="vif|ena|ixgbevf", GOTO="cloudseed_hotplug_hook"'),
+    ("Hetzner", 'ATTR{address}=="86:*", GOTO="cloudseed_hotplug_hook"'),
+    ("VMware", 'ENV{ID_NET_DRIVER}=="e1000|e1000e|vlance|vmxnet2|vmxnet3|vrdma", GOTO="cloudseed_hotplug_hook"'),
+])
+def test_clouds_with_hotplug_filter_their_own_devices(target, name, device_filter):
+    _udevadm(target)
+    result, _ = run(target, "install_hotplug", HOTPLUG, datasource=InputDatasource(name=name), stage="final")
+    assert result.status == "ok", result.reason
+    lines = target.read_text(RULE).splitlines()
+    at = lines.index(device_filter)
+    # the filter jumps to the hook; everything else skips to the end
+    assert lines[at + 1:at + 5] == ['GOTO="cloudseed_hotplug_end"', 'LABEL="cloudseed_hotplug_hook"',
+                                    f'SUBSYSTEM=="net", RUN+="{HOOK}"', 'LABEL="cloudseed_hotplug_end"']
+
+
+def test_openstack_rule_has_no_device_filter(target):
+    _udevadm(target)
+    run(target, "install_hotplug", HOTPLUG, datasource=OPENSTACK, stage="final")
+    assert "cloudseed_hotplug_hook" not in target.read_text(RULE)
+
+
+def _cached_only(root, name: str = "OpenStack") -> None:
+    from cloudseed.agent.state import Paths
+
+    cache = {"format": 1, "name": name, "metadata": {"instance-id": "i-enable"}, "network_config": None}
+    root.write(Paths(root).boot_datasource_file, json.dumps(cache), mode=0o600)
+
+
+def test_enable_installs_the_rule_and_is_kept_at_later_boots(target):
+    _udevadm(target)
+    _cached_only(target)
+    assert _verb(target.top, "query").stdout.strip() == "disabled"
+    proc = _verb(target.top, "enable")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "Enabled cloud-init hotplug for subsystem=net"
+    assert json.loads(target.read_text("/var/lib/cloudseed/hotplug.enabled")) == {"scopes": ["network"]}
+    assert target.stat("/var/lib/cloudseed/hotplug.enabled").st_mode & 0o777 == 0o640
+    assert target.exists(RULE) and target.exists(HOOK)
+    assert _verb(target.top, "query").stdout.strip() == "enabled"
+    again = _verb(target.top, "enable")
+    assert again.returncode == 0 and "Already done" in again.stderr
+    # a later boot without updates.network.when in user-data keeps what enable asked for
+    result, ctx = run(target, "install_hotplug", {}, datasource=OPENSTACK, stage="final")
+    assert result.status == "ok" and target.exists(RULE) and not ctx.warnings
+
+
+def test_enable_refuses_a_datasource_without_hotplug_and_query_without_one(target):
+    _udevadm(target)
+    assert _verb(target.top, "query").stdout.strip() == "Unable to determine hotplug state. No datasource detected"
+    _cached_only(target, "NoCloud")
+    proc = _verb(target.top, "enable")
+    assert proc.returncode == 1 and "hotplug not supported for event of net" in proc.stderr
+    assert not target.exists(RULE) and not target.exists("/var/lib/cloudseed/hotplug.enabled")
