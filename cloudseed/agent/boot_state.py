@@ -26,7 +26,7 @@ class BootState:
     """What the stages of one boot share (no behaviour beyond reading it)."""
 
     __slots__ = ("root", "paths", "cmdline", "system_cfg", "config_errors", "status", "datasource", "record",
-                 "output")
+                 "output", "reporter")
 
     def __init__(self, root: TargetRoot, paths: Paths, cmdline: str, system_cfg: dict,
                  config_errors: list[str], status: StatusRecorder):
@@ -40,6 +40,7 @@ class BootState:
         # /run/cloudseed/boot.json: instance id, whether it is new this boot, datasource name
         self.record: dict[str, Any] = read_json(root, paths.run("boot.json")) or {}
         self.output: Any = None  # cloudseed.agent.output.Redirection once ``output`` was configured
+        self.reporter: Any = None  # cloudseed.agent.reporting.Reporter once ``reporting`` was configured
 
     @classmethod
     def load(cls, root: TargetRoot) -> BootState:
@@ -78,9 +79,29 @@ class BootState:
         if self.output is not None:
             self.output.restore()
 
+    def update_reporting(self, cfg: dict, stage: str | None = None) -> None:
+        """Start or change event reporting from ``cfg``'s ``reporting`` (nothing to do: no import).
+
+        A reporter made in the middle of a boot first sends what this boot's status already
+        records (earlier stages, the start of ``stage``), so the platform sees the whole boot."""
+        settings = cfg.get("reporting")
+        if not settings and self.reporter is None:
+            return
+        from cloudseed.agent.reporting import Reporter
+
+        fresh = self.reporter is None
+        if fresh:
+            self.reporter = Reporter(self.root)
+        self.reporter.configure(settings, cfg)
+        if fresh and stage is not None and self.reporter.handlers:
+            self.reporter.replay(self.status.v1, stage)
+
     def begin(self, stage: str) -> float:
         console(f"cloudseed: stage {stage} start")
         self.status.start(stage)
+        if self.reporter is not None:
+            self.reporter.stage_start(stage)
+        self.update_reporting(self.system_cfg, stage)  # the first time: this stage's start replayed
         return time.monotonic()
 
     def end(self, stage: str, started: float, errors: list[str], warnings: list[str], modules: list[dict]) -> int:
@@ -94,7 +115,11 @@ class BootState:
             self.status.save()
             console(f"cloudseed: stage {stage} stopped for a reboot: {reboot}")
             return 1 if errors else 0
+        if self.reporter is not None:
+            warnings += self.reporter.take_problems()  # reporting settings it could not use
         self.status.finish(stage, errors, warnings, modules, self.datasource.name if self.datasource else None)
+        if self.reporter is not None:
+            self.reporter.stage_finish(stage, errors, warnings, self.datasource.name if self.datasource else None)
         console(f"cloudseed: stage {stage} finished in {elapsed:.2f}s "
                 f"({len(modules)} modules, {len(errors)} errors)")
         return 1 if errors else 0

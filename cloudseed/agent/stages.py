@@ -75,6 +75,7 @@ def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> in
         data = instance_data.build(state.root, ds, None)
         cfg = _consume_userdata(state, data, errors, warnings)
         state.redirect_output("network", cfg, warnings)  # user-data may say where output goes
+        state.update_reporting(cfg, "network")  # vendor-data or user-data may say where events go
         instance_data.with_config(data, cfg)
         instance_data.save(state.paths, data)  # before the modules: they and their scripts may query it
         ctx = _module_context(state, "init", cfg, data)
@@ -108,8 +109,12 @@ def _consume_userdata(state: BootState, data: dict, errors: list[str], warnings:
 
 def _module_context(state: BootState, stage: str, cfg: dict, data: dict) -> ModuleContext:
     iid = state.instance_id or "iid-datasource-none"
-    return ModuleContext(root=state.root, paths=state.paths, cfg=cfg, instance_id=iid, stage=stage,
-                         datasource=state.datasource, instance_data=data, system_cfg=state.system_cfg)
+    ctx = ModuleContext(root=state.root, paths=state.paths, cfg=cfg, instance_id=iid, stage=stage,
+                        datasource=state.datasource, instance_data=data, system_cfg=state.system_cfg)
+    if state.reporter is not None:
+        state.reporter.add_instance_data(data)  # the datasource's secrets stay out of events too
+        ctx.reporter = state.reporter
+    return ctx
 
 
 def _combined_config(state: BootState, warnings: list[str]) -> dict:
@@ -159,6 +164,7 @@ def _run_modules(state: BootState, stage: str, cfg: dict, errors: list[str], war
     results: list[dict] = []
     try:
         state.datasource = _datasource_for_modules(state)
+        state.update_reporting(cfg, stage)
         ctx = _module_context(state, stage, cfg, _stage_instance_data(state, cfg))
         results = [r.to_json() for r in run_stage_modules(ctx, get_list(cfg, STAGE_LIST_KEYS[stage]))]
         warnings.extend(ctx.warnings)

@@ -83,6 +83,7 @@ class ModuleContext:
         # semaphore is not marked); user scripts ask for both with exit codes 1001-1003 (script_exits.py)
         self.reboot = ""
         self.again = ""
+        self.reporter: Any = None  # cloudseed.agent.reporting.Reporter when events are reported
 
     @property
     def log(self) -> logging.Logger:
@@ -212,9 +213,14 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
     sems = Semaphores(ctx.paths, ctx.instance_id)
     if not force and sems.has_run(spec.name, freq):
         result.reason = f"already ran ({freq})"
+        if ctx.reporter is not None:
+            ctx.reporter.module_finish(ctx.stage, result, [])
         return result
     ctx.module_name = spec.name
     ctx.reboot = ctx.again = ""
+    warned = len(ctx.warnings)
+    if ctx.reporter is not None:
+        ctx.reporter.module_start(ctx.stage, spec.name, freq)
     started = time.monotonic()
     try:
         handle(ctx)
@@ -232,6 +238,8 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
     result.reboot = ctx.reboot
     if result.status == "ok" and ctx.again:
         result.reason = ctx.again
+    if ctx.reporter is not None:
+        ctx.reporter.module_finish(ctx.stage, result, ctx.warnings[warned:])
     if result.status == "ok" and not (ctx.again or ctx.reboot):  # else it goes on at the next boot
         sems.mark(spec.name, freq)
     return result
