@@ -43,8 +43,8 @@ def main() -> int:
 def parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="cloud-init's command line, answered by cloudseed")
     p.add_argument("--version", "-v", action="store_true", help="show the version and exit")
-    p.add_argument("--file", "-f", action="append", dest="files", default=[],
-                   help="additional YAML configuration (not supported: use /etc/cloud/cloud.cfg.d)")
+    # removed from the top level in cloud-init 24.x (an option of init, modules and single since)
+    p.add_argument("--file", "-f", action="append", dest="top_files", default=[], help=argparse.SUPPRESS)
     p.add_argument("--debug", "-d", action="store_true", help="debug messages on stderr")
     p.add_argument("--force", action="store_true", help="accepted for compatibility; no effect")
     p.add_argument("--root", default="/", metavar="DIR", help="(cloudseed) work on the root DIR")
@@ -52,9 +52,13 @@ def parser(prog: str) -> argparse.ArgumentParser:
 
     s = sub.add_parser("init", help="the local (--local) or the network stage")
     s.add_argument("--local", "-l", action="store_true")
+    _file_arg(s)
     s = sub.add_parser("modules", help="the config or final stage's modules")
-    s.add_argument("--mode", "-m", default="config", choices=("init", "config", "final"))
+    s.add_argument("--mode", "-m", default="config", choices=("init", "config", "final"),
+                   help=f"`init` is {MODE_INIT_DEPRECATED}")
+    _file_arg(s)
     s = sub.add_parser("single", help="run a single module")
+    _file_arg(s)
     s.add_argument("--name", "-n", required=True)
     s.add_argument("--frequency", choices=("instance", "always", "once"))
     s.add_argument("--report", action="store_true")
@@ -114,6 +118,15 @@ def parser(prog: str) -> argparse.ArgumentParser:
     return p
 
 
+# cloud-init 24.1's wording (the release it will go in: five after)
+MODE_INIT_DEPRECATED = "deprecated in 24.1 and scheduled to be removed in 29.1. Use `cloud-init init` instead."
+
+
+def _file_arg(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--file", "-f", action="append", dest="files", default=[],
+                   help="additional YAML configuration (not supported: use /etc/cloud/cloud.cfg.d)")
+
+
 def _schema_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--config-file", "-c")
     s.add_argument("--schema-type", "-t", choices=("cloud-config", "network-config"), default="cloud-config")
@@ -136,8 +149,13 @@ def cloud_init(argv: list[str], prog: str = "cloud-init") -> int:
         p.print_usage(sys.stderr)
         print(f"{prog}: error: the following arguments are required: subcommand", file=sys.stderr)
         return 2
-    if args.files:
-        print(f"{prog}: --file is not supported; put the settings in /etc/cloud/cloud.cfg.d/", file=sys.stderr)
+    if args.top_files:
+        print(f"{prog}: --file before the subcommand was removed in cloud-init 24.x (it is an option of init, "
+              f"modules and single); put the settings in /etc/cloud/cloud.cfg.d/", file=sys.stderr)
+        return 2
+    if getattr(args, "files", None):
+        print(f"{prog} {args.subcommand}: --file is not supported; put the settings in /etc/cloud/cloud.cfg.d/",
+              file=sys.stderr)
         return 1
     base = ["--root", args.root] + (["--debug"] if args.debug else [])
     handler = _HANDLERS[args.subcommand]
@@ -156,6 +174,7 @@ def _init(args, base, prog) -> int:
 
 def _modules(args, base, prog) -> int:
     if args.mode == "init":
+        print(f"`--mode init` is {MODE_INIT_DEPRECATED}", file=sys.stderr)
         print(f"{prog} modules --mode init: cloudseed runs the init modules in the network stage "
               f"('{prog} init'); use '{prog} single --name MODULE' for one of them", file=sys.stderr)
         return 1

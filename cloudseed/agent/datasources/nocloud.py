@@ -244,6 +244,11 @@ class NoCloud(Datasource):
         network = data["network-config"]
         if isinstance(network, dict) and network:
             self.network_config = network.get("network", network)
+        elif meta.get("network-interfaces"):
+            # ENI text in meta-data: cloud-init converts it, deprecated since 24.3; cloudseed reads
+            # network config v1/v2 only, so it says so rather than ignore it
+            self.warnings.append("NoCloud meta-data network-interfaces (ENI) is deprecated in cloud-init 24.3 "
+                                 "and not read by cloudseed: give a network-config (v1 or v2) instead")
         self.public_keys = _public_keys(meta.get("public-keys"))
         self.subplatform = ("config-disk" if any(f.startswith("/dev/") for f in found) else "seed-dir") \
             + f" ({','.join(found)})"

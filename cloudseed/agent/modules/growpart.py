@@ -21,7 +21,8 @@ MODULE = ModuleSpec(
         "type": "object",
         "properties": {
             "mode": {"oneOf": [{"type": "string", "enum": ["auto", "growpart", "off"]},
-                               {"type": "boolean", "enum": [False]}]},
+                               {"type": "boolean", "enum": [False], "deprecated": True,
+                                "deprecated_version": "22.3", "deprecated_description": "Use 'off'."}]},
             "devices": {"type": "array", "items": {"type": "string"}},
             "ignore_growroot_disabled": {"type": "boolean"},
         },

@@ -30,7 +30,9 @@ MODULE = ModuleSpec(
                 "grub-pc/install_devices": {"type": "string",
                                             "description": "Disk(s) to install grub to (comma separated)."},
                 "grub-pc/install_devices_empty": {
-                    "oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["true", "false"]}],
+                    "oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["true", "false"], "deprecated": True,
+                                                       "deprecated_version": "22.3",
+                                                       "deprecated_description": "Use a boolean."}],
                     "description": "Whether installing to no disk is intended (default: when no disk is known)."},
                 "grub-efi/install_devices": {"type": "string", "description": "EFI partition(s) for grub-efi."},
             },

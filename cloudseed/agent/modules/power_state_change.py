@@ -22,8 +22,9 @@ MODULE = ModuleSpec(
         "required": ["mode"],
         "properties": {
             "mode": {"type": "string", "enum": list(MODES)},
-            "delay": {"oneOf": [{"type": "integer", "minimum": 0},
-                                {"type": "string", "pattern": r"^(now|\+?[0-9]+)$"}]},
+            "delay": {"oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "enum": ["now"]},
+                                {"type": "string", "pattern": r"^\+?[0-9]+$", "deprecated": True,
+                                 "deprecated_version": "22.3", "deprecated_description": "Use now or an integer."}]},
             "message": {"type": "string"},
             "timeout": {"type": "integer", "minimum": 0},
             "condition": {"type": ["string", "boolean", "array"]},

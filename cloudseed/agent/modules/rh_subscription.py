@@ -45,8 +45,9 @@ MODULE = ModuleSpec(
             "password": {"type": "string", "description": "The account's password (secret: never logged)."},
             "activation-key": {"type": "string", "description": "The activation key to register with (secret: "
                                                                 "never logged); needs ``org``."},
-            "org": {"type": ["integer", "string"], "description": "The organization the activation key "
-                                                                  "belongs to."},
+            "org": {"oneOf": [{"type": "string"}, {"type": "integer", "deprecated": True, "deprecated_version": "24.2",
+                                                   "deprecated_description": "Use a string."}],
+                    "description": "The organization the activation key belongs to."},
             "auto-attach": {"type": "boolean", "description": "Attach the best matching subscriptions "
                                                               "automatically."},
             "service-level": {"type": "string", "description": "The service level for ``auto-attach`` "

@@ -15,7 +15,9 @@ MODULE = ModuleSpec(
     schema={"properties": {"vendor_data": {
         "type": "object",
         "properties": {
-            "enabled": {"type": ["boolean", "string"]},
+            "enabled": {"oneOf": [{"type": "boolean"}, {"type": "string", "deprecated": True,
+                                                        "deprecated_version": "22.3",
+                                                        "deprecated_description": "Use a boolean."}]},
             "prefix": {"type": ["array", "string"], "items": {"type": ["string", "integer"]}},
         },
         "additionalProperties": False,

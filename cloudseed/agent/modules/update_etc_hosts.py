@@ -22,7 +22,9 @@ MODULE = ModuleSpec(
     title="Manage /etc/hosts",
     schema={"properties": {
         "manage_etc_hosts": {
-            "oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["template", "localhost"]}],
+            "oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["localhost"]},
+                      {"type": "string", "enum": ["template"], "deprecated": True, "deprecated_version": "22.3",
+                       "deprecated_description": "Use true."}],
             "description": "true/'template': render /etc/hosts from a template; 'localhost': add the "
                            "hostname to the local address; false: leave /etc/hosts alone.",
         },

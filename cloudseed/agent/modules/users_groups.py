@@ -34,7 +34,8 @@ from cloudseed.core.root import RootError
 from cloudseed.core.values import as_bool
 
 _NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1},
-                    {"type": "object", "additionalProperties": {"type": "null"}}]}
+                    {"type": "object", "additionalProperties": {"type": "null"}, "deprecated": True,
+                     "deprecated_version": "23.1", "deprecated_description": "Use a string or a list of strings."}]}
 # groups: {name: member or [members]}, or a list of names and such mappings
 _GROUP_MAP = {"type": "object", "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "null"}, {
     "type": "array", "items": {"type": "string"}, "minItems": 1}]}}
@@ -46,14 +47,18 @@ _USER = {
         "name": {"type": "string"}, "gecos": {"type": "string"}, "groups": _NAMES,
         "primary_group": {"type": "string"},
         "sudo": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
-                           {"type": "null"}, {"type": "boolean", "enum": [False]}]},
+                           {"type": "null"},
+                           {"type": "boolean", "enum": [False], "deprecated": True, "deprecated_version": "22.2",
+                            "deprecated_description": "Use null instead of false."}]},
         "doas": {"type": "array", "items": {"type": "string"}},
         "shell": {"type": "string"}, "lock_passwd": {"type": "boolean"},
         "passwd": {"type": "string"}, "hashed_passwd": {"type": "string"}, "plain_text_passwd": {"type": "string"},
         "ssh_authorized_keys": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "ssh_import_id": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "ssh_redirect_user": {"type": "boolean"},
-        "uid": {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": "^[0-9]+$"}]},
+        "uid": {"oneOf": [{"type": "integer"}, {"type": "string", "pattern": "^[0-9]+$", "deprecated": True,
+                                                  "deprecated_version": "22.3",
+                                                  "deprecated_description": "Use an integer."}]},
         "system": {"type": "boolean"}, "homedir": {"type": "string"}, "no_create_home": {"type": "boolean"},
         "no_user_group": {"type": "boolean"}, "no_log_init": {"type": "boolean"},
         "expiredate": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}, "inactive": {"type": "string"},

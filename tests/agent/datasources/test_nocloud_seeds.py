@@ -246,3 +246,12 @@ def test_dmi_variables_in_seedfrom(target, seed_http):
     ds = fetch(target, NETWORK, cmdline=f"ds=nocloud;s={seed_http.url}/__dmi.system-serial-number__/")
     assert ds.metadata["instance-id"] == "iid-seed"
     assert "/seed/meta-data" in seed_http.asked
+
+
+def test_eni_network_interfaces_in_meta_data_is_reported_not_ignored(target):
+    write_seed(target.path("/var/lib/cloud/seed/nocloud"), {
+        "meta-data": META + b"network-interfaces: |\n  auto eth0\n  iface eth0 inet dhcp\n", "user-data": USER})
+    ds = fetch(target, LOCAL)
+    assert ds.network_config is None
+    assert ds.warnings == ["NoCloud meta-data network-interfaces (ENI) is deprecated in cloud-init 24.3 and not "
+                           "read by cloudseed: give a network-config (v1 or v2) instead"]
