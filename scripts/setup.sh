@@ -23,6 +23,8 @@ APT_PACKAGES=(
   python3-jsonpatch python3-netifaces python3-oauthlib
   # the Debian package (dpkg-buildpackage, lintian) and the RPM spec (rpmbuild)
   dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools lintian fakeroot rpm
+  # the fleet pages are tested in a real browser (headless, over the DevTools protocol)
+  chromium
   # the real tools that check rendered files
   netplan.io ifupdown
   # growpart and resizefs tests grow a real partition
