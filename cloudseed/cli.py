@@ -33,7 +33,8 @@ def _global_parser(add_help: bool) -> argparse.ArgumentParser:
     )
     parser.add_argument("--root", default="/", metavar="DIR",
                         help="apply every change under DIR instead of / (offline images, tests)")
-    parser.add_argument("--debug", action="store_true", help="log debug messages to stderr")
+    parser.add_argument("--debug", action="count", default=0,
+                        help="log debug messages to stderr (twice: trace messages too)")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     return parser
 

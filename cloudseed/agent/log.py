@@ -1,6 +1,6 @@
 """Logging for the agent: ``/var/log/cloudseed.log`` in the target root, and stderr.
 
-The file gets INFO and up (DEBUG with ``--debug``), is created 0640 and never receives
+The file gets INFO and up (DEBUG with ``--debug``, TRACE with it twice), is created 0640 and never receives
 secrets: modules log what they did, not the values they were given.
 """
 
@@ -14,17 +14,26 @@ from cloudseed.agent.state import LOG_FILE
 from cloudseed.core.root import TargetRoot
 
 _FORMAT = "%(asctime)s %(name)s[%(process)d] %(levelname)s: %(message)s"
+# cloud-init 24.x's extra levels: TRACE below DEBUG (each HTTP exchange, each seed file read),
+# DEPRECATED between WARNING and ERROR
+TRACE = logging.DEBUG - 5
+DEPRECATED = 35
+logging.addLevelName(TRACE, "TRACE")
+logging.addLevelName(DEPRECATED, "DEPRECATED")
 
 
-def setup_logging(root: TargetRoot, debug: bool = False, stage: str | None = None) -> None:
+def setup_logging(root: TargetRoot, debug: bool | int = False, stage: str | None = None) -> None:
+    """``debug``: 0 INFO to the file (WARNING to stderr), 1 (``--debug``) DEBUG to both, 2 or more
+    (``--debug --debug``) TRACE to both."""
     logger = logging.getLogger("cloudseed")
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
         handler.close()
-    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+    level = TRACE if int(debug) >= 2 else logging.DEBUG if debug else logging.INFO
+    logger.setLevel(level)
     logger.propagate = False
     stderr = logging.StreamHandler(sys.stderr)
-    stderr.setLevel(logging.DEBUG if debug else logging.WARNING)
+    stderr.setLevel(level if debug else logging.WARNING)
     stderr.setFormatter(logging.Formatter("cloudseed: %(levelname)s: %(message)s"))
     logger.addHandler(stderr)
     try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 LOG = logging.getLogger("cloudseed.http")
+_TRACE = logging.DEBUG - 5   # cloudseed.agent.log.TRACE: every exchange, with status, size and time
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_REDIRECTS = 5
@@ -189,6 +190,8 @@ def request(url: str, *, method: str = "GET", headers: Mapping[str, str] | None 
                 raise FetchError(url, _describe(e, timeout)) from None
         finally:
             conn.close()
+        LOG.log(_TRACE, "%s %s -> %d (%d bytes, %.3fs)", method, current, status, len(body),
+                timeout - (deadline - time.monotonic()))
         if not 200 <= status < 300:
             permanent = 400 <= status < 500 and status not in (408, 429)
             reason = (resp.reason or "").strip()

@@ -244,3 +244,37 @@ def test_schema_renders_a_jinja_file_with_instance_data_first(tmp_path):
     # without -i, the system's instance data (here: a root without any) is used
     no_data = cli("--root", str(tmp_path), "schema", "-c", str(f))
     assert no_data.returncode == 1 and "no instance data on this system" in no_data.stdout
+
+
+def test_debug_twice_logs_trace_messages(tmp_path):
+    """cloud-init 24.x's TRACE level: each HTTP exchange of the agent, with status, size and time."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"instance-id: iid-trace\n" if self.path.endswith("meta-data") else b""
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code = ("import logging, sys\nfrom cloudseed.core.root import TargetRoot\n"
+                "from cloudseed.agent.log import setup_logging\nfrom cloudseed.core.http import fetch\n"
+                "setup_logging(TargetRoot(sys.argv[1]), int(sys.argv[2]))\n"
+                "fetch(sys.argv[3] + '/meta-data')\n")
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        outputs = [subprocess.run([sys.executable, "-c", code, str(tmp_path), str(level), url],
+                                  capture_output=True, text=True, timeout=60) for level in (1, 2)]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "TRACE" not in outputs[0].stderr
+    assert f"TRACE: GET {url}/meta-data -> 200 (23 bytes" in outputs[1].stderr
+    assert f"TRACE: GET {url}/meta-data -> 200" in (tmp_path / "var/log/cloudseed.log").read_text()
