@@ -55,7 +55,8 @@ class StatusRecorder:
     def finish(self, stage: str, errors: list[str], warnings: list[str], modules: list[dict],
                datasource: str | None) -> None:
         record = self.v1[STAGE_KEYS[stage]]
-        record.update({"finished": time.time(), "errors": errors, "warnings": warnings, "modules": modules})
+        record.update({"finished": time.time(), "errors": errors, "warnings": warnings, "modules": modules,
+                       "recoverable_errors": recoverable(warnings)})  # cloud-init 23.4+ reads this key
         if datasource:
             self.v1["datasource"] = datasource
         self.v1["stage"] = None
@@ -96,6 +97,15 @@ class StatusRecorder:
     def mark_disabled(self, reason: str) -> None:
         self.v1["disabled"] = reason
         self.save()
+
+
+def recoverable(warnings: list[str]) -> dict[str, list[str]]:
+    """cloud-init 23.4+'s ``recoverable_errors`` of a stage's warnings: deprecation notes apart."""
+    out: dict[str, list[str]] = {}
+    for text in warnings:
+        level = "DEPRECATED" if ": deprecated" in text or text.startswith("deprecated") else "WARNING"
+        out.setdefault(level, []).append(text)
+    return out
 
 
 def summarize(data: dict[str, Any] | None, disabled: str | None = None) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """``cloudseed status [--wait] [--long] [--format json|yaml|tabular]``: how the boot went.
 
-Exit 0 when done (or disabled), 1 on an error, 2 when done with warnings (degraded).
-``--wait`` returns when the final stage is done or a stage failed, and at once when the
-agent is disabled or not set to run on this boot. Kept cheap to start: nothing heavy imported.
+Exit 0 when done (or disabled), 1 on an error, 2 when done with warnings (degraded) under
+cloud-init 23.4+'s rule, 0 under 22.4's (the image's ``status_exit_codes``). ``--format json``
+and ``yaml`` print cloud-init 23.4+'s status document (``_status_contract.py``). ``--wait``
+returns when the final stage is done or a stage failed, and at once when the agent is disabled
+or not set to run on this boot. Kept cheap to start: nothing heavy imported.
 """
 
 from __future__ import annotations
@@ -75,22 +77,36 @@ def run(args: argparse.Namespace) -> int:
                 gone_since = None
         if args.format == "tabular":
             print()
-    _print(summary, args)
-    return int(summary["exit_code"])
+    from cloudseed.agent.config import read_cmdline
+    from cloudseed.agent.state import read_json
+    from cloudseed.commands import _status_contract
+
+    cmdline = read_cmdline(root)
+    v1 = (read_json(root, paths.status_file) or {}).get("v1") or {}
+    document = _status_contract.document(summary, v1 if isinstance(v1, dict) else {},
+                                         _status_contract.boot_status_code(root, paths, cmdline), args.long)
+    _print(summary, document, args)
+    return _status_contract.exit_code(document, root, cmdline)
 
 
-def _print(summary: dict, args: argparse.Namespace) -> None:
+def _print(summary: dict, document: dict, args: argparse.Namespace) -> None:
     if args.format == "json":
-        print(json.dumps(summary if args.long else _short(summary), indent=2, sort_keys=True))
+        print(json.dumps(document, indent=2, sort_keys=True))
         return
     if args.format == "yaml":
         import yaml
 
-        print(yaml.safe_dump(summary if args.long else _short(summary), sort_keys=True), end="")
+        print(yaml.safe_dump(document, sort_keys=True), end="")
         return
-    print(f"status: {summary['status']}")
+    print(f"status: {document['status']}")
     if summary.get("reason"):
         print(f"reason: {summary['reason']}")
+    if args.long:
+        print(f"extended_status: {document['extended_status']}")
+        print(f"boot_status_code: {document['boot_status_code']}")
+        if document["last_update"]:
+            print(f"last_update: {document['last_update']}")
+        print(f"detail: {document['detail']}")
     if not args.long:
         for error in summary["errors"][:3]:
             print(f"error: {error}")
@@ -111,6 +127,3 @@ def _print(summary: dict, args: argparse.Namespace) -> None:
     for warning in summary["warnings"]:
         print(f"warning: {warning}")
 
-
-def _short(summary: dict) -> dict:
-    return {k: summary[k] for k in ("status", "errors", "warnings", "datasource") if k in summary}

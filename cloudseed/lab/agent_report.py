@@ -31,6 +31,10 @@ def summarize(status: Any, result: Any = None, log_text: Optional[str] = None) -
     out: dict[str, Any] = {"status": None, "datasource": None, "errors": [], "warnings": [], "stages": {}}
     if isinstance(status, dict) and isinstance(status.get("stages"), dict):  # cloudseed status --long
         out.update({k: status.get(k) for k in ("status", "datasource")})
+        extended = status.get("extended_status")  # cloud-init 23.4+'s document: the condition is here,
+        if isinstance(extended, str):              # the datasource's own spelling in detail
+            out["status"] = "error" if extended.startswith("error") else extended
+            out["datasource"] = status.get("detail") if status.get("datasource") else None
         out["errors"] = list(status.get("errors") or [])
         out["warnings"] = list(status.get("warnings") or [])
         for name, stage in status["stages"].items():

@@ -1,14 +1,12 @@
-"""``status`` against cloud-init 26.x: its own status code reading the files cloudseed's boot wrote.
+"""``status`` against cloud-init: its own status code reading the files cloudseed's boot wrote.
 
-cloud-init's ``get_status_details`` (systemd's unit check switched off: no systemd runs these roots)
-reads ``status.json`` and ``result.json`` of a root cloudseed booted, so a tool built on
-cloud-init's status (``cloud-init status --wait`` in Packer, Terraform) sees what cloudseed's
-``status --format json`` says: running or done, error or not, the same errors, the datasource.
-
-The JSON's shape and the exit-code rule are cloud-init 23.4+'s in another issue (25); until then
-``recoverable_errors`` is the one difference named here: cloud-init reads warnings from a key
-cloudseed does not write yet, so a boot with warnings only is "degraded" for cloudseed and
-without a condition for cloud-init's reader.
+cloud-init 26.2's ``get_status_details`` and ``print_status`` (systemd's unit check switched off:
+no systemd runs these roots) read ``status.json`` and ``result.json`` of a root cloudseed booted
+and print their JSON document: cloudseed's ``status --format json`` prints the same document
+(cloud-init's keys, cloudseed's own beside them), and exits as cloud-init 23.4+ does (2 when
+degraded). With ``status_exit_codes: "22.4"`` (what the Debian 12 package sets) it exits as
+cloud-init 22.4's code does on the same files (0 when degraded). So a tool built on cloud-init's
+status (``cloud-init status --wait`` in Packer, Terraform) sees what it would have seen.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from reference import NEW
+from reference import NEW, OLD
 
 from cloudseed.agent.stages import BootState, run_local, run_modules, run_network
 from cloudseed.core.root import TargetRoot
@@ -26,14 +24,31 @@ from cloudseed.core.root import TargetRoot
 CONFIG = ("network: {config: disabled}\ncloud_init_modules: [bootcmd]\ncloud_config_modules: [runcmd]\n"
           "cloud_final_modules: []\ndatasource_list: [NoCloud]\n")
 _THEIRS = r"""
+import argparse, contextlib, io, json, sys
+from cloudinit import helpers
+from cloudinit.cmd import status
+status.uses_systemd = lambda: True  # as on a guest; its units are not asked (none run these roots)
+status.systemd_failed = lambda wait: False
+status._disabled_via_environment = lambda wait: False
+d = status.get_status_details(helpers.Paths({"run_dir": sys.argv[1], "cloud_dir": sys.argv[2]}))
+printed = io.StringIO()
+with contextlib.redirect_stdout(printed):
+    status.print_status(argparse.Namespace(format="json", long=False, wait=False), d)
+code = 1 if d.condition_status == status.ConditionStatus.ERROR else (
+    2 if d.condition_status == status.ConditionStatus.DEGRADED else 0)
+print(json.dumps({"running": d.running_status.value, "condition": d.condition_status.value,
+                  "errors": list(d.errors), "datasource": d.datasource, "document": json.loads(printed.getvalue()),
+                  "exit": code}))
+"""
+_THEIRS_22_4 = r"""
 import json, sys
 from cloudinit import helpers
 from cloudinit.cmd import status
 status.uses_systemd = lambda: False
 d = status.get_status_details(helpers.Paths({"run_dir": sys.argv[1], "cloud_dir": sys.argv[2]}))
-print(json.dumps({"running": d.running_status.value, "condition": d.condition_status.value,
-                  "errors": list(d.errors), "datasource": d.datasource}))
+print(json.dumps({"status": d.status.value, "exit": 1 if d.status == status.UXAppStatus.ERROR else 0}))
 """
+OURS_ONLY = ("warnings", "exit_code", "stages", "reason")
 
 
 def booted(tmp_path, user_data: str, stages: int = 4) -> str:
@@ -49,10 +64,16 @@ def booted(tmp_path, user_data: str, stages: int = 4) -> str:
     return str(tmp_path)
 
 
+def ours_status(top: str) -> tuple[dict, int]:
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "--root", top, "status", "--format", "json"],
+                          capture_output=True, text=True, timeout=60)
+    return json.loads(proc.stdout), proc.returncode
+
+
 def both(top: str) -> tuple[dict, dict]:
     theirs = json.loads(NEW.python(_THEIRS, f"{top}/run/cloudseed", f"{top}/var/lib/cloud").stdout)
-    ours = json.loads(subprocess.run([sys.executable, "-m", "cloudseed", "--root", top, "status", "--format", "json"],
-                                     capture_output=True, text=True, timeout=60).stdout)
+    ours, code = ours_status(top)
+    ours["_exit"] = code
     return ours, theirs
 
 
@@ -68,11 +89,24 @@ def test_cloud_init_26_reads_our_status_files_as_we_report_them(tmp_path, user_d
     assert ours["status"] == ours_status
     assert (theirs["running"], theirs["condition"]) == (running, condition)
     assert theirs["errors"] == ours["errors"]
-    assert theirs["datasource"] == ours["datasource"].lower() == "nocloud"
+    assert theirs["datasource"] == ours["datasource"] == "nocloud"
+    assert {k: v for k, v in ours.items() if k not in OURS_ONLY + ("_exit",)} == theirs["document"]
+    assert ours["_exit"] == theirs["exit"]
 
 
 @pytest.mark.reference
-def test_warnings_only_is_the_named_difference_left_to_issue_25(tmp_path):
-    ours, theirs = both(booted(tmp_path, "#cloud-config\nno_such_key: 1\n"))
-    assert ours["warnings"] and ours["status"] == "degraded done"
-    assert (theirs["running"], theirs["condition"]) == ("done", "healthy")   # recoverable_errors not written yet
+@pytest.mark.parametrize("user_data, level", [
+    ("#cloud-config\nno_such_key: 1\n", "WARNING"),
+    ("#cloud-config\nusers: [{name: bob, lock-passwd: true}]\n", "DEPRECATED"),
+], ids=["unknown-key", "hyphenated-user-key"])
+def test_degraded_is_the_same_document_and_each_releases_exit_code(tmp_path, user_data, level):
+    top = booted(tmp_path, user_data)
+    ours, theirs = both(top)
+    assert (theirs["running"], theirs["condition"]) == ("done", "degraded")
+    assert ours["status"] == "done" and ours["extended_status"] == "degraded done"
+    assert list(ours["recoverable_errors"]) == [level]
+    assert {k: v for k, v in ours.items() if k not in OURS_ONLY + ("_exit",)} == theirs["document"]
+    assert ours["_exit"] == theirs["exit"] == 2  # the default rule: 23.4+'s
+    old = json.loads(OLD.python(_THEIRS_22_4, f"{top}/run/cloudseed", f"{top}/var/lib/cloud").stdout)
+    TargetRoot(top).write("/etc/cloudseed/cloud.cfg.d/05-status-exit-codes.cfg", 'status_exit_codes: "22.4"\n')
+    assert ours_status(top)[1] == old["exit"] == 0 and old["status"] == "done"
