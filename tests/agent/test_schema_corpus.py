@@ -11,6 +11,7 @@ one). Where both call a document invalid, the key paths of the errors must agree
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -131,6 +132,12 @@ for path in sys.argv[1:]:
         out[path] = [[list(p) for p in e.schema_errors], [list(p) for p in e.schema_deprecations]]
 print(json.dumps(out))
 """
+@functools.cache
+def _their_problems() -> dict:
+    """cloud-init 26.x's errors and deprecations for every corpus document (one reference process)."""
+    return json.loads(NEW.python(_REFERENCE_PROBLEMS, *CORPUS).stdout)
+
+
 _UNEXPECTED = re.compile(r"Additional properties are not allowed \((.*) (?:was|were) unexpected\)")
 
 
@@ -163,7 +170,7 @@ def _related(a: str, b: str) -> bool:
 @pytest.mark.reference
 def test_error_paths_agree_with_the_newer_release():
     """Where cloudseed and cloud-init 26.x both call a document invalid, they name the same keys."""
-    theirs = json.loads(NEW.python(_REFERENCE_PROBLEMS, *CORPUS).stdout)
+    theirs = _their_problems()
     compared, differ = 0, {}
     for path in CORPUS:
         mine = _our_paths(path, "error")
@@ -235,7 +242,7 @@ DEPRECATIONS_DIFFER = {
 
 @pytest.mark.reference
 def test_deprecations_are_reported_where_cloud_init_26_reports_them():
-    theirs = json.loads(NEW.python(_REFERENCE_PROBLEMS, *CORPUS).stdout)
+    theirs = _their_problems()
     differ, noted = {}, 0
     for path in CORPUS:
         if theirs[path][0] or _our_paths(path, "error"):

@@ -1,10 +1,12 @@
 """Run by Debian's python3 with the reference cloud-init importable (see tests/reference.py).
 
 Usage: reference_userdata.py BLOB_FILE [INSTANCE_DATA_JSON]
+       reference_userdata.py --batch INSTANCE_DATA_JSON BLOB_FILE...
 Processes the blob with cloud-init's UserDataProcessor, walks the result with its default
 handlers the way its init stage does (boothooks are written but not executed), and prints
 one JSON object shaped like ``cloudseed userdata show --json``, read back from the files the
-handlers wrote.
+handlers wrote. ``--batch`` prints a JSON list, one object per blob, each processed in a forked
+child (cloud-init imported once; part-handlers, which are imported modules, never shared).
 """
 
 import json
@@ -51,15 +53,15 @@ def read_dir(path):
     return out
 
 
-def main():
-    with open(sys.argv[1], "rb") as f:
+def main(blob_path, instance_data_path):
+    with open(blob_path, "rb") as f:
         blob = f.read()
     tmp = tempfile.mkdtemp()
     paths = helpers.Paths({"cloud_dir": os.path.join(tmp, "cloud"), "run_dir": os.path.join(tmp, "run")},
                           ds=FakeDatasource())
-    if len(sys.argv) > 2:
+    if instance_data_path:
         os.makedirs(paths.run_dir, exist_ok=True)
-        with open(sys.argv[2]) as src, open(paths.get_runpath("instance_data_sensitive"), "w") as dst:
+        with open(instance_data_path) as src, open(paths.get_runpath("instance_data_sensitive"), "w") as dst:
             dst.write(src.read())
     boot_hook.subp = NoRun
     message = user_data.UserDataProcessor(paths).process(blob)
@@ -100,7 +102,30 @@ def main():
                              for freq in ("per-boot", "per-instance", "per-once")},
         "handlers": [h for h in read_dir(handler_dir) if h["name"].endswith(".py")],
     }
-    json.dump(result, sys.stdout, default=str)
+    return result
 
 
-main()
+def in_child(blob_path, instance_data_path):
+    """``main`` in a forked child: its result as JSON text, or an error object."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            text = json.dumps(main(blob_path, instance_data_path), default=str)
+        except BaseException as e:  # the child reports everything, then exits
+            text = json.dumps({"error": f"{type(e).__name__}: {e}"})
+        with os.fdopen(write, "w") as pipe:
+            pipe.write(text)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(text)
+
+
+if sys.argv[1] == "--batch":
+    print(json.dumps([in_child(path, sys.argv[2]) for path in sys.argv[3:]], default=str))
+else:
+    json.dump(main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None), sys.stdout, default=str)
