@@ -1,14 +1,17 @@
 """rh_subscription: register with Red Hat Subscription Management through ``subscription-manager``. RHEL family.
 
-Either ``username`` + ``password`` or ``activation-key`` + ``org``. A system that already has an
-identity (``subscription-manager identity`` succeeds) is not registered again. Then, in order:
-``register`` (with ``--baseurl`` from ``rhsm-baseurl`` and ``--serverurl`` from
-``server-hostname``), ``attach --auto [--servicelevel=LEVEL]`` when ``auto-attach`` is true,
-``attach --pool=ID ...`` for the available pools not consumed yet (one that is not available is
-named in the failure, after the rest is done), ``repos --disable=... --enable=...`` for the
-repositories not already in that state. Unlike cloud-init 22.4 (which then stops), a system that
-is already registered still gets the attachments, pools and repositories asked for, and a failed
-step fails the module (22.4 only logs a warning).
+Either ``username`` + ``password`` or ``activation-key`` + ``org`` (cloud-init 25.3 spells the
+hyphenated keys with underscores, ``activation_key``..., and deprecates the hyphens: both are read).
+A system that already has an identity (``subscription-manager identity`` succeeds) is not
+registered again. Then, in order: ``register`` (with ``--baseurl`` from ``rhsm-baseurl`` and
+``--serverurl`` from ``server-hostname``), ``attach --auto [--servicelevel=LEVEL]`` when
+``auto-attach`` is true, ``attach --pool=ID ...`` for the available pools not consumed yet (one
+that is not available is named in the failure, after the rest is done), ``repos --disable=...
+--enable=...`` for the repositories not already in that state, then ``release --set=VERSION`` for
+``release_version`` (25.3; dnf's and yum's caches are dropped so the pinned release is read).
+Unlike cloud-init 22.4 (which then stops), a system that is already registered still gets the
+attachments, pools and repositories asked for, and a failed step fails the module (22.4 only logs
+a warning).
 
 ``subscription-manager`` takes the password and the activation key only on its command line
 (it has no stdin or file option for them); they are never logged, never in the status, and any
@@ -59,6 +62,9 @@ MODULE = ModuleSpec(
                                                               "``/etc/rhsm/rhsm.conf``)."},
             "server-hostname": {"type": "string", "description": "The entitlement server (``serverurl`` of "
                                                                  "``/etc/rhsm/rhsm.conf``)."},
+            "release_version": {"type": "string", "description": "Pin the system to this release "
+                                                                 "(``subscription-manager release --set``), after "
+                                                                 "the repositories are set; dnf's cache is dropped."},
         },
     }}},
     examples=(
@@ -108,6 +114,29 @@ class Manager:
             raise ModuleError(f"{KEY}: {what} failed: {reason}") from None
 
 
+# cloud-init 25.3 spells these keys with underscores (activation_key...) and deprecates the hyphens;
+# both are read, the same key given both ways is an error
+HYPHENATED = ("activation-key", "auto-attach", "service-level", "add-pool", "enable-repo", "disable-repo",
+              "rhsm-baseurl", "server-hostname")
+_PROPERTIES = MODULE.schema["properties"][KEY]["properties"]
+for _key in HYPHENATED:
+    _PROPERTIES[_key.replace("-", "_")] = dict(_PROPERTIES[_key])
+    _PROPERTIES[_key] = dict(_PROPERTIES[_key], deprecated=True, deprecated_version="25.3",
+                             deprecated_description=f"Use {_key.replace('-', '_')}.")
+
+
+def normalized(cfg: dict) -> dict:
+    """``cfg`` with the underscored spellings read as the hyphenated ones the code below uses."""
+    out = dict(cfg)
+    for key in HYPHENATED:
+        underscored = key.replace("-", "_")
+        if underscored in out:
+            if key in out:
+                raise ModuleError(f"{KEY}: {underscored} and {key} are the same setting; give {underscored} only")
+            out[key] = out.pop(underscored)
+    return out
+
+
 def check(cfg: dict) -> None:
     """The combinations cloud-init documents, each problem naming its keys."""
     if bool(cfg.get("username")) != bool(cfg.get("password")):
@@ -139,7 +168,7 @@ def register_args(cfg: dict) -> list[str]:
 def handle(ctx: ModuleContext) -> None:
     from cloudseed.agent.modules._system_tools import checked
 
-    cfg = checked(ctx, KEY, MODULE.schema)
+    cfg = normalized(checked(ctx, KEY, MODULE.schema))
     check(cfg)
     if not ctx.root.which("subscription-manager"):
         raise ModuleError(f"{KEY}: subscription-manager is not installed (install the subscription-manager "
@@ -155,6 +184,11 @@ def handle(ctx: ModuleContext) -> None:
         tool.run(["attach", "--auto", *([f"--servicelevel={level}"] if level else [])], "attach --auto")
     missing = _pools(tool, [p for p in cfg.get("add-pool") or [] if p])
     _repos(tool, cfg.get("enable-repo") or [], cfg.get("disable-repo") or [])
+    if cfg.get("release_version"):
+        tool.run(["release", f"--set={cfg['release_version']}"], "release --set")
+        for cache in ("/var/cache/dnf", "/var/cache/yum"):
+            ctx.root.remove_tree(cache)
+        ctx.log.info("%s: release set to %s", KEY, cfg["release_version"])
     if missing:
         raise ModuleError(f"{KEY}.add-pool: not available to this system: {', '.join(missing)}")
 

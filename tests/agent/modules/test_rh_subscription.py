@@ -173,3 +173,47 @@ def test_same_changes_as_cloud_init(shell_target, rhel_target, case):
         return [c for c in calls if not c.split(" ", 1)[1].startswith(QUERIES)]
 
     assert changes(ours) == changes(theirs)
+
+
+# ---------------------------------------------------------------- cloud-init 25.3: underscored keys, release_version
+REF_RHSM_NEW = REF_RHSM.replace(
+    'cc_rh_subscription.handle("rh_subscription", json.loads(sys.argv[1]), None, logging.getLogger(), [])',
+    'from cloudinit import util\n'
+    'util.del_dir = lambda path: ran.append("rm -r " + path)  # never the host\'s caches\n'
+    'cc_rh_subscription.handle("rh_subscription", json.loads(sys.argv[1]), None, [])')
+DIFFERENTIAL_NEW = {
+    "underscored keys, release": {"rh_subscription": {
+        "activation_key": ACTIVATION_KEY, "org": "42", "auto_attach": True, "service_level": "self-support",
+        "add_pool": ["pool2"], "enable_repo": ["rhel-9-appstream"], "disable_repo": ["rhel-9-baseos"],
+        "rhsm_baseurl": "https://cdn.example.com", "server_hostname": "sm.example.com",
+        "release_version": "9.4"}},
+    "hyphenated keys (deprecated)": DIFFERENTIAL["password, service level, pools, repos"],
+}
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("case", sorted(DIFFERENTIAL_NEW))
+def test_same_changes_as_cloud_init_26(shell_target, rhel_target, case):
+    from reference import NEW
+
+    cfg = DIFFERENTIAL_NEW[case]
+    theirs = json.loads(NEW.python(REF_RHSM_NEW, json.dumps(cfg)).stdout)
+    _tool(rhel_target)
+    rhel_target.makedirs("/var/cache/dnf/x")
+    result, _ = run(rhel_target, "rh_subscription", cfg)
+    assert result.status == "ok", result.reason
+
+    def changes(calls):
+        return [c for c in calls if not c.split(" ", 1)[1].startswith(QUERIES) and not c.startswith("rm -r")]
+
+    assert changes(_calls(rhel_target)) == changes(theirs)
+    assert ("release_version" in cfg["rh_subscription"]) == (not rhel_target.exists("/var/cache/dnf"))
+
+
+def test_the_same_key_spelt_both_ways_is_an_error(rhel_target):
+    _tool(rhel_target)
+    result, _ = run(rhel_target, "rh_subscription", {"rh_subscription": {
+        "activation_key": ACTIVATION_KEY, "activation-key": ACTIVATION_KEY, "org": "1"}})
+    assert result.status == "failed"
+    assert "activation_key and activation-key are the same setting" in result.reason
+    assert ACTIVATION_KEY not in result.reason
