@@ -79,6 +79,20 @@ class BootState:
         if self.output is not None:
             self.output.restore()
 
+    def strict_settings(self) -> dict | None:
+        """Strict mode's settings (``strict.py``) when it is on (asked only of a stage with problems)."""
+        from cloudseed.agent import strict
+
+        return strict.settings(self.system_cfg, self.cmdline, self.datasource)
+
+    def strict_stopped(self, stage: str) -> int | None:
+        """After a strict-mode failure in an earlier stage: this stage runs nothing (its exit code)."""
+        if not self.root.exists(self.paths.run("strict-failed")):
+            return None
+        from cloudseed.agent import strict
+
+        return strict.skip_stage(self, stage, f"strict mode stopped the boot: {strict.failed(self)}")
+
     def update_reporting(self, cfg: dict, stage: str | None = None) -> None:
         """Start or change event reporting from ``cfg``'s ``reporting`` (nothing to do: no import).
 
@@ -118,6 +132,12 @@ class BootState:
         if self.reporter is not None:
             warnings += self.reporter.take_problems()  # reporting settings it could not use
         self.status.finish(stage, errors, warnings, modules, self.datasource.name if self.datasource else None)
+        strict = self.strict_settings() if errors or warnings else None
+        if strict is not None and (errors or (strict["warnings"] and warnings)):
+            from cloudseed.agent import strict as strict_mode
+
+            if not strict_mode.failed(self):  # the first failure fails the boot; later stages ran nothing
+                errors = [*errors, strict_mode.fail(self, stage, errors, warnings, strict)]
         if self.reporter is not None:
             self.reporter.stage_finish(stage, errors, warnings, self.datasource.name if self.datasource else None)
         console(f"cloudseed: stage {stage} finished in {elapsed:.2f}s "

@@ -127,7 +127,6 @@ CORE_KEYS: dict[str, str] = {
     "log_cfgs": "cloud-init's Python logging configuration",
     "def_log_file": "cloud-init's log file",
     "syslog_fix_perms": "the owner of cloud-init's log file",
-    "reporting": "cloud-init's event reporting (webhook, log, Hyper-V KVP)",
     "disable_network_activation": "cloud-init's network activation",
     "allow_userdata": "ignoring user-data",
     "disable_vmware_customization": "VMware's guest customization",

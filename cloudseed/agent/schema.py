@@ -41,6 +41,14 @@ CORE_PROPERTIES: dict[str, Any] = {
     "launch-index": {"type": "integer"},
     "manual_cache_clean": {"type": "boolean"},
     "_doc": {"type": "string"},
+    # event reporting (cloudseed/agent/reporting/): name -> handler settings (false removes one);
+    # each handler checks its own settings and says what is wrong in the status
+    "reporting": {"type": "object", "additionalProperties": {"type": ["object", "boolean", "null"]}},
+    # fail closed (cloudseed/agent/strict.py): any error (optionally any warning) fails the boot visibly
+    "strict": {"anyOf": [{"type": "boolean"}, {"type": "object", "additionalProperties": False, "properties": {
+        "enabled": {"type": "boolean"}, "warnings": {"type": "boolean"}, "allow_ssh": {"type": "boolean"}}}]},
+    # the image's choice of status exit codes (cloudseed/commands/_status_contract.py)
+    "status_exit_codes": {"type": "string", "enum": ["22.4", "23.4"]},
     # where each stage's stdout/stderr go (cloudseed/agent/output.py): "> F", ">> F", "| CMD", [out, err]
     "output": {"type": "object", "additionalProperties": False, "properties": {
         mode: {"anyOf": [{"type": "string"},

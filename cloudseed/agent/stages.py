@@ -46,6 +46,9 @@ def run_network(state: BootState) -> int:
     if reason:
         state.status.mark_disabled(reason)
         return 0
+    stopped = state.strict_stopped("network")
+    if stopped is not None:
+        return stopped
     errors: list[str] = []
     warnings: list[str] = []
     state.redirect_output("network", state.system_cfg, warnings)
@@ -149,6 +152,9 @@ def run_modules(state: BootState, stage: str) -> int:
     if reason:
         state.status.mark_disabled(reason)
         return 0
+    stopped = state.strict_stopped(stage)
+    if stopped is not None:
+        return stopped
     errors: list[str] = []
     warnings: list[str] = []
     cfg = _combined_config(state, warnings)

@@ -4,7 +4,9 @@ Until a VM reports ready, Azure considers its deployment unfinished (and fails i
 while). ``report_ready`` GETs ``/machine/?comp=goalstate`` (``x-ms-agent-name``,
 ``x-ms-version: 2012-11-30``), takes ``Incarnation``, ``Container/ContainerId`` and
 ``RoleInstance/InstanceId``, and POSTs a health report with the state ``Ready`` to
-``/machine?comp=health``. Every request goes through ``cloudseed.core.http`` with bounded retries
+``/machine?comp=health``; ``report_health`` posts any state, ``NotReady`` with a substatus
+(``ProvisioningFailed``) and a description being how a failed provisioning is told (strict mode,
+``cloudseed/agent/strict.py``). Every request goes through ``cloudseed.core.http`` with bounded retries
 inside one total deadline: a wire server that never answers costs at most ``deadline`` seconds.
 The address is DHCP option 245 from a lease on the machine, else the well-known 168.63.129.16.
 """
@@ -33,7 +35,7 @@ HEALTH_TEMPLATE = """\
       <Role>
         <InstanceId>{instance}</InstanceId>
         <Health>
-          <State>Ready</State>
+          <State>{state}</State>{details}
         </Health>
       </Role>
     </RoleInstanceList>
@@ -104,13 +106,34 @@ def _goal_state(text: bytes) -> tuple[str, str, str]:
     return incarnation.strip(), container.strip(), instance.strip()
 
 
-def health_report(incarnation: str, container: str, instance: str) -> bytes:
+DETAILS_TEMPLATE = """
+          <Details>
+            <SubStatus>{substatus}</SubStatus>
+            <Description>{description}</Description>
+          </Details>"""
+MAX_DESCRIPTION = 1024  # what the wire server keeps of a failure's description
+
+
+def health_report(incarnation: str, container: str, instance: str, state: str = "Ready", substatus: str = "",
+                  description: str = "") -> bytes:
+    details = DETAILS_TEMPLATE.format(substatus=escape(substatus), description=escape(description[:MAX_DESCRIPTION])) \
+        if substatus else ""
     return HEALTH_TEMPLATE.format(incarnation=escape(incarnation), container=escape(container),
-                                  instance=escape(instance)).encode("utf-8")
+                                  instance=escape(instance), state=escape(state), details=details).encode("utf-8")
 
 
 def report_ready(endpoint: str, deadline: float = 30.0, timeout: float = 5.0, retries: int = 5) -> str:
     """Report Ready to the wire server at ``endpoint`` within ``deadline`` seconds in total.
+
+    Returns the role instance id reported; ``WireServerError`` when it could not be done.
+    """
+    return report_health(endpoint, "Ready", deadline=deadline, timeout=timeout, retries=retries)
+
+
+def report_health(endpoint: str, state: str, substatus: str = "", description: str = "", deadline: float = 30.0,
+                  timeout: float = 5.0, retries: int = 5) -> str:
+    """Report ``state`` (Ready, or NotReady with a ``substatus`` such as ProvisioningFailed and a
+    ``description``: cloud-init's failure report) to the wire server at ``endpoint``.
 
     Returns the role instance id reported; ``WireServerError`` when it could not be done.
     """
@@ -128,9 +151,10 @@ def report_ready(endpoint: str, deadline: float = 30.0, timeout: float = 5.0, re
             raise WireServerError(f"no time left to post the health report to {endpoint}")
         fetch_response(f"http://{host}/machine?comp=health", method="POST",
                        headers={**HEADERS, "Content-Type": "text/xml; charset=utf-8"},
-                       data=health_report(incarnation, container, instance), timeout=min(timeout, left),
+                       data=health_report(incarnation, container, instance, state, substatus, description),
+                       timeout=min(timeout, left),
                        retries=retries, max_bytes=MAX_GOAL_STATE, max_wait=left)
     except FetchError as e:
         raise WireServerError(f"wire server {endpoint}: {e}") from None
-    LOG.info("Azure: reported ready to %s (instance %s, incarnation %s)", endpoint, instance, incarnation)
+    LOG.info("Azure: reported %s to %s (instance %s, incarnation %s)", state, endpoint, instance, incarnation)
     return instance
