@@ -232,8 +232,6 @@ DEPRECATIONS_DIFFER = {
                            "does not say so; cloudseed's schema does",
     "ok-users-dict.yaml": "`users` as a mapping: deprecated in cloud-init's code (22.2), not in its schema",
     "ok-users-string.yaml": "`users` as a string: the same",
-    "ok-ansible-pull.yaml": "ansible.pull as a list of playbooks came in 25.2, a single mapping deprecated; "
-                            "cloudseed reads the mapping only (not done yet)",
 }
 
 

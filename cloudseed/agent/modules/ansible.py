@@ -7,8 +7,10 @@ is set; ``--break-system-packages`` where pip knows it), installing the distro's
 needed. Every command runs as ``run_user`` when given (``runuser -u USER``, with that user's
 HOME and ``~/.local/bin`` on PATH), as root otherwise; ``ansible_config`` sets ANSIBLE_CONFIG.
 Then, in this order: ``galaxy.actions`` (each a command, e.g. ``[ansible-galaxy, collection,
-install, community.general]``); ``pull``: ``ansible-pull --url=URL [--OPTION=VALUE | --FLAG]...
-PLAYBOOK`` (an option ``x_y: v`` becomes ``--x-y=v``, ``true`` a bare flag, ``false`` nothing);
+install, community.general]``); ``pull`` (a list since cloud-init 25.2; one mapping, deprecated,
+still read), for each: ``ansible-pull --url=URL [--OPTION=VALUE | --FLAG]... PLAYBOOK...`` with its
+``playbook_names`` (or the older ``playbook_name``; one run per playbook on Ansible before 2.12)
+(an option ``x_y: v`` becomes ``--x-y=v``, ``true`` a bare flag, ``false`` nothing);
 ``setup_controller``: each of ``repositories`` is ``git clone``d to its path and each of
 ``run_ansible`` runs ``ansible-playbook`` in its ``playbook_dir``. Each command is bounded in
 time (``PULL_SECONDS``); its output goes to /var/log/cloudseed-output.log, and a failure names
@@ -29,7 +31,10 @@ _STR = {"type": "string"}
 _FLAG = {"type": "boolean", "default": False}
 _PULL_OPTIONS = {
     "url": dict(_STR, description="URL of the playbook repository (required)."),
-    "playbook_name": dict(_STR, description="Playbook to run, relative to the repository (required)."),
+    "playbook_name": dict(_STR, description="One playbook to run, relative to the repository.", deprecated=True,
+                          deprecated_version="25.2", deprecated_description="Use playbook_names."),
+    "playbook_names": {"type": "array", "items": _STR, "minItems": 1,
+                       "description": "Playbooks to run, relative to the repository (cloud-init 25.2)."},
     "checkout": dict(_STR, description="Branch, tag or commit to check out."),
     "full": dict(_FLAG, description="Clone the whole history instead of a shallow clone."),
     "diff": dict(_FLAG, description="Show the changes made to files."),
@@ -51,6 +56,9 @@ _PULL_OPTIONS = {
     "timeout": dict(_STR, description="Connection timeout in seconds (ansible's ``--timeout``)."),
     "sleep": dict(_STR, description="Sleep a random time up to this many seconds before starting."),
 }
+# one pull: a repository and its playbooks (playbook_names since cloud-init 25.2, or the older playbook_name)
+_PULL = {"type": "object", "additionalProperties": False, "properties": _PULL_OPTIONS,
+         "oneOf": [{"required": ["url", "playbook_names"]}, {"required": ["url", "playbook_name"]}]}
 _RUN_ANSIBLE = {
     "type": "object",
     "required": ["playbook_name", "playbook_dir"],
@@ -86,9 +94,10 @@ MODULE = ModuleSpec(
                        "properties": {"actions": {"type": "array", "items": {
                            "type": "array", "minItems": 1, "items": {"type": "string"}},
                            "description": "Each a command as a list of words."}}},
-            "pull": {"type": "object", "required": ["url", "playbook_name"], "additionalProperties": False,
-                     "description": "Run ``ansible-pull`` against a playbook repository.",
-                     "properties": _PULL_OPTIONS},
+            "pull": {"oneOf": [{"type": "array", "items": _PULL, "minItems": 1},
+                               dict(_PULL, deprecated=True, deprecated_version="25.2",
+                                    deprecated_description="Give a list of pulls.")],
+                     "description": "Run ``ansible-pull`` against playbook repositories, one after the other."},
             "setup_controller": {
                 "type": "object", "additionalProperties": False,
                 "description": "Make this instance an Ansible controller: clone repositories, run playbooks.",
@@ -109,8 +118,8 @@ ansible:
   install_method: distro
   package_name: ansible-core
   pull:
-    url: https://github.com/holmanb/vmboot.git
-    playbook_name: ubuntu.yml
+    - url: https://github.com/holmanb/vmboot.git
+      playbook_names: [ubuntu.yml]
 """,
         """\
 #cloud-config
@@ -122,11 +131,11 @@ ansible:
     actions:
       - [ansible-galaxy, collection, install, community.general]
   pull:
-    url: https://git.example.com/playbooks.git
-    playbook_name: site.yml
-    checkout: main
-    accept_host_key: true
-    skip_tags: slow
+    - url: https://git.example.com/playbooks.git
+      playbook_names: [site.yml, hardening.yml]
+      checkout: main
+      accept_host_key: true
+      skip_tags: slow
 """,
         """\
 #cloud-config
@@ -157,9 +166,16 @@ def option_args(options: dict) -> list[str]:
     return out
 
 
+def playbooks(pull: dict) -> list[str]:
+    """A pull's playbooks: ``playbook_names``, or the older single ``playbook_name``."""
+    if pull.get("playbook_name") and pull.get("playbook_names"):
+        raise ModuleError("ansible.pull: playbook_name and playbook_names are exclusive; use playbook_names")
+    return [str(p) for p in pull.get("playbook_names") or [pull.get("playbook_name")]]
+
+
 def pull_command(pull: dict) -> list[str]:
-    options = {k: v for k, v in pull.items() if k != "playbook_name"}
-    return ["ansible-pull", *option_args(options), pull["playbook_name"]]
+    options = {k: v for k, v in pull.items() if k not in ("playbook_name", "playbook_names")}
+    return ["ansible-pull", *option_args(options), *playbooks(pull)]
 
 
 class Runner:
@@ -237,12 +253,18 @@ def handle(ctx: ModuleContext) -> None:
                           "(install ansible-core, or set ansible.package_name)")
     for index, action in enumerate((cfg.get("galaxy") or {}).get("actions") or []):
         runner.run(f"ansible.galaxy.actions[{index}]", [str(word) for word in action])
-    pull = cfg.get("pull")
-    if pull:
-        if pull.get("diff") and _version(runner) < (2, 7):
-            raise ModuleError("ansible.pull.diff: this Ansible is older than 2.7 and has no --diff")
-        runner.run("ansible.pull", pull_command(pull))
-        ctx.log.info("ansible-pull of %s (%s) finished", _redact(pull["url"]), pull["playbook_name"])
+    pulls = cfg.get("pull") or []
+    for index, pull in enumerate([pulls] if isinstance(pulls, dict) else pulls):
+        where = "ansible.pull" if isinstance(pulls, dict) else f"ansible.pull[{index}]"
+        version = _version(runner) if pull.get("diff") or len(playbooks(pull)) > 1 else (99, 0)
+        if pull.get("diff") and version < (2, 7):
+            raise ModuleError(f"{where}.diff: this Ansible is older than 2.7 and has no --diff")
+        # several playbooks in one ansible-pull since Ansible 2.12; one run each before
+        commands = [pull_command(pull)] if version >= (2, 12) else [
+            pull_command({**pull, "playbook_names": [book], "playbook_name": None}) for book in playbooks(pull)]
+        for command in commands:
+            runner.run(where, command)
+        ctx.log.info("ansible-pull of %s (%s) finished", _redact(pull["url"]), ", ".join(playbooks(pull)))
     for index, repo in enumerate((controller or {}).get("repositories") or []):
         runner.run(f"ansible.setup_controller.repositories[{index}]", ["git", "clone", repo["source"], repo["path"]])
     for index, play in enumerate((controller or {}).get("run_ansible") or []):

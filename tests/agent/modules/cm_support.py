@@ -96,14 +96,19 @@ top = args["root"]
 def inside(path):
     path = str(path)
     return path if path.startswith(top) or not path.startswith("/") else top + path
-real = {n: getattr(util, n) for n in ("write_file", "ensure_dir", "load_file", "copy", "rename")}
+real = {n: getattr(util, n) for n in ("write_file", "ensure_dir", "load_file", "load_text_file", "copy", "rename")
+        if hasattr(util, n)}   # 24.x and later: load_text_file
 util.write_file = lambda path, content, mode=0o644, *a, **k: real["write_file"](inside(path), content, mode=mode)
 util.ensure_dir = lambda path, mode=None, *a, **k: real["ensure_dir"](inside(path), mode)
 util.ensure_dirs = lambda paths, mode=None: [util.ensure_dir(p, mode) for p in paths]
-def load_file(path, *a, **k):  # this system's os-release (the reference asks which OS it is on)
-    own = path == "/etc/os-release" or str(path).startswith(args["templates"])
-    return real["load_file"](path if own else inside(path), *a, **k)
-util.load_file = load_file
+def loader(name):
+    def load_file(path, *a, **k):  # this system's os-release (the reference asks which OS it is on)
+        own = path == "/etc/os-release" or str(path).startswith(args["templates"])
+        return real[name](path if own else inside(path), *a, **k)
+    return load_file
+for _name in ("load_file", "load_text_file"):
+    if _name in real:
+        setattr(util, _name, loader(_name))
 util.copy = lambda src, dest: real["copy"](inside(src), inside(dest))
 util.rename = lambda src, dest: real["rename"](inside(src), inside(dest))
 util.chownbyname = lambda *a, **k: None
@@ -119,6 +124,8 @@ if hasattr(module, "subp") and hasattr(module.subp, "__call__") and not hasattr(
     module.subp = fake_subp  # "from cloudinit.subp import subp"
 if hasattr(module, "which"):
     module.which = lambda tool: "/usr/bin/" + tool
+if args.get("installed"):   # every tool is there (24.x+ modules ask subp.which)
+    subp.which = lambda tool, *a, **k: "/usr/bin/" + tool
 class Distro:
     osfamily = "debian"
     pip_package_name = "python3-pip"
@@ -136,16 +143,25 @@ class Cloud:
         return "i-test"
     def get_template_filename(self, name):
         return args["templates"] + "/" + name + ".tmpl"
-module.handle(name, args["cfg"], Cloud(), logging.getLogger(), [])
+import inspect
+if len(inspect.signature(module.handle).parameters) == 5:   # 22.4: (name, cfg, cloud, log, args)
+    module.handle(name, args["cfg"], Cloud(), logging.getLogger(), [])
+else:                                                        # 23.x and later: (name, cfg, cloud, args)
+    module.handle(name, args["cfg"], Cloud(), [])
 print(json.dumps(ran))
 '''
 
 
-def reference_run(tmp_path, module: str, cfg: dict, **extra) -> tuple[str, list[list[str]]]:
-    """Run cloud-init 22.4's ``cc_<module>.handle`` on ``cfg``: (the directory it wrote under, its commands)."""
+def reference_run(tmp_path, module: str, cfg: dict, oracle=None, **extra) -> tuple[str, list[list[str]]]:
+    """Run cloud-init's ``cc_<module>.handle`` on ``cfg`` (22.4 unless ``oracle`` says which):
+    (the directory it wrote under, its commands)."""
     import json
+    from functools import partial
 
-    from reference import reference_python, reference_tree
+    import reference
+
+    oracle = oracle or reference.OLD
+    reference_python, reference_tree = partial(reference.reference_python, oracle=oracle), oracle.tree
 
     top = tmp_path / "reference-root"
     top.mkdir(exist_ok=True)

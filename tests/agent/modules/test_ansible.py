@@ -325,3 +325,35 @@ def test_controller_clones_and_runs_playbooks_for_real(host_root, git_server):
     assert not root.exists("/tmp/skipped.txt")
     assert root.isfile("/home/deploy/roles/webserver/tasks/main.yml")  # the galaxy action ran, as deploy
     assert root.stat("/home/deploy/roles/webserver").st_uid == DEPLOY_UID
+
+
+# cloud-init 25.2: ansible.pull is a list, each with playbook_names (a single mapping and playbook_name deprecated)
+ANSIBLE_PULL_LISTS = [
+    {"pull": [{"url": "https://git.example.com/a.git", "playbook_names": ["site.yml", "web.yml"], "checkout": "v2"},
+              {"url": "https://git.example.com/b.git", "playbook_name": "db.yml", "diff": True}]},
+    {"pull": {"url": "https://git.example.com/c.git", "playbook_names": ["one.yml", "two.yml"],
+              "accept_host_key": True}},
+]
+
+
+@pytest.mark.reference
+@pytest.mark.parametrize("core", ["2.14.18", "2.10.17"])
+@pytest.mark.parametrize("document", ANSIBLE_PULL_LISTS, ids=range(len(ANSIBLE_PULL_LISTS)))
+def test_pull_lists_run_as_cloud_init_26_runs_them(shell_target, tmp_path, document, core):
+    """Several playbooks go in one ansible-pull from Ansible 2.12 on, one run each before (as 26.x)."""
+    from cm_support import reference_run
+    from reference import NEW
+
+    cfg = dict(document, install_method="distro", package_name="ansible-core")
+    _, ref_commands = reference_run(tmp_path, "ansible", {"ansible": cfg}, oracle=NEW, installed=True,
+                                    stdout={"--version": f"ansible-pull [core {core}]"})
+    root = shell_target
+    recorder(root, "ansible-pull", f'[ "$1" = --version ] && echo "ansible-pull [core {core}]"')
+    result, _ = run(root, "ansible", {"ansible": cfg}, stage="final")
+    assert result.status == "ok", result.reason
+    theirs = [" ".join(c) for c in ref_commands if c != ["ansible-pull", "--version"]]
+    assert [c for c in calls(root) if c != "ansible-pull --version"] == theirs
+    # the playbooks together from 2.12 on, one run each before
+    pulls = document["pull"] if isinstance(document["pull"], list) else [document["pull"]]
+    books = [len(p.get("playbook_names") or [p.get("playbook_name")]) for p in pulls]
+    assert len(theirs) == (len(pulls) if core.startswith("2.14") else sum(books))
