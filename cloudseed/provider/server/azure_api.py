@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl
 
 from cloudseed.provider.instance_data import azure
 from cloudseed.provider.server.http import Response
+from cloudseed.provider.server.json_tree import list_index
 
 JSON = "application/json; charset=utf-8"
 VERSIONS = ("2017-03-01", "2017-04-02", "2017-08-01", "2017-12-01", "2018-02-01", "2018-04-02",
@@ -167,7 +168,7 @@ def render(tree: Any, path: list, fmt: str) -> Response:
     for part in path:
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and list_index(part, len(node)):
             node = node[int(part)]
         else:
             return _NOT_FOUND

@@ -34,6 +34,7 @@ from urllib.parse import parse_qsl
 from cloudseed.provider.instance_data import gce
 from cloudseed.provider.server.http import Response
 from cloudseed.provider.server.instance_cache import CachedInstance
+from cloudseed.provider.server.json_tree import list_index
 
 PREFIX = "/computeMetadata"
 FLAVOR = ("Metadata-Flavor", "Google")
@@ -217,7 +218,7 @@ def render(tree: dict, path: tuple, recursive: bool, alt: str) -> Response:
     for part in path:
         if isinstance(node, dict) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and list_index(part, len(node)):
             node = node[int(part)]
         else:
             return _NOT_FOUND

@@ -83,6 +83,17 @@ def test_document_paths_and_text(server):
     assert server.get(f"/metadata/instance?{V}&format=xml", address, headers=MD).status == 400
 
 
+def test_list_indexes_that_are_not_indexes_are_404_not_500(server):
+    address = register(server, instance_id="33333333-2222-4333-8444-555555555556")
+    path = "/metadata/instance/network/interface/{}/macAddress?" + V + "&format=text"
+    assert server.get(path.format(0), address, headers=MD).text == "000D3A047598"
+    # str.isdigit() is true for a superscript two and an Arabic-Indic three, int() refuses them;
+    # an index of thousands of digits made int() raise too (the 500s this test was written for)
+    for index in ("%C2%B2", "%D9%A3", "9" * 5000, "1"):
+        reply = server.get(path.format(index), address, headers=MD)
+        assert reply.status == 404, (index[:12], reply.status)
+
+
 def test_attested_document_verifies_with_the_published_certificate(server, tmp_path):
     address = register(server, instance_id="22222222-2222-4333-8444-555555555555")
     reply = server.get(f"/metadata/attested/document?{V}&nonce=abc123", address, headers=MD)

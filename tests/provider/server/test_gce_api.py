@@ -84,6 +84,16 @@ def test_leaves_listings_and_recursive_json(server):
     assert get(server, BASE + "instance/attributes/user-data", address).text == USER_DATA
 
 
+def test_list_indexes_that_are_not_indexes_are_404_not_500(server):
+    _, address, _ = register(server)
+    assert get(server, BASE + "instance/network-interfaces/0/ip", address).text == address
+    # a superscript two and an Arabic-Indic three are digits to str.isdigit but not to int();
+    # an index of thousands of digits made int() raise (the 500s this test was written for)
+    for index in ("%C2%B2", "%D9%A3", "9" * 5000, "1"):
+        reply = get(server, BASE + f"instance/network-interfaces/{index}/ip", address)
+        assert reply.status == 404, (index[:12], reply.status)
+
+
 def test_alt_json_and_text(server):
     instance_id, address, public = register(server)
     assert get(server, BASE + "instance/id?alt=json", address).json() == int(instance_id)
