@@ -1,7 +1,8 @@
 """``cloudseed instances``: add, list, show, update and remove instances in the registry; print the
-certificate of the EC2 instance identity signatures (``identity-certificate``); schedule events on
-an instance's timeline (``events``, in ``_instance_events.py``); read what instances' agents reported
-about their boots (``provisioning``, in ``_instance_provisioning.py``)."""
+certificate of the EC2 instance identity signatures or Azure's attested documents
+(``identity-certificate [--azure]``); schedule events on an instance's timeline (``events``, in
+``_instance_events.py``); read what instances' agents reported about their boots (``provisioning``,
+in ``_instance_provisioning.py``)."""
 
 from __future__ import annotations
 
@@ -99,9 +100,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     update.add_argument("--remove-tag", action="append", metavar="KEY", help="remove an EC2 tag (repeatable)")
     update.add_argument("--remove-meta", action="append", metavar="KEY", help="remove an OpenStack meta item "
                                                                               "(repeatable)")
-    sub.add_parser("identity-certificate",
-                   help="print the certificate that verifies EC2 instance identity signatures (pkcs7, rsa2048, "
-                        "signature); made with the key on first use")
+    certificate = sub.add_parser("identity-certificate",
+                                 help="print the certificate that verifies EC2 instance identity signatures (pkcs7, "
+                                      "rsa2048, signature); made with the key on first use")
+    certificate.add_argument("--azure", action="store_true",
+                             help="the certificate of Azure's attested documents instead (azure_attested_key: "
+                                  "ecdsa, the default; with 'rsa' the server signs them with the EC2 key)")
     password = sub.add_parser("password", help="decrypt the admin password the instance posted, as nova "
                                                "get-password does (admin_password: {post_to_metadata: true})")
     password.add_argument("instance_id")
@@ -269,10 +273,11 @@ def _ec2_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _identity_certificate(registry: Any, args: argparse.Namespace) -> int:
+    from cloudseed.provider.server import azure_attested
     from cloudseed.provider.server.ec2_identity import IdentityError, certificate, shared_pem
 
     try:
-        print(certificate(shared_pem(registry)), end="")
+        print(certificate(azure_attested.shared_pem(registry) if args.azure else shared_pem(registry)), end="")
     except IdentityError as error:
         print(f"cloudseed instances identity-certificate: {error}", file=sys.stderr)
         return 1

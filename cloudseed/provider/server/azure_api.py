@@ -7,9 +7,9 @@ answers the whole document; ``/metadata/instance/compute/...`` and ``.../network
 into it (``interface/0/macAddress``); ``?format=text`` answers a leaf as plain text (the default
 for leaves is JSON, as for directories). ``/metadata/attested/document`` answers
 ``{"encoding": "pkcs7", "signature": ...}``: a PKCS#7 with the attested JSON inside (nonce, vmId,
-subscriptionId, timeStamp...), signed in process with the registry's identity key (the same key
-and certificate as EC2's identity documents: ``cloudseed instances identity-certificate``;
-``azure_attested.py``). ``/metadata/identity/oauth2/token`` answers managed-identity tokens
+subscriptionId, timeStamp...), signed in process (``azure_attested.py``: the registry's ECDSA key,
+``cloudseed instances identity-certificate --azure``; or EC2's RSA key) and kept for the second
+it was made in. ``/metadata/identity/oauth2/token`` answers managed-identity tokens
 (``azure_identity.py``), ``/metadata/loadbalancer`` the public addresses in front of the VM,
 ``/metadata/scheduledevents`` the instance's timeline (``azure_events.py``; GET, and POST to approve).
 
@@ -92,10 +92,7 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
     key = f"azure/{'/'.join(parts)}/{fmt}"
     found = instance.responses.get(key)
     if found is None:
-        tree = instance.trees.get("azure")
-        if tree is None:
-            tree = instance.trees["azure"] = azure.document(instance.record)
-        found = render(tree, parts[1:], fmt)
+        found = render(_tree(instance), parts[1:], fmt)
         if found.status != 200:
             return found  # not kept: any number of missing paths leaves memory as it was
         instance.responses[key] = found
@@ -183,9 +180,14 @@ def render(tree: Any, path: list, fmt: str) -> Response:
 
 
 def _attested(app: Any, instance: Any, nonce: str) -> Any:
-    if len(nonce) > 32 or not nonce.isalnum() and nonce:
+    if nonce and not (len(nonce) <= 32 and nonce.isascii() and nonce.isalnum()):
         return error(400, "Bad request. nonce must be at most 32 letters and digits")
-    from cloudseed.provider.server.azure_attested import signed_answer
+    return app.credentials.attested.answer(instance, _tree(instance)["compute"], nonce)
 
-    return Response(200, json.dumps(signed_answer(app.credentials.attested, instance.record, nonce)), JSON)
 
+def _tree(instance: Any) -> Any:
+    """The instance's IMDS document, built once per record."""
+    tree = instance.trees.get("azure")
+    if tree is None:
+        tree = instance.trees["azure"] = azure.document(instance.record)
+    return tree

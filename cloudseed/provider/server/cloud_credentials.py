@@ -2,8 +2,8 @@
 
 The keys live in the registry's settings (shared by every server of the registry): the credential
 signing key (``credential_keys.py``), the HMAC key of GCE access tokens (``gce_token_key``), the
-identity key of Azure's attested documents (EC2's) and OCI's instance-principal CA
-(``oci_identity.py``). ``cryptography`` is loaded with the first of them, so a server whose
+key of Azure's attested documents (``azure_attested.py``: its own ECDSA key, or EC2's RSA one) and
+OCI's instance-principal CA (``oci_identity.py``). ``cryptography`` is loaded with the first of them, so a server whose
 instances never ask for credentials never loads it.
 """
 
@@ -14,9 +14,10 @@ from typing import Any
 
 
 class CloudCredentials:
-    def __init__(self, registry: Any, lifetime: int = 3600):
+    def __init__(self, registry: Any, lifetime: int = 3600, attested_key: str = "ecdsa"):
         self.registry = registry
         self.lifetime = lifetime  # access_token_seconds
+        self.attested_key = attested_key  # azure_attested_key: ecdsa or rsa
         self._key: Any = None
         self._gce: Any = None
         self._azure: Any = None
@@ -51,12 +52,11 @@ class CloudCredentials:
 
     @property
     def attested(self) -> Any:
-        """Azure's attested-document signer: the registry's identity key (EC2's)."""
+        """Azure's attested documents (``AttestedAnswers``): signed with the key ``attested_key`` names."""
         if self._attested is None:
-            from cloudseed.provider.server.azure_attested import AttestedSigner
-            from cloudseed.provider.server.ec2_identity import shared_pem
+            from cloudseed.provider.server.azure_attested import AttestedAnswers, AttestedSigner, shared_pem
 
-            self._attested = AttestedSigner(shared_pem(self.registry))
+            self._attested = AttestedAnswers(AttestedSigner(shared_pem(self.registry, self.attested_key)))
         return self._attested
 
     @property

@@ -63,6 +63,8 @@ class ServerConfig:
     access_log_backups: int = 1  # rotated files kept (FILE.1 ...)
     # lifetime of GCE access tokens and Azure managed-identity tokens (a new one before each ends)
     access_token_seconds: int = 3600
+    # the key of Azure's attested documents: "ecdsa" (P-256, its own) or "rsa" (EC2's identity key)
+    azure_attested_key: str = "ecdsa"
 
 
 _KEYS = {f.name for f in dataclasses.fields(ServerConfig)} | {"admin_token_file", "proxy_shared_secret_file"}
@@ -135,6 +137,8 @@ def load_config(path: Optional[str], overrides: dict[str, Any]) -> ServerConfig:
             raise ConfigError(f"{where}: {key} must be greater than 0")
     if not 10 <= config.access_token_seconds <= 86400:
         raise ConfigError(f"{where}: access_token_seconds must be 10-86400")
+    if config.azure_attested_key not in ("ecdsa", "rsa"):
+        raise ConfigError(f"{where}: azure_attested_key must be 'ecdsa' or 'rsa'")
     if config.access_log_backups > 100:
         raise ConfigError(f"{where}: access_log_backups must be 0-100")
     return config

@@ -26,15 +26,15 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def make_key_and_certificate(common_name: str = SUBJECT) -> str:
-    """A new RSA-2048 private key and its self-signed certificate (10 years, subject
-    ``O=cloudseed, CN=common_name``), as PEM text."""
+def make_key_and_certificate(common_name: str = SUBJECT, ecdsa: bool = False) -> str:
+    """A new RSA-2048 (``ecdsa``: ECDSA P-256) private key and its self-signed certificate (10 years,
+    subject ``O=cloudseed, CN=common_name``), as PEM text."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
     from cryptography.x509.oid import NameOID
 
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    key: Any = ec.generate_private_key(ec.SECP256R1()) if ecdsa else rsa.generate_private_key(65537, 2048)
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "cloudseed"),
                       x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.timezone.utc)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from cloudseed.provider.server.pkcs7_der import children, der
+
 SETTING = "ec2_identity_pem"
 COMMON_NAME = "cloudseed EC2 instance identity"
 
@@ -74,42 +76,15 @@ def detached(signed: bytes) -> bytes:
 
     ContentInfo{oid, [0]{SignedData{version, digests, encapContentInfo{oid, [0] content},
     certificates, signerInfos}}}: the content goes, every enclosing length is re-encoded."""
-    (outer,) = _children(signed, 0, len(signed))
-    oid, wrapper = _children(signed, outer[2], outer[3])
-    (signed_data,) = _children(signed, wrapper[2], wrapper[3])
-    parts = _children(signed, signed_data[2], signed_data[3])
+    (outer,) = children(signed, 0, len(signed))
+    oid, wrapper = children(signed, outer[2], outer[3])
+    (signed_data,) = children(signed, wrapper[2], wrapper[3])
+    parts = children(signed, signed_data[2], signed_data[3])
     encap = parts[2]
-    encap_oid = _children(signed, encap[2], encap[3])[0]
-    body = b"".join(signed[p[1]:p[3]] for p in parts[:2]) + _der(0x30, signed[encap_oid[1]:encap_oid[3]]) \
+    encap_oid = children(signed, encap[2], encap[3])[0]
+    body = b"".join(signed[p[1]:p[3]] for p in parts[:2]) + der(0x30, signed[encap_oid[1]:encap_oid[3]]) \
         + b"".join(signed[p[1]:p[3]] for p in parts[3:])
-    return _der(0x30, signed[oid[1]:oid[3]] + _der(0xA0, _der(0x30, body)))
-
-
-def _children(blob: bytes, start: int, end: int) -> list[tuple[int, int, int, int]]:
-    """(tag, start, body start, end) of each DER element in ``blob[start:end]``."""
-    found = []
-    while start < end:
-        tag, first = blob[start], blob[start + 1]
-        if first < 0x80:
-            body, length = start + 2, first
-        else:
-            count = first & 0x7F
-            if not 1 <= count <= 4:
-                raise IdentityError("PKCS#7 signing: the output is not definite-length DER")
-            body, length = start + 2 + count, int.from_bytes(blob[start + 2:start + 2 + count], "big")
-        found.append((tag, start, body, body + length))
-        start = body + length
-    if start != end:
-        raise IdentityError("PKCS#7 signing: malformed output")
-    return found
-
-
-def _der(tag: int, body: bytes) -> bytes:
-    size = len(body)
-    if size < 0x80:
-        return bytes((tag, size)) + body
-    count = (size.bit_length() + 7) // 8
-    return bytes((tag, 0x80 | count)) + size.to_bytes(count, "big") + body
+    return der(0x30, signed[oid[1]:oid[3]] + der(0xA0, der(0x30, body)))
 
 
 def _b64(blob: bytes) -> str:

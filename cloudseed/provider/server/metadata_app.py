@@ -60,7 +60,8 @@ class MetadataApp:
         self._os_versions = openstack_api.versions_listing()
         self._ec2_live = ec2_api.Live(registry)  # credentials and identity keys of this registry
         self._cloud_apis: dict[str, Any] = {}  # routes.CLOUD_APIS: their modules, imported when first asked
-        self.credentials = CloudCredentials(registry, config.access_token_seconds)  # GCE, Azure, OCI keys
+        self.credentials = CloudCredentials(registry, config.access_token_seconds,  # GCE, Azure, OCI keys
+                                            config.azure_attested_key)
         self._userdata_signer: Any = None  # signature_api: the registry's user-data key, loaded when first used
 
     # -- entry point -----------------------------------------------------------------------

@@ -101,16 +101,27 @@ def test_attested_document_verifies_with_the_published_certificate(server, tmp_p
     body = reply.json()
     assert body["encoding"] == "pkcs7"
     cert = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", server.db_url,
-                           "identity-certificate"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+                           "identity-certificate", "--azure"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert cert.returncode == 0, cert.stderr
     (tmp_path / "cert.pem").write_text(cert.stdout)
-    (tmp_path / "p7").write_bytes(base64.b64decode(body["signature"]))
-    verified = subprocess.run(["openssl", "smime", "-verify", "-in", str(tmp_path / "p7"), "-inform", "DER",
+    bare = server.get(f"/metadata/attested/document?{V}", address, headers=MD).json()
+    for name, signature in (("nonce", body["signature"]), ("bare", bare["signature"])):
+        (tmp_path / name).write_bytes(base64.b64decode(signature))
+        for tool in ("smime", "cms"):  # the verifiers Azure's documentation and clients use
+            verified = subprocess.run(["openssl", tool, "-verify", "-in", str(tmp_path / name), "-inform", "DER",
+                                       "-certfile", str(tmp_path / "cert.pem"), "-noverify"], capture_output=True,
+                                      timeout=30)
+            assert verified.returncode == 0, verified.stderr
+    attested = json.loads(verified.stdout)  # the document without a nonce
+    assert attested["vmId"] == "22222222-2222-4333-8444-555555555555" and attested["subscriptionId"]
+    # no nonce: the time of the document, as Azure's IMDS puts it (YYYYMMDD-HHMMSS, UTC)
+    created = attested["timeStamp"]["createdOn"]  # MM/DD/YY HH:MM:SS -0000
+    assert attested["nonce"] == f"20{created[6:8]}{created[:2]}{created[3:5]}-{created[9:17].replace(':', '')}"
+    verified = subprocess.run(["openssl", "smime", "-verify", "-in", str(tmp_path / "nonce"), "-inform", "DER",
                                "-certfile", str(tmp_path / "cert.pem"), "-noverify"], capture_output=True, timeout=30)
-    assert verified.returncode == 0, verified.stderr
-    attested = json.loads(verified.stdout)
-    assert attested["nonce"] == "abc123" and attested["vmId"] == "22222222-2222-4333-8444-555555555555"
-    assert server.get(f"/metadata/attested/document?{V}&nonce=../x", address, headers=MD).status == 400
+    assert json.loads(verified.stdout)["nonce"] == "abc123"
+    for bad in ("../x", "x" * 33, "%D9%A3"):
+        assert server.get(f"/metadata/attested/document?{V}&nonce={bad}", address, headers=MD).status == 400
 
 
 def health(container: str, instance: str, state: str = "Ready") -> str:
