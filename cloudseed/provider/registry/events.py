@@ -25,12 +25,19 @@ its record, as ``CachedInstance.events``, a tuple of ``Event`` ordered by ``not_
                           or canceled/completed)
     next_change(events, now) -> float | None: the next moment any event's phase changes (a
                           long poll such as GCE's wait_for_change wakes then)
+    timeline(instance_id) -> (events, retired): the events and ``retired``, read in one statement
+                          (one moment): the sum over the instance's deleted events of
+                          RETIRED_WEIGHT x (revision + 1), kept in the settings row
+                          ``events_retired/<instance id>``, so that a number built from the
+                          revisions and phases (Azure's DocumentIncarnation) can stay monotonic
+                          when an operator deletes an event
 
 Writes (registry methods, each validated, each logged in the change feed): ``add_event(instance_id,
 kind, not_before, not_after=None, details=None, event_id=None)``, ``events(instance_id)``,
 ``get_event(instance_id, event_id)``, ``update_event(instance_id, event_id, state=..., not_before=...,
 not_after=..., details=...)``, ``acknowledge_event(instance_id, event_id, when)`` and
-``delete_event(instance_id, event_id)``; deleting an instance deletes its events.
+``delete_event(instance_id, event_id)``; deleting an instance deletes its events
+(and its ``events_retired`` row).
 
 Kinds and which cloud shows what (the EC2 side is ``provider/server/ec2_events.py``; Azure's
 scheduled events and GCE's ``maintenance-event``/``preempted`` read the same events):
@@ -72,6 +79,8 @@ LIFECYCLE_STATES = ("InService", "Terminated", "Detached", "Standby", "Warmed:Hi
                     "Warmed:Stopped", "Warmed:Terminated")
 AZURE_SOURCES = ("Platform", "User")
 MAX_EVENTS_PER_INSTANCE = 100
+RETIRED_SETTING = "events_retired/"  # + instance id: what the instance's deleted events weighed
+RETIRED_WEIGHT = 4  # more than the phases (shown, started, over) an event can add beyond its revisions
 MAX_DESCRIPTION = 255
 
 # kind -> {detail: (type, default)}; a default of ... means required
@@ -263,6 +272,17 @@ class EventStore:
                                   "ORDER BY not_before, event_id"), (instance_id,))
             return [_event(row) for row in cur.fetchall()]
 
+    def timeline(self, instance_id: str) -> tuple[list[Event], int]:
+        """``events(instance_id)`` and what its deleted events weighed (``retired``), in one statement."""
+        with self._cursor() as cur:
+            columns = ", ".join(f"e.{name.strip()}" for name in self._COLUMNS.split(","))
+            cur.execute(self._sql(f"SELECT s.value, {columns} FROM (SELECT 1 AS one) AS one "
+                                  "LEFT JOIN settings s ON s.name = ? LEFT JOIN events e ON e.instance_id = ? "
+                                  "ORDER BY e.not_before, e.event_id"), (RETIRED_SETTING + instance_id, instance_id))
+            rows = cur.fetchall()
+        retired = int(rows[0][0]) if rows and rows[0][0] is not None else 0
+        return [_event(row[1:]) for row in rows if row[1] is not None], retired
+
     def get_event(self, instance_id: str, event_id: str) -> Optional[Event]:
         with self._cursor() as cur:
             cur.execute(self._sql(f"SELECT {self._COLUMNS} FROM events WHERE instance_id = ? AND event_id = ?"),
@@ -336,15 +356,25 @@ class EventStore:
         return event
 
     def delete_event(self, instance_id: str, event_id: str) -> bool:
+        """Remove the event; its weight (``RETIRED_WEIGHT`` x (revision + 1)) joins the instance's ``retired``."""
         with self._lock, self._transaction() as cur:
-            self._serialise_changes(cur)
+            self._serialise_changes(cur)  # every write waits here: the read-then-write below is safe
+            current = self._locked_event(cur, instance_id, event_id)
+            if current is None:
+                return False
             cur.execute(self._sql("DELETE FROM events WHERE instance_id = ? AND event_id = ?"),
                         (instance_id, event_id))
-            gone = cur.rowcount > 0
-            if gone:
-                self._log_change(cur, instance_id)
-                self._notify(cur)
-        return gone
+            name = RETIRED_SETTING + instance_id
+            cur.execute(self._sql("SELECT value FROM settings WHERE name = ?"), (name,))
+            row = cur.fetchone()
+            weight = str((int(row[0]) if row else 0) + RETIRED_WEIGHT * (current.revision + 1))
+            if row:
+                cur.execute(self._sql("UPDATE settings SET value = ? WHERE name = ?"), (weight, name))
+            else:
+                cur.execute(self._sql("INSERT INTO settings (name, value) VALUES (?, ?)"), (name, weight))
+            self._log_change(cur, instance_id)
+            self._notify(cur)
+        return True
 
     def _locked_event(self, cur: Any, instance_id: str, event_id: str) -> Optional[Event]:
         cur.execute(self._sql(f"SELECT {self._COLUMNS} FROM events WHERE instance_id = ? AND event_id = ?"),

@@ -27,6 +27,9 @@ LIST_FILTERS = ("name", "hostname", "project_id", "availability_zone", "network"
                 "imds_tokens")
 MAX_PHONE_HOME_KEPT = 20
 CHANGES_KEPT_SECONDS = 3600.0
+# settings rows that belong to one instance, named PREFIX + instance id (or PREFIX + id + "/..."):
+# removed with the instance (events.py's retired weight; the OCI instance principal keys)
+INSTANCE_SETTINGS = ("events_retired/", "oci_leaf_key/")
 # The schema's version, kept in the ``schema_version`` table. 1: the first release (no table);
 # 2: the table itself, tags with values (``tags.value``, a mapping in the record body);
 # 3: the ``events`` table (registry/events.py) and ``instances.password_by`` (who set the password);
@@ -340,6 +343,8 @@ class SQLRegistry(EventStore, ProvisioningStore, abc.ABC):
             existed = cur.rowcount > 0
             for table in ("addresses", "tags", "phone_home", "events", "provisioning_reports", "provisioning_state"):
                 cur.execute(self._sql(f"DELETE FROM {table} WHERE instance_id = ?"), (instance_id,))
+            for prefix in INSTANCE_SETTINGS:  # an instance id holds no "/": PREFIX + id + "/" is its alone
+                self._drop_settings(cur, prefix + instance_id, "")
             if existed:
                 self._log_change(cur, instance_id)
                 self._notify(cur)
@@ -393,6 +398,15 @@ class SQLRegistry(EventStore, ProvisioningStore, abc.ABC):
                                   "ON CONFLICT (name) DO NOTHING"), (name, make()))
             cur.execute(self._sql("SELECT value FROM settings WHERE name = ?"), (name,))
             return str(cur.fetchone()[0])
+
+    def drop_settings(self, name: str, keep: str = "") -> None:
+        """Remove the settings row ``name`` and every ``name/...`` row but ``keep``."""
+        with self._lock, self._transaction() as cur:
+            self._drop_settings(cur, name, keep)
+
+    def _drop_settings(self, cur: Any, name: str, keep: str) -> None:
+        cur.execute(self._sql("DELETE FROM settings WHERE (name = ? OR substr(name, 1, ?) = ?) AND name <> ?"),
+                    (name, len(name) + 1, name + "/", keep))
 
     # -- helpers ---------------------------------------------------------------------------
     def _check_addresses_free(self, cur: Any, record: InstanceRecord) -> None:

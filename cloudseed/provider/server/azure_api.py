@@ -129,7 +129,7 @@ def _scheduled_events(app: Any, request: Any, instance: Any, version: str) -> An
         return _BAD_VERSION
     events = getattr(instance, "events", ())  # the timeline (registry/events.py), loaded with the instance
     if request.method in ("GET", "HEAD"):
-        return azure_events.answer(instance.record, events, version, time.time())
+        return azure_events.answer(instance.record, events, version, time.time(), getattr(instance, "retired", 0))
     if request.method != "POST":
         return error(405, "Method not allowed")
     ids = azure_events.start_requests(request.body, events)

@@ -9,9 +9,13 @@ fields follow the api-version asked, as Azure's: ``Preempt`` from 2017-11-01, ``
 2019-01-01, ``Description`` from 2019-04-01, ``EventSource`` from 2019-08-01,
 ``DurationInSeconds`` from 2020-07-01.
 
-``DocumentIncarnation`` grows with every change of the document: it is the sum, over the
-instance's events, of their revisions and of the phases each has entered (shown, started,
-over), so every server of the registry answers the same number at the same moment.
+``DocumentIncarnation`` grows with every change of the document and never goes down: it is the
+sum, over the instance's events, of 4 x revision plus the phases each has entered (shown,
+started, over: at most 3), plus what the instance's deleted events weighed (``retired``, 4 x
+(revision + 1) each, kept by the registry). Time only adds phases; a change of an event adds 4
+to its revision term, more than the phases it can take back (an event moved later is
+``Scheduled`` again); a deletion adds more to ``retired`` than the event counted. Every server
+of the registry answers the same number at the same moment.
 
 ``POST`` with ``{"StartRequests": [{"EventId": ...}]}`` approves events; the registry records
 the approval (``acknowledge_event``) and the next read shows them ``Started``. An id that is not
@@ -24,6 +28,7 @@ import email.utils
 import json
 from typing import Any, Iterable
 
+from cloudseed.provider.registry.events import RETIRED_WEIGHT
 from cloudseed.provider.server.http import Response
 
 VERSIONS = ("2017-03-01", "2017-08-01", "2017-11-01", "2019-01-01", "2019-04-01", "2019-08-01", "2020-07-01")
@@ -44,19 +49,19 @@ def _started(event: Any, now: float) -> bool:
     return now >= event.not_before or event.acknowledged_at is not None
 
 
-def incarnation(events: Iterable[Any], now: float) -> int:
-    total = 0
+def incarnation(events: Iterable[Any], now: float, retired: int = 0) -> int:
+    total = retired
     for event in events:
         if event.kind not in TYPES:
             continue
-        total += event.revision
+        total += RETIRED_WEIGHT * event.revision
         total += now >= _shown_from(event)
         total += _started(event, now)
         total += event.phase(now) == "over"
     return total
 
 
-def document(record: Any, events: Iterable[Any], version: str, now: float) -> dict:
+def document(record: Any, events: Iterable[Any], version: str, now: float, retired: int = 0) -> dict:
     events = [e for e in events if e.kind in TYPES]
     shown = []
     for event in events:
@@ -75,11 +80,11 @@ def document(record: Any, events: Iterable[Any], version: str, now: float) -> di
         if version >= "2020-07-01":
             item["DurationInSeconds"] = event.details.get("duration_seconds", -1)
         shown.append(item)
-    return {"DocumentIncarnation": incarnation(events, now), "Events": shown}
+    return {"DocumentIncarnation": incarnation(events, now, retired), "Events": shown}
 
 
-def answer(record: Any, events: Iterable[Any], version: str, now: float) -> Response:
-    return Response(200, json.dumps(document(record, events, version, now)), JSON)
+def answer(record: Any, events: Iterable[Any], version: str, now: float, retired: int = 0) -> Response:
+    return Response(200, json.dumps(document(record, events, version, now, retired)), JSON)
 
 
 def start_requests(body: bytes, events: Iterable[Any]) -> list[str] | Response:

@@ -44,7 +44,8 @@ class CachedInstance:
     so a repeated request skips routing (the IMDSv2 token check still comes first, on every API).
     ``trees``: the EC2 meta-data tree of each version asked for, built once for all its leaves.
     ``events``: the instance's timeline (``registry/events.py``: ``Event`` tuples by start time),
-    ``faults`` those of kind ``fault`` (checked before every answer while any exist).
+    ``faults`` those of kind ``fault`` (checked before every answer while any exist),
+    ``retired`` what its deleted events weighed (``registry.timeline``; Azure's DocumentIncarnation).
     All go away with the instance when the registry changes it.
 
     Bounded whatever the requests: ``remember`` keeps an answer only while the instance holds
@@ -53,9 +54,10 @@ class CachedInstance:
     kept for a path that has no answer (404). A flood of distinct paths costs CPU, not memory.
     """
 
-    __slots__ = ("record", "responses", "routes", "instance_id", "trees", "kept_bytes", "events", "faults")
+    __slots__ = ("record", "responses", "routes", "instance_id", "trees", "kept_bytes", "events", "faults",
+                 "retired")
 
-    def __init__(self, record: InstanceRecord, events: tuple = ()):
+    def __init__(self, record: InstanceRecord, events: tuple = (), retired: int = 0):
         self.record = record
         self.instance_id = record.instance_id
         self.responses: dict[str, Any] = {}
@@ -63,6 +65,7 @@ class CachedInstance:
         self.trees: dict[Any, Any] = {}  # EC2 meta-data tree per version (ec2_api.render)
         self.kept_bytes = 0
         self.events = events
+        self.retired = retired
         now = time.time()  # faults already over are not checked (the hot path stays open to the rest)
         self.faults = tuple(e for e in events if e.kind == "fault" and e.state == "scheduled"
                             and (e.not_after is None or e.not_after > now))
@@ -130,17 +133,18 @@ class InstanceCache:
         if cached is not MISSING:
             return cached  # type: ignore[return-value]
         generation = self.generation
-        record, events = await self.load(self._load, instance_id)
-        entry = CachedInstance(record, events) if record is not None else None
+        record, events, retired = await self.load(self._load, instance_id)
+        entry = CachedInstance(record, events, retired) if record is not None else None
         if generation == self.generation:
             self.instances[instance_id] = entry
         return entry
 
-    def _load(self, instance_id: str) -> tuple[Optional[InstanceRecord], tuple]:
+    def _load(self, instance_id: str) -> tuple[Optional[InstanceRecord], tuple, int]:
         record = self.registry.get(instance_id)
         if record is None:
-            return None, ()
-        return record, tuple(self.registry.events(instance_id))
+            return None, (), 0
+        events, retired = self.registry.timeline(instance_id)
+        return record, tuple(events), retired
 
     async def run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)

@@ -2,15 +2,18 @@
 ``key.pem``) and the CA that issues them (``intermediate.pem``), made in process with ``cryptography``.
 
 The CA (an RSA-2048 key and a self-signed CA certificate) is the registry's, kept in its settings
-(``oci_intermediate_pem``). Each instance has an RSA-2048 key pair, made the first time it asks
-and kept in the registry's settings (``oci_leaf_key/<instance id>``) so that every server process
-answers the same pair. Its certificate is issued anew every ``ROTATION`` seconds (valid
-``VALIDITY``); it is derived from the key, the instance and the rotation window alone (serial,
-times, names; RSA PKCS#1 v1.5 signatures are deterministic), so every process issues the same
-bytes. The subject names the instance as OCI's do: ``CN=<instance OCID>`` and the organisational
-units ``opc-certtype:instance``, ``opc-compartment:<OCID>``, ``opc-instance:<OCID>`` and
-``opc-tenant:<OCID>`` (the SDK reads the tenancy from that last one). The key itself does not
-rotate. The federation endpoint (``oci_federation.py``) trusts what this CA issued.
+(``oci_intermediate_pem``). Each instance's certificate is issued anew every ``ROTATION`` seconds
+(valid ``VALIDITY``), and with it a new RSA-2048 key pair: the SDKs read ``cert.pem`` and
+``key.pem`` again together whenever they refresh, so the key rotates with the certificate. The
+window's key is made the first time the instance asks in that window and kept in the registry's
+settings (``oci_leaf_key/<instance id>/<window>``; the previous window's row is then removed, and
+all of them with the instance) so that every server process answers the same pair; the
+certificate is derived from the key, the instance and the window alone (serial, times, names;
+RSA PKCS#1 v1.5 signatures are deterministic), so every process issues the same bytes. The
+subject names the instance as OCI's do: ``CN=<instance OCID>`` and the organisational units
+``opc-certtype:instance``, ``opc-compartment:<OCID>``, ``opc-instance:<OCID>`` and
+``opc-tenant:<OCID>`` (the SDK reads the tenancy from that last one). The federation endpoint
+(``oci_federation.py``) trusts what this CA issued, for as long as each certificate is valid.
 """
 
 from __future__ import annotations
@@ -89,7 +92,9 @@ class OciIdentity:
         kept = self._kept.get((record.instance_id, window))
         if kept is not None:
             return kept
-        key_pem = self.registry.shared_setting(LEAF_SETTING + record.instance_id, _new_key_pem)
+        name = f"{LEAF_SETTING}{record.instance_id}/{window}"
+        key_pem = self.registry.shared_setting(name, _new_key_pem)
+        self.registry.drop_settings(LEAF_SETTING + record.instance_id, keep=name)  # earlier windows' keys
         found = (self._certificate(record, key_pem, window), key_pem)
         if len(self._kept) >= MAX_KEPT:
             self._kept.clear()

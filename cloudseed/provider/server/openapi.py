@@ -128,6 +128,24 @@ def openapi_document() -> dict[str, Any]:
                 "delete": {"summary": "Remove an event", "responses": {"204": {"description": "gone"},
                                                                         "404": error}},
             },
+            "/v1/keys/jwks": {"get": {
+                "security": [], "summary": "The public keys of the tokens the server issues, as a JWK Set",
+                "responses": {"200": {"description": "JWK Set", "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["keys"], "properties": {"keys": {"type": "array"}}}}}}}}},
+            "/v1/keys/certs": {"get": {
+                "security": [], "summary": "The same keys as {kid: certificate PEM} (Google's oauth2/v1/certs form)",
+                "responses": {"200": {"description": "certificates by key id", "content": {"application/json": {
+                    "schema": {"type": "object", "additionalProperties": {"type": "string"}}}}}}}},
+            "/v1/keys/pem": {"get": {
+                "security": [], "summary": "The signing certificate as PEM",
+                "responses": {"200": {"description": "certificate", "content": {"application/x-pem-file": {
+                    "schema": {"type": "string"}}}}}}},
+            "/v1/credentials/gce/tokeninfo": {"get": {
+                "security": [], "summary": "What a GCE access token grants, as Google's tokeninfo answers",
+                "parameters": [{"name": "access_token", "in": "query", "required": True,
+                                "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "email, scope, expires_in, instance_id"},
+                              "400": {"description": "invalid_token: expired, or not this registry's"}}}},
             "/health": {"get": {"security": [], "summary": "Liveness and registry reachability",
                                 "responses": {"200": {"description": "ok"}, "503": error}}},
             "/metrics": {"get": {"security": [], "summary": "Prometheus metrics",

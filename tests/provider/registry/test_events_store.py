@@ -39,6 +39,40 @@ def test_events_are_stored_ordered_and_survive_a_reopen(db_url):
         assert registry.events("i-ev") == []
 
 
+def test_deleted_events_weigh_in_retired_and_go_with_their_instance(db_url):
+    """``timeline`` answers the events and what deleted ones weighed in one read; deleting the
+    instance removes its per-instance settings rows (this weight, the OCI leaf keys), and only its."""
+    with open_registry(db_url) as registry:
+        for name in ("i-ret", "i-ret2", "i-ret-other"):
+            _instance(registry, name)
+        assert registry.timeline("i-ret") == ([], 0)
+        first = registry.add_event("i-ret", "reboot", T0, event_id="r-1")
+        registry.update_event("i-ret", "r-1", not_before=T0 + 60)  # revision 2
+        second = registry.add_event("i-ret", "freeze", T0 + 120, event_id="f-1")
+        events, retired = registry.timeline("i-ret")
+        assert [e.event_id for e in events] == ["r-1", "f-1"] and retired == 0 and events[1] == second
+        seq, _ = registry.changes_since(-1)
+        assert registry.delete_event("i-ret", "r-1")
+        assert registry.changes_since(seq)[1] == ["i-ret"]
+        assert registry.timeline("i-ret") == ([second], 4 * (2 + 1))  # RETIRED_WEIGHT x (revision + 1)
+        assert registry.delete_event("i-ret", "f-1") and not registry.delete_event("i-ret", "f-1")
+        assert registry.timeline("i-ret") == ([], 12 + 4 * 2)
+        assert first.revision == 1
+        registry.add_event("i-ret2", "reboot", T0, event_id="r-2")
+        registry.delete_event("i-ret2", "r-2")
+        for name in ("i-ret", "i-ret2", "i-ret-other"):
+            registry.shared_setting(f"oci_leaf_key/{name}/123", lambda: "key")
+            registry.shared_setting(f"oci_leaf_key/{name}", lambda: "older key")
+        registry.delete("i-ret")
+        with registry._cursor() as cur:
+            cur.execute("SELECT name FROM settings WHERE name LIKE 'events_retired/%' OR name LIKE 'oci_leaf_key/%'")
+            left = sorted(row[0] for row in cur.fetchall())
+        assert left == ["events_retired/i-ret2", "oci_leaf_key/i-ret-other", "oci_leaf_key/i-ret-other/123",
+                        "oci_leaf_key/i-ret2", "oci_leaf_key/i-ret2/123"]
+        _instance(registry, "i-ret")  # the same id again: a new instance, nothing carried over
+        assert registry.timeline("i-ret") == ([], 0)
+
+
 @pytest.mark.parametrize("kind, not_after, details, field", [
     ("explode", None, {}, "kind"),
     ("preempt", None, {"action": "reboot"}, "details.action"),

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from server_support import ROOT, ServerProcess, new_address
+from server_support import ADMIN_TOKEN, ROOT, ServerProcess, new_address
 
 
 def test_admin_crud_and_list_filters(server):
@@ -90,6 +90,42 @@ def test_openapi_metrics_health(server):
     assert 'cloudseed_requests_total{api="ec2",status="200"}' in metrics
     assert 'cloudseed_requests_total{api="ec2",status="404"}' in metrics
     assert "cloudseed_request_duration_seconds_bucket" in metrics and "cloudseed_cached_instances" in metrics
+
+
+def test_openapi_lists_every_admin_endpoint_and_each_answers_as_it_says(server):
+    """Every operation of /openapi.json is called (path parameters from a registered instance and
+    event, required query parameters and bodies from small examples; deletions last) and must
+    answer one of the statuses it lists; the public ones without a token. Every endpoint family
+    the admin listener serves must be in the document."""
+    from cloudseed.provider.server import credential_keys_api
+
+    doc = server.admin("GET", "/openapi.json", token=None).json()
+    paths = doc["paths"]
+    for path in (*credential_keys_api.PATHS, "/v1/instances", "/v1/instances/{instance_id}/events/{event_id}",
+                 "/health", "/metrics"):
+        assert path in paths, f"{path} is served but not in /openapi.json"
+    server.add(instance_id="i-openapi", hostname="oa", addresses=[new_address()])
+    event = server.admin("POST", "/v1/instances/i-openapi/events", {"kind": "reboot", "not_before": "+600"}).json()
+    values = {"instance_id": "i-openapi", "event_id": event["event_id"]}
+    bodies = {("/v1/instances", "post"): {"instance_id": "i-openapi-2", "hostname": "oa2"},
+              ("/v1/instances/{instance_id}", "patch"): {"hostname": "oa-renamed"},
+              ("/v1/instances/{instance_id}/events", "post"): {"kind": "freeze", "not_before": "+900"},
+              ("/v1/instances/{instance_id}/events/{event_id}", "patch"): {"not_before": "+1200"}}
+    operations = [(path, method, spec) for path, item in paths.items() for method, spec in item.items()
+                  if method in ("get", "post", "patch", "delete")]
+    operations.sort(key=lambda op: (op[1] == "delete", -op[0].count("/")))  # deletions last, events first
+    for path, method, spec in operations:
+        target = path.format(**values)
+        required = [p["name"] for p in spec.get("parameters", []) if p["in"] == "query" and p.get("required")]
+        if required:
+            target += "?" + "&".join(f"{name}=not-a-token" for name in required)
+        public = spec.get("security") == []
+        reply = server.admin(method.upper(), target, bodies.get((path, method)),
+                             token=None if public else ADMIN_TOKEN)
+        assert str(reply.status) in spec["responses"], (method, target, reply.status, reply.text[:200])
+        content = spec["responses"][str(reply.status)].get("content", {})
+        if "application/json" in content:
+            json.loads(reply.text)
 
 
 def test_access_log_is_structured(server):

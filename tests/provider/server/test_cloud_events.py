@@ -100,6 +100,39 @@ def test_azure_scheduled_events_flow(server):
     assert after["DocumentIncarnation"] > before["DocumentIncarnation"]
 
 
+def test_azure_document_incarnation_never_goes_down(server):
+    """Moving an event later, approving it and deleting events (the operator's) all move
+    DocumentIncarnation up; before, a moved or deleted event could take it back down."""
+    address = new_address()
+    server.add(instance_id="az-events-2", hostname="vm-inc", addresses=[{"address": address, "network": "default"}],
+               clouds={"azure": {}})
+    poller = AzurePoller(server, address)
+    seen = [poller.read()["DocumentIncarnation"]]
+
+    def read(events: int) -> dict:
+        document = poller.read()
+        assert len(document["Events"]) == events, document
+        assert document["DocumentIncarnation"] > seen[-1], (seen, document)
+        seen.append(document["DocumentIncarnation"])
+        return document
+
+    preempt = schedule(server, "az-events-2", kind="preempt", not_before="+60")  # shown: within its notice
+    reboot = schedule(server, "az-events-2", kind="reboot", not_before="+900")
+    read(2)
+    # later than its notice: not shown any more (the revision went up by one, the phases down by one)
+    moved = server.admin("PATCH", f"/v1/instances/az-events-2/events/{preempt['event_id']}",
+                         {"not_before": "+3600"})
+    assert moved.status == 200, moved.text
+    assert [e["EventType"] for e in read(1)["Events"]] == ["Reboot"]
+    body = json.dumps({"StartRequests": [{"EventId": reboot["event_id"]}]})
+    assert server.get(SE + "2020-07-01", address, method="POST", headers=AZ, body=body).status == 200
+    assert read(1)["Events"][0]["EventStatus"] == "Started"
+    for event in (reboot, preempt):  # deleted by the operator: gone, and the number still grows
+        assert server.admin("DELETE", f"/v1/instances/az-events-2/events/{event['event_id']}").status == 204
+        read(0)
+    assert poller.read()["DocumentIncarnation"] == seen[-1]  # and stays while nothing changes
+
+
 def long_poll(server, address: str, leaf: str, last_etag: str, timeout: int = 10):
     started = time.monotonic()
     reply = http(server.port, f"/computeMetadata/v1/instance/{leaf}?wait_for_change=true&last_etag={last_etag}"

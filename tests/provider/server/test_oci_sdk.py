@@ -6,7 +6,7 @@ takes the tenancy from the certificate's subject, and trades the certificate at 
 endpoint (``cloudseed serve --oci-auth-listen``; the SDK is pointed there with its
 ``federation_endpoint`` argument) for a security token, which it then signs requests with.
 The federation endpoint's refusals are checked with hand-made requests; the certificates'
-rotation with a moved clock on a real registry.
+rotation (certificate and key) with a moved clock on a real registry.
 """
 
 from __future__ import annotations
@@ -188,9 +188,15 @@ def test_certificates_rotate_and_every_process_issues_the_same(tmp_path):
         def __call__(self):
             return self.now
 
+    def leaf_rows() -> list:
+        with registry._cursor() as cur:
+            cur.execute("SELECT name FROM settings WHERE name LIKE 'oci_leaf_key/%'")
+            return sorted(row[0] for row in cur.fetchall())
+
     registry = open_registry(str(tmp_path / "db"))
     try:
-        record = InstanceRecord(instance_id="ocid1.instance.oc1..rot", project_id="p")
+        record = InstanceRecord(instance_id="ocid1.instance.oc1..rot", hostname="rot", project_id="p")
+        registry.add(record)
         clock = Clock()
         key = shared_key(registry)
         one, two = OciIdentity(registry, key, clock), OciIdentity(registry, key, clock)
@@ -202,12 +208,23 @@ def test_certificates_rotate_and_every_process_issues_the_same(tmp_path):
         assert "opc-instance:ocid1.instance.oc1..rot" in units and any(u.startswith("opc-tenant:ocid1.tenancy.")
                                                                         for u in units)
         assert one.check_leaf(first.encode()) is not None
+        window = int(clock.now // ROTATION)
+        assert leaf_rows() == [f"oci_leaf_key/ocid1.instance.oc1..rot/{window}"]
         clock.now += ROTATION
-        second, same_key = one.leaf(record)
-        assert second != first and same_key == key
-        assert x509.load_pem_x509_certificate(second.encode()).serial_number != cert.serial_number
+        second, new_key = one.leaf(record)  # a new certificate, and a new key with it
+        assert second != first and new_key != key and two.leaf(record) == (second, new_key)
+        rotated = x509.load_pem_x509_certificate(second.encode())
+        assert rotated.serial_number != cert.serial_number
+        from cryptography.hazmat.primitives import serialization
+
+        assert rotated.public_key().public_numbers() == serialization.load_pem_private_key(
+            new_key.encode(), password=None).public_key().public_numbers()  # the pair matches
+        assert leaf_rows() == [f"oci_leaf_key/ocid1.instance.oc1..rot/{window + 1}"]  # the old key is gone
+        assert one.check_leaf(first.encode()) is not None  # the old certificate is valid for its hour of overlap
         clock.now += VALIDITY
         with pytest.raises(ValueError, match="not valid now"):
             one.check_leaf(first.encode())
+        registry.delete(record.instance_id)  # the instance's keys go with it
+        assert leaf_rows() == []
     finally:
         registry.close()
