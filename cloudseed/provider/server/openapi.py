@@ -8,6 +8,7 @@ from cloudseed.provider.registry import LIST_FILTERS
 from cloudseed.provider.registry.ec2_fields import FIELDS as EC2_FIELDS
 from cloudseed.provider.registry.events import DETAILS as EVENT_DETAILS
 from cloudseed.provider.registry.events import KINDS as EVENT_KINDS
+from cloudseed.provider.registry.provisioning import STATES as PROVISIONING_STATES
 
 
 def _instance_schema() -> dict[str, Any]:
@@ -66,6 +67,10 @@ def openapi_document() -> dict[str, Any]:
     instance = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Instance"}}}}
     id_param = {"name": "instance_id", "in": "path", "required": True, "schema": {"type": "string"}}
     event = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Event"}}}}
+    def counter(name: str, text: str) -> list[dict[str, Any]]:
+        return [{"name": name, "in": "query", "description": text,
+                 "schema": {"type": "integer", "minimum": 0, "maximum": 10 ** 15 - 1}}]
+
     filters = [{"name": name, "in": "query", "schema": {"type": "string"}} for name in LIST_FILTERS]
     for entry in filters:
         if entry["name"] == "tag":
@@ -128,6 +133,26 @@ def openapi_document() -> dict[str, Any]:
                 "delete": {"summary": "Remove an event", "responses": {"204": {"description": "gone"},
                                                                         "404": error}},
             },
+            "/v1/provisioning": {"get": {
+                "summary": "Every instance's provisioning state (admin_provisioning.py)",
+                "parameters": [{"name": "state", "in": "query", "schema": {"enum": list(PROVISIONING_STATES)}},
+                               {"name": "q", "in": "query", "schema": {"type": "string"},
+                                "description": "part of an instance id, name or host name"},
+                               *counter("limit", "at most 1,000"), *counter("offset", "")],
+                "responses": {"200": {"description": "instances and their states"}, "400": error, "401": error}}},
+            "/v1/instances/{instance_id}/provisioning": {"parameters": [id_param], "get": {
+                "summary": "An instance's provisioning state and the reports of one boot",
+                "parameters": [*counter("boot", "the boot to show (default: the latest)"),
+                               *counter("after", "reports after this sequence number")],
+                "responses": {"200": {"description": "state and reports"}, "400": error, "404": error}}},
+            "/v1/instances/{instance_id}/provisioning/stream": {"parameters": [id_param], "get": {
+                "summary": "Reports as Server-Sent Events: those after `after` (or Last-Event-ID) once there are "
+                           "any, else the state after `wait` seconds; the client reconnects",
+                "parameters": [*counter("after", "reports after this sequence number"),
+                               {"name": "wait", "in": "query", "example": 0,
+                                "schema": {"type": "integer", "minimum": 0, "maximum": 30}}],
+                "responses": {"200": {"description": "text/event-stream: report and state events"},
+                              "400": error, "404": error}}},
             "/v1/keys/jwks": {"get": {
                 "security": [], "summary": "The public keys of the tokens the server issues, as a JWK Set",
                 "responses": {"200": {"description": "JWK Set", "content": {"application/json": {"schema": {

@@ -102,7 +102,8 @@ def test_openapi_lists_every_admin_endpoint_and_each_answers_as_it_says(server):
     doc = server.admin("GET", "/openapi.json", token=None).json()
     paths = doc["paths"]
     for path in (*credential_keys_api.PATHS, "/v1/instances", "/v1/instances/{instance_id}/events/{event_id}",
-                 "/health", "/metrics"):
+                 "/v1/provisioning", "/v1/instances/{instance_id}/provisioning",
+                 "/v1/instances/{instance_id}/provisioning/stream", "/health", "/metrics"):
         assert path in paths, f"{path} is served but not in /openapi.json"
     server.add(instance_id="i-openapi", hostname="oa", addresses=[new_address()])
     event = server.admin("POST", "/v1/instances/i-openapi/events", {"kind": "reboot", "not_before": "+600"}).json()
@@ -116,9 +117,10 @@ def test_openapi_lists_every_admin_endpoint_and_each_answers_as_it_says(server):
     operations.sort(key=lambda op: (op[1] == "delete", -op[0].count("/")))  # deletions last, events first
     for path, method, spec in operations:
         target = path.format(**values)
-        required = [p["name"] for p in spec.get("parameters", []) if p["in"] == "query" and p.get("required")]
-        if required:
-            target += "?" + "&".join(f"{name}=not-a-token" for name in required)
+        query = [f"{p['name']}={p.get('example', 'not-a-token')}" for p in spec.get("parameters", [])
+                 if p["in"] == "query" and (p.get("required") or "example" in p)]
+        if query:
+            target += "?" + "&".join(query)
         public = spec.get("security") == []
         reply = server.admin(method.upper(), target, bodies.get((path, method)),
                              token=None if public else ADMIN_TOKEN)
