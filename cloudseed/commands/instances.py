@@ -1,8 +1,8 @@
 """``cloudseed instances``: add, list, show, update and remove instances in the registry; print the
-certificate of the EC2 instance identity signatures or Azure's attested documents
-(``identity-certificate [--azure]``); schedule events on an instance's timeline (``events``, in
-``_instance_events.py``); read what instances' agents reported about their boots (``provisioning``,
-in ``_instance_provisioning.py``)."""
+certificate of the EC2 instance identity signatures, Azure's attested documents or the OCI
+federation endpoint's CA (``identity-certificate [--azure|--oci-auth]``); schedule events on an
+instance's timeline (``events``, in ``_instance_events.py``); read what instances' agents reported
+about their boots (``provisioning``, in ``_instance_provisioning.py``)."""
 
 from __future__ import annotations
 
@@ -103,9 +103,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     certificate = sub.add_parser("identity-certificate",
                                  help="print the certificate that verifies EC2 instance identity signatures (pkcs7, "
                                       "rsa2048, signature); made with the key on first use")
-    certificate.add_argument("--azure", action="store_true",
-                             help="the certificate of Azure's attested documents instead (azure_attested_key: "
-                                  "ecdsa, the default; with 'rsa' the server signs them with the EC2 key)")
+    which = certificate.add_mutually_exclusive_group()
+    which.add_argument("--azure", action="store_true",
+                       help="the certificate of Azure's attested documents instead (azure_attested_key: ecdsa, the "
+                            "default; with 'rsa' the server signs them with the EC2 key)")
+    which.add_argument("--oci-auth", action="store_true",
+                       help="the CA of the OCI federation endpoint's TLS certificate instead (--oci-auth-tls-listen; "
+                            "the instances' CA bundle needs it)")
     password = sub.add_parser("password", help="decrypt the admin password the instance posted, as nova "
                                                "get-password does (admin_password: {post_to_metadata: true})")
     password.add_argument("instance_id")
@@ -273,11 +277,15 @@ def _ec2_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _identity_certificate(registry: Any, args: argparse.Namespace) -> int:
-    from cloudseed.provider.server import azure_attested
+    from cloudseed.provider.server import azure_attested, oci_auth_tls
     from cloudseed.provider.server.ec2_identity import IdentityError, certificate, shared_pem
 
     try:
-        print(certificate(azure_attested.shared_pem(registry) if args.azure else shared_pem(registry)), end="")
+        if args.oci_auth:
+            pem = oci_auth_tls.shared_ca(registry)
+        else:
+            pem = azure_attested.shared_pem(registry) if args.azure else shared_pem(registry)
+        print(certificate(pem), end="")
     except IdentityError as error:
         print(f"cloudseed instances identity-certificate: {error}", file=sys.stderr)
         return 1

@@ -27,6 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--oci-auth-listen", action="append", metavar="HOST:PORT",
                         help="OCI federation endpoint (POST /v1/x509: instance principal certificates for security "
                              "tokens; repeatable; default none)")
+    parser.add_argument("--oci-auth-tls-listen", action="append", metavar="HOST:PORT",
+                        help="the same in TLS, where the OCI SDKs look for it (HOST:443, reached as "
+                             "auth.<region>.<realm domain>; certificate from the registry's CA: "
+                             "'cloudseed instances identity-certificate --oci-auth'; repeatable; default none)")
     parser.add_argument("--admin-token-file", metavar="FILE", help="bearer token for the admin API")
     parser.add_argument("--proxy", action="append", metavar="ADDRESS|CIDR", dest="proxies",
                         help="trusted metadata proxy (repeatable); needs --proxy-secret-file")
@@ -54,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = {
         "db": args.db, "listen": args.listen, "admin_listen": args.admin_listen,
         "password_server_listen": args.password_server_listen, "oci_auth_listen": args.oci_auth_listen,
+        "oci_auth_tls_listen": args.oci_auth_tls_listen,
         "admin_token_file": args.admin_token_file, "proxies": args.proxies,
         "proxy_shared_secret_file": args.proxy_secret_file, "imds_tokens": args.imds_tokens,
         "token_hop_limit": args.token_hop_limit, "rate_limit": args.rate_limit, "rate_burst": args.rate_burst,

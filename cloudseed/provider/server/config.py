@@ -34,6 +34,8 @@ class ServerConfig:
     password_server_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
     # OCI's federation endpoint emulation (oci_federation.py: POST /v1/x509); none by default
     oci_auth_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
+    # the same in TLS (oci_auth_tls.py: usually HOST:443, reached as auth.<region>.<realm domain>)
+    oci_auth_tls_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
     # metadata listeners behind a load balancer: each connection starts with a PROXY protocol header
     # (v1 or v2) naming the client, accepted only from ``proxy_protocol_from`` (proxy_protocol.py)
     proxy_protocol_listen: list[ListenSpec] = dataclasses.field(default_factory=list)
@@ -167,7 +169,7 @@ def _set_listen(config: ServerConfig, value: Any) -> None:
 
 def _set_listen_list(attribute: str) -> Any:
     """The setter of a list of extra listeners (``password_server_listen``, ``oci_auth_listen``,
-    ``proxy_protocol_listen``)."""
+    ``oci_auth_tls_listen``, ``proxy_protocol_listen``)."""
     def setter(config: ServerConfig, value: Any) -> None:
         values = [value] if isinstance(value, str) else value
         if not isinstance(values, list):
@@ -218,6 +220,7 @@ _SETTERS = {
     "listen": _set_listen, "admin_listen": _set_admin_listen,
     "password_server_listen": _set_listen_list("password_server_listen"),
     "oci_auth_listen": _set_listen_list("oci_auth_listen"),
+    "oci_auth_tls_listen": _set_listen_list("oci_auth_tls_listen"),
     "proxy_protocol_listen": _set_listen_list("proxy_protocol_listen"),
     "proxies": _set_networks("proxies"), "proxy_protocol_from": _set_networks("proxy_protocol_from"),
     "admin_token": _set_secret("admin_token"), "proxy_shared_secret": _set_secret("proxy_shared_secret"),

@@ -49,7 +49,7 @@ def _new_key_pem() -> str:
                              serialization.NoEncryption()).decode("ascii")
 
 
-def make_ca() -> str:
+def make_ca(common_name: str = "cloudseed OCI instance principal CA") -> str:
     """A new CA key and its self-signed certificate (10 years), as PEM text."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -58,7 +58,7 @@ def make_ca() -> str:
     pem = _new_key_pem()
     key: Any = serialization.load_pem_private_key(pem.encode("ascii"), password=None)
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "cloudseed"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, "cloudseed OCI instance principal CA")])
+                      x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
@@ -67,6 +67,7 @@ def make_ca() -> str:
             .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
                                          data_encipherment=False, key_agreement=False, key_cert_sign=True,
                                          crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .sign(key, hashes.SHA256()))
     return pem + cert.public_bytes(serialization.Encoding.PEM).decode("ascii")
 

@@ -16,7 +16,7 @@ import logging
 import os
 import signal
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from cloudseed.provider.registry import open_registry
 from cloudseed.provider.server.access_log import AccessLog
@@ -96,17 +96,28 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
 
         handlers["password"] = PasswordServer(registry, cache, limiter, metrics, tokens, config.imds_tokens).handle
         listeners.extend(Listener(s.host, s.port, s.network, kind="password") for s in config.password_server_listen)
-    if config.oci_auth_listen:  # OCI's federation endpoint, in this process only
+    tls_context: Any = None  # of the oci-auth-tls listeners (the OCI federation endpoint at auth.<region>...)
+    if config.oci_auth_listen or config.oci_auth_tls_listen:  # OCI's federation endpoint, in this process only
         from cloudseed.provider.server.oci_federation import FederationServer
 
-        handlers["oci-auth"] = FederationServer(cache, app.credentials).handle
+        handlers["oci-auth"] = handlers["oci-auth-tls"] = FederationServer(cache, app.credentials).handle
         listeners.extend(Listener(s.host, s.port, None, kind="oci-auth") for s in config.oci_auth_listen)
+        if config.oci_auth_tls_listen:
+            from cloudseed.provider.server.oci_auth_tls import server_context
+
+            tls_context = server_context(registry)
+            listeners.extend(Listener(s.host, s.port, None, kind="oci-auth-tls") for s in config.oci_auth_tls_listen)
     several = config.processes > 1
     try:
         for listener in listeners:
             listener.on_response = on_response
             handler = handlers[listener.kind]
             body_limit = config.max_admin_body if listener.kind == "admin" else MAX_METADATA_BODY
+            if listener.kind == "oci-auth-tls":
+                from cloudseed.provider.server.tls_listener import start_tls_listener
+
+                await start_tls_listener(listener, handler, table, limits(config, body_limit), tls_context)
+                continue
             await start_listener(listener, handler, table, limits(config, body_limit),  # type: ignore[arg-type]
                                  reuse_port=config.reuse_port or (several and listener.kind == "metadata"))
     except OSError as error:
@@ -127,6 +138,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     if several:
         workers = Workers(dataclasses.replace(
             config, processes=1, reuse_port=True, admin_listen=None, password_server_listen=[], oci_auth_listen=[],
+            oci_auth_tls_listen=[],
             listen=[ListenSpec(item.host, item.port, item.network) for item in listeners
                     if item.kind == "metadata" and not item.balancers],
             proxy_protocol_listen=[ListenSpec(item.host, item.port, item.network) for item in listeners

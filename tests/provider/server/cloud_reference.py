@@ -113,10 +113,10 @@ class CloudNamespaces:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         shutil.rmtree(self.etc, ignore_errors=True)
 
-    def python_in(self, namespace: str, code: str, *args: str, timeout: float = 120) -> dict:
+    def python_in(self, namespace: str, code: str, *args: str, timeout: float = 120, env: dict | None = None) -> dict:
         """This test run's Python (with the clouds' SDKs) running ``code`` in ``namespace`` (``self.gst`` or
-        ``self.srv``); its last output line is JSON."""
-        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+        ``self.srv``), ``env`` added to its environment; its last output line is JSON."""
+        env = {**{k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}, **(env or {})}
         proc = subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-c", textwrap.dedent(code), *args],
                               env=env, capture_output=True, text=True, timeout=timeout)
         assert proc.returncode == 0, proc.stderr[-4000:]

@@ -3,8 +3,12 @@
 ``InstancePrincipalsSecurityTokenSigner`` reads the region and the certificates from IMDS at
 169.254.169.254 (``/opc/v2/instance/region``, ``/opc/v2/identity/{cert,key,intermediate}.pem``),
 takes the tenancy from the certificate's subject, and trades the certificate at the federation
-endpoint (``cloudseed serve --oci-auth-listen``; the SDK is pointed there with its
-``federation_endpoint`` argument) for a security token, which it then signs requests with.
+endpoint for a security token, which it then signs requests with. Twice: pointed at
+``cloudseed serve --oci-auth-listen`` with its ``federation_endpoint`` argument, and with no
+argument at all, as the OCI CLI and Terraform use it: at ``https://auth.us-ashburn-1.oraclecloud.com``,
+which the guest namespace's hosts file sends to ``--oci-auth-tls-listen ROUTER:443`` and whose
+CA (``cloudseed instances identity-certificate --oci-auth``) it trusts through
+``REQUESTS_CA_BUNDLE``, as an operator sets them up.
 The federation endpoint's refusals are checked with hand-made requests; the certificates'
 rotation (certificate and key) with a moved clock on a real registry.
 """
@@ -25,13 +29,16 @@ pytestmark = [pytest.mark.root]
 INSTANCE = "ocid1.instance.oc1.iad.cloudseedsdktest"
 TENANCY = "ocid1.tenancy.oc1..cloudseedtenancy"
 PORT = 8000
+AUTH_HOST = "auth.us-ashburn-1.oraclecloud.com"
 
 
 @pytest.fixture(scope="module")
 def oci_cloud(tmp_path_factory):
     cloud = CloudNamespaces(str(tmp_path_factory.mktemp("oci-sdk") / "server.db"),
                             str(tmp_path_factory.mktemp("oci-sdk-server")), config={"rate_limit": 0},
-                            serve_extra=("--oci-auth-listen", f"ROUTER:{PORT}"))
+                            serve_extra=("--oci-auth-listen", f"ROUTER:{PORT}", "--oci-auth-tls-listen", "ROUTER:443"))
+    with open(f"{cloud.etc}/hosts", "a") as hosts:  # the instance network's name for the auth service
+        hosts.write(f"{cloud.router_ip} {AUTH_HOST}\n")
     cloud.server.add(instance_id=INSTANCE, hostname="oci-vm", availability_zone="Uocm:US-ASHBURN-AD-1",
                      addresses=[{"address": cloud.guest_ip, "network": "default", "prefix": 24}], macs=[cloud.mac],
                      clouds={"oracle": {"region": "us-ashburn-1", "tenancy_id": TENANCY}})
@@ -77,6 +84,49 @@ def test_instance_principals_signer_gets_a_token_from_cloudseed_serve(oci_cloud)
     assert out["first"] != out["token"] and verify(oci_cloud, out["first"])["sub"] == INSTANCE
 
 
+UNPOINTED = """
+import json, ssl, socket
+import requests
+from oci.auth.signers import InstancePrincipalsSecurityTokenSigner
+signer = InstancePrincipalsSecurityTokenSigner()  # no federation_endpoint: the SDK's own https://auth...
+token = signer.federation_client.get_security_token()
+signer.refresh_security_token()
+refreshed = signer.federation_client.get_security_token()
+refused = ""
+try:  # without the CA (requests' own bundle) the endpoint is not trusted: the check is real
+    requests.get("https://auth.us-ashburn-1.oraclecloud.com/", verify=requests.certs.where(), timeout=10)
+except requests.exceptions.SSLError as error:
+    refused = type(error).__name__
+strict = ssl.create_default_context(cafile=__import__("os").environ["REQUESTS_CA_BUNDLE"])
+strict.verify_flags |= ssl.VERIFY_X509_STRICT  # Python 3.13's default
+with socket.create_connection(("auth.us-ashburn-1.oraclecloud.com", 443), timeout=10) as raw:
+    with strict.wrap_socket(raw, server_hostname="auth.us-ashburn-1.oraclecloud.com") as tls:
+        version = tls.version()
+print(json.dumps({"endpoint": signer.federation_client.federation_endpoint, "first": token, "token": refreshed,
+                  "refused": refused, "tls": version}))
+"""
+
+
+def test_unmodified_signer_without_federation_endpoint_gets_a_token_over_tls(oci_cloud, tmp_path):
+    import subprocess
+    import sys
+
+    from server_support import ROOT
+
+    ca = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", oci_cloud.server.db_url,
+                         "identity-certificate", "--oci-auth"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert ca.returncode == 0 and "BEGIN CERTIFICATE" in ca.stdout, ca.stderr
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text(ca.stdout)
+    out = oci_cloud.python_in(oci_cloud.gst, UNPOINTED, env={"REQUESTS_CA_BUNDLE": str(bundle)})
+    assert out["endpoint"] == f"https://{AUTH_HOST}/v1/x509"
+    for token in (out["first"], out["token"]):
+        claims = verify(oci_cloud, token)
+        assert claims["sub"] == INSTANCE and claims["tenant"] == TENANCY and claims["ptype"] == "instance"
+    assert out["first"] != out["token"]
+    assert out["refused"] == "SSLError" and out["tls"] in ("TLSv1.2", "TLSv1.3")
+
+
 def _signed_request(cert_pem: str, key_pem: str, body: bytes, tenancy: str, digest_of: bytes | None = None) -> dict:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -110,7 +160,7 @@ def test_federation_refuses_what_it_did_not_issue(tmp_path):
     from server_support import ServerProcess
 
     server = ServerProcess(str(tmp_path / "db"), str(tmp_path / "srv"), ["127.0.0.1:0"], config={"rate_limit": 0},
-                           extra=["--oci-auth-listen", "127.0.0.1:0"])
+                           extra=["--oci-auth-listen", "127.0.0.1:0", "--oci-auth-tls-listen", "127.0.0.1:0"])
     try:
         address = new_address()
         server.add(instance_id="ocid1.instance.oc1..fed", hostname="fed",
@@ -141,11 +191,47 @@ def test_federation_refuses_what_it_did_not_issue(tmp_path):
         foreign = post(_signed_request(foreign_cert, foreign_key, foreign_body, tenancy), foreign_body)
         assert foreign.status == 401 and "not issued" in foreign.json()["message"]
         assert post({}, b"not json").status == 400
+        # the TLS listener: the same answers, two requests on one connection
+        tls_port = int(__import__("re").search(r"oci-auth-tls 127\.0\.0\.1:(\d+)", server.log()).group(1))
+        answers = _over_tls(server, tls_port, [(_signed_request(cert, key, body, tenancy), body),
+                                               ({"content-type": "application/json"}, b"not json")])
+        assert [status for status, _ in answers] == [200, 400] and answers[0][1]["token"].count(".") == 2
         server.admin("DELETE", "/v1/instances/ocid1.instance.oc1..fed")
         gone = post(_signed_request(cert, key, body, tenancy), body)
         assert gone.status == 401 and "no instance" in gone.json()["message"]
     finally:
         server.stop()
+
+
+def _over_tls(server, port: int, requests: list) -> list:
+    """(status, JSON) of each request, on one TLS connection verified with the registry's CA for AUTH_HOST."""
+    import http.client
+    import ssl
+    import subprocess
+    import sys
+    import tempfile
+
+    from server_support import ROOT
+
+    ca = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", server.db_url, "identity-certificate",
+                         "--oci-auth"], capture_output=True, text=True, timeout=60, cwd=ROOT, check=True).stdout
+    with tempfile.NamedTemporaryFile("w", suffix=".pem") as bundle:
+        bundle.write(ca)
+        bundle.flush()
+        context = ssl.create_default_context(cafile=bundle.name)
+    context.verify_flags |= ssl.VERIFY_X509_STRICT
+    conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=context)
+    conn.sock = context.wrap_socket(__import__("socket").create_connection(("127.0.0.1", port), timeout=10),
+                                    server_hostname=AUTH_HOST)  # the name the SDK asks for, at this address
+    answers = []
+    try:
+        for headers, body in requests:
+            conn.request("POST", "/v1/x509", body=body, headers=headers)
+            reply = conn.getresponse()
+            answers.append((reply.status, json.loads(reply.read())))
+    finally:
+        conn.close()
+    return answers
 
 
 def _subject_text(cert_pem: str) -> str:
