@@ -76,4 +76,11 @@ if ! "$CBI_VENV/bin/python" -c "import cloudbaseinit" 2>/dev/null; then
   { "$PY" -m venv "$CBI_VENV" && "$CBI_VENV/bin/python" -m pip install -q cloudbase-init==1.1.9 >/dev/null 2>&1; } \
     || echo "setup: cloudbase-init could not be installed in $CBI_VENV; its client tests will skip"
 fi
+# the OCI CLI, a real client in tests/provider/server/test_oci_sdk.py, in a venv of its own (it pins
+# PyYAML and certifi below the dev venv's); ~1 min; its test skips if this fails
+OCI_CLI_VENV=${CLOUDSEED_OCI_CLI_VENV:-$HOME/.cache/cloudseed-oci-cli-venv}
+if ! "$OCI_CLI_VENV/bin/python" -c "import oci_cli" 2>/dev/null; then
+  { "$PY" -m venv "$OCI_CLI_VENV" && "$OCI_CLI_VENV/bin/python" -m pip install -q oci-cli==3.95.1 >/dev/null 2>&1; } \
+    || echo "setup: the OCI CLI could not be installed in $OCI_CLI_VENV; its client test will skip"
+fi
 echo "setup: ready (.venv/bin/cloudseed $(.venv/bin/cloudseed --version))"

@@ -314,3 +314,60 @@ def test_certificates_rotate_and_every_process_issues_the_same(tmp_path):
         assert leaf_rows() == []
     finally:
         registry.close()
+
+
+ECHO = """
+import http.server, json, sys
+class Echo(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"authorization": self.headers.get("authorization", "")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), Echo)
+print("ready", flush=True)
+server.serve_forever()
+"""
+
+
+def test_oci_cli_with_instance_principal_auth(oci_cloud, tmp_path):
+    """The OCI CLI (its own venv, scripts/setup.sh: it pins PyYAML and certifi below what the dev venv
+    has) signs a request as the instance with a token from cloudseed serve, found where the CLI looks
+    (https://auth.us-ashburn-1.oraclecloud.com, the TLS listener): ``--auth instance_principal`` and
+    the CA in ``OCI_CLI_CERT_BUNDLE``, nothing else. The request goes to a small echo server."""
+    import os
+    import subprocess
+    import sys
+
+    from server_support import ROOT
+
+    venv = os.environ.get("CLOUDSEED_OCI_CLI_VENV", os.path.expanduser("~/.cache/cloudseed-oci-cli-venv"))
+    cli = os.path.join(venv, "bin", "oci")
+    if not os.access(cli, os.X_OK):
+        pytest.skip(f"the OCI CLI is not installed ({cli}; scripts/setup.sh installs it)")
+    ca = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", oci_cloud.server.db_url,
+                         "identity-certificate", "--oci-auth"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    (tmp_path / "ca.pem").write_text(ca.stdout)
+    echo = subprocess.Popen(["ip", "netns", "exec", oci_cloud.srv, sys.executable, "-c", ECHO, oci_cloud.router_ip,
+                             "9000"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert echo.stdout.readline().strip() == "ready"
+        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+        env.update(OCI_CLI_CERT_BUNDLE=str(tmp_path / "ca.pem"), HOME=str(tmp_path))
+        done = subprocess.run(["ip", "netns", "exec", oci_cloud.gst, cli, "raw-request", "--auth", "instance_principal",
+                               "--http-method", "GET", "--target-uri",
+                               f"http://{oci_cloud.router_ip}:9000/20160918/instances"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        answer = json.loads(done.stdout)  # the echo of the request the CLI signed
+    finally:
+        echo.kill()
+        echo.wait()
+    authorization = answer["data"]["authorization"]
+    token = authorization.split('keyId="ST$', 1)[1].split('"', 1)[0]
+    claims = verify(oci_cloud, token)
+    assert claims["sub"] == INSTANCE and claims["tenant"] == TENANCY
