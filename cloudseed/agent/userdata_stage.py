@@ -13,6 +13,7 @@ are kept in the instance directory, keyed by the config, the os-release and the 
 
 from __future__ import annotations
 
+import json
 import logging
 
 from cloudseed.agent.config import merge_config
@@ -45,8 +46,9 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
         userdata_trust.check(state.system_cfg, ds, errors)  # refused (unsigned, badly signed) blobs become None
     cache = IncludeCache(root, f"{idir}/include-once")  # written through the root, 0600
 
-    for name, blob in (("user-data", ds.userdata_raw), ("vendor-data", ds.vendordata_raw),
-                       ("vendor-data2", ds.vendordata2_raw)):
+    blobs = (("user-data", ds.userdata_raw), ("vendor-data", ds.vendordata_raw), ("vendor-data2", ds.vendordata2_raw))
+    warnings.extend(changed_since_provisioned(root, idir, blobs))
+    for name, blob in blobs:
         _write_changed(root, f"{idir}/{name}.txt", blob or b"")
 
     # cloud-config documents parsed at an earlier boot of this instance: a reboot loads no PyYAML
@@ -91,6 +93,30 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     _write_changed(root, f"{idir}/cloud-config.json", json_text(user_cfg, sort_keys=False))
     # a datasource's own config (Azure's admin user) sits over the system config, under user-data
     return merge_config(merge_config(state.system_cfg, ds.extra.get("cloud_config") or {}), user_cfg)
+
+
+PROVISIONED_DIGESTS = "provisioned-data.json"  # in the instance directory: the data it was provisioned from
+CHANGED_ADVICE = ("changed since this instance was provisioned; per-instance modules were not re-run: use "
+                  "`cloudseed clean --reboot` or a new instance-id")
+
+
+def changed_since_provisioned(root: Any, idir: str, blobs: tuple) -> list[str]:
+    """Warnings for user-data (vendor-data) that changed under the same instance-id since it was
+    provisioned (cloud-init says nothing and runs none of it again: #6878, #5749, #4359).
+
+    The first boot of an instance records each blob's SHA-256; every later boot compares."""
+    import hashlib
+
+    now = {name: hashlib.sha256(blob or b"").hexdigest() for name, blob in blobs}
+    inner = f"{idir}/{PROVISIONED_DIGESTS}"
+    try:
+        then = json.loads(root.read_text(inner)) if root.isfile(inner) else None
+    except ValueError:
+        then = None
+    if not isinstance(then, dict):
+        root.write(inner, json_text(now), mode=0o600)
+        return []
+    return [f"{name} {CHANGED_ADVICE}" for name in now if then.get(name) not in (None, now[name])]
 
 
 def _place_scripts(state: BootState, idir: str, processed: Any, vendor: bool) -> None:
