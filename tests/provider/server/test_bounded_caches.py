@@ -2,11 +2,13 @@
 
 A real ``cloudseed serve``; one instance asks 10,002 distinct 4 KB targets, 1,667 of each kind
 (missing GCE paths, found GCE leaves with distinct queries, the same for Azure, EC2 and Oracle
-paths that are not there) and the server's resident memory after the flood must be within 10% of before it.
-Before: the highest of two readings after warm-up rounds of the same kinds, so that the
-allocator's own swings (a few MB up and down between rounds, with nothing kept) are at rest.
-Before the caches were bounded, GCE and Azure kept every answer, 404s included: this flood
-added tens of MB.
+paths that are not there), and the server's resident memory must stay within 10% of what it was
+before the flood. The resident size swings by up to 8 MB (about 20%) between readings with
+nothing kept (measured: 33-42 MB over eight rounds of the same flood, no trend), the allocator's
+slack coming and going; what the server keeps is the floor under that. So the server's RSS is
+read after every 100 requests, and the lowest reading over the last third of the flood is
+compared with the lowest over a warm-up flood of the same kinds (1,000 of each). Before the
+caches were bounded, GCE and Azure kept every answer, 404s included: tens of MB, floor included.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ def rss_kib(pid: int) -> int:
         return int(re.search(r"VmRSS:\s+(\d+)", handle.read()).group(1))
 
 
-def flood(port: int, start: int, count: int) -> None:
+def flood(port: int, start: int, count: int, pid: int) -> list[int]:
+    """Ask ``count`` targets of each kind; the server's RSS after every 100 requests."""
+    readings = []
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         for make, headers, status in KINDS:
@@ -42,8 +46,11 @@ def flood(port: int, start: int, count: int) -> None:
                 response = conn.getresponse()
                 response.read()
                 assert response.status == status, make(i)[:80]
+                if i % 100 == 99:
+                    readings.append(rss_kib(pid))
     finally:
         conn.close()
+    return readings
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +64,9 @@ def lone_server(tmp_path_factory):
 
 
 def test_ten_thousand_distinct_targets_leave_memory_flat(lone_server):
-    before = 0
-    for start in (0, 1000):
-        flood(lone_server.port, start, 300)
-        before = max(before, rss_kib(lone_server.proc.pid))
-    flood(lone_server.port, 10**6, 1667)
-    after = rss_kib(lone_server.proc.pid)
-    assert after <= before * 1.10, f"RSS grew from {before} KiB to {after} KiB"
+    pid = lone_server.proc.pid
+    flood(lone_server.port, 0, 300, pid)  # first answers, first arenas
+    before = min(flood(lone_server.port, 1000, 1000, pid))
+    readings = flood(lone_server.port, 10**6, 1667, pid)
+    after = min(readings[-len(readings) // 3:])
+    assert after <= before * 1.10, f"RSS floor grew from {before} KiB to {after} KiB ({readings})"
