@@ -1,0 +1,68 @@
+"""A VM on the Azure emulation, strict mode asked by the platform, a boot that fails: fail closed, visibly.
+
+The instance's record carries the tag ``cloudseed-strict: true`` (Azure IMDS ``tagsList``) and its
+user-data a ``bootcmd`` that fails and a ``reporting`` handler for the metadata server. The VM
+boots the lab image with Azure's DMI strings and provisioning media against ``cloudseed serve``;
+then, from outside: the wire server recorded ``NotReady`` / ``ProvisioningFailed`` with the
+reason, SSH never answered (sshd masked before it started), the console says why, and the
+registry holds the boot's whole timeline with the instance ``failed`` (what the fleet pages and
+the admin API show). The one VM test of issue 25 in the default e2e set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from guest import BOOT_TIMEOUT, spec  # noqa: E402
+
+USER_DATA = b"""#cloud-config
+bootcmd:
+  - echo 'the data disk is missing' >&2; exit 3
+runcmd:
+  - touch /var/tmp/runcmd-ran
+reporting:
+  platform: {type: cloudseed}
+"""
+
+
+def test_strict_azure_boot_fails_closed_and_tells_the_platform(lab, ssh_key, tmp_path):
+    from cloudseed.lab.metadata import MetadataServer
+    from cloudseed.lab.session import run_boot
+    from cloudseed.provider.seeds.build import build_seed
+
+    image, accel, reason = lab
+    instance = spec(ssh_key[1], instance_id="iid-strict-0001", marker="strict", data=USER_DATA)
+    media = str(tmp_path / "ovf.udf")
+    build_seed("azure", "udf", instance, media)
+    with MetadataServer(instance, str(tmp_path)) as server:
+        tagged = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", server.db, "update",
+                                 instance.instance_id, "--tag", "cloudseed-strict=true"],
+                                capture_output=True, text=True, timeout=60)
+        assert tagged.returncode == 0, tagged.stderr
+        result = run_boot(image, str(tmp_path), accel=accel, accel_reason=reason, seeds=[media],
+                          metadata_port=server.port, platform="azure", timeout=BOOT_TIMEOUT, ssh_timeout=15)
+        health = server.azure_health()
+        shown = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", server.db, "provisioning",
+                                instance.instance_id, "--json"], capture_output=True, text=True, timeout=60)
+    console = open(result.console_log, encoding="utf-8", errors="replace").read()
+    assert not result.timed_out, f"agent did not finish; console: {result.console_log}"
+    assert health is not None and (health["state"], health["substatus"]) == ("NotReady", "ProvisioningFailed"), \
+        (health, result.console_log)
+    assert "strict mode (datasource metadata)" in health["description"] and "bootcmd" in health["description"]
+    assert "STRICT MODE: provisioning FAILED in the network stage" in console
+    assert "sshd stopped and masked for this boot" in console
+    assert result.ssh_ready_at is None, "sshd answered although the boot failed closed"
+    assert (result.status or {}).get("status") == "error", result.status
+    provisioning = json.loads(shown.stdout)
+    state = provisioning["provisioning"]
+    assert state["state"] == "failed" and state["datasource"] == "Azure", state
+    assert state["failure"]["name"] in ("init-network/config-bootcmd", "init-network/strict")
+    names = [r["name"] for r in provisioning["reports"]]
+    for stage in ("init-local", "init-network", "modules-config", "modules-final"):
+        assert stage in names, names  # the whole boot, the local stage replayed from the status
+    assert "init-network/strict" in names
