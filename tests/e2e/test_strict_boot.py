@@ -49,7 +49,8 @@ def test_strict_azure_boot_fails_closed_and_tells_the_platform(lab, ssh_key, tmp
         health = server.azure_health()
         shown = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", server.db, "provisioning",
                                 instance.instance_id, "--json"], capture_output=True, text=True, timeout=60)
-    console = open(result.console_log, encoding="utf-8", errors="replace").read()
+    with open(result.console_log, encoding="utf-8", errors="replace") as handle:
+        console = handle.read()
     assert not result.timed_out, f"agent did not finish; console: {result.console_log}"
     assert health is not None and (health["state"], health["substatus"]) == ("NotReady", "ProvisioningFailed"), \
         (health, result.console_log)
