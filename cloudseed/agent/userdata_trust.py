@@ -33,7 +33,16 @@ BLOBS = (("user-data", "userdata_raw", "user-data"), ("vendor-data", "vendordata
 
 
 def check(system_cfg: dict, ds: Any, errors: list[str]) -> None:
-    """Drop (set to None) each blob of ``ds`` that may not be applied, recording why in ``errors``."""
+    """Drop (set to None) each blob of ``ds`` that may not be applied, recording why in ``errors``
+    (and in the log and on the console)."""
+    found: list[str] = []
+    _check(system_cfg, ds, found)
+    for message in found:
+        LOG.error("%s", message)
+    errors.extend(found)
+
+
+def _check(system_cfg: dict, ds: Any, errors: list[str]) -> None:
     keys = system_cfg.get(KEYS_SETTING)
     require = system_cfg.get(REQUIRE_SETTING)
     if not keys and not require:

@@ -86,11 +86,12 @@ def run_boot(image: Image, workdir: str, accel: str = "tcg", accel_reason: str =
              platform: Optional[str] = None, overlay: Optional[str] = None, timeout: float = 420,
              ssh_timeout: float = 30, keep: bool = False,
              progress: Optional[Callable[[Event], None]] = None, disks: Optional[list[str]] = None,
-             forwards: Optional[list[tuple[str, int, int]]] = None) -> BootResult:
-    """Boot, wait for the agent and the collector, stop the VM unless ``keep``."""
+             forwards: Optional[list[tuple[str, int, int]]] = None, kernel_args: str = "") -> BootResult:
+    """Boot, wait for the agent and the collector, stop the VM unless ``keep``. ``kernel_args`` are
+    added to the kernel command line (``cc: ... end_cc``: configuration the image would carry)."""
     spec = VmSpec(image=image, workdir=workdir, seeds=list(seeds or []), metadata_port=metadata_port,
                   platform=platform, accel=accel, overlay=overlay, disks=list(disks or []),
-                  forwards=list(forwards or []))
+                  forwards=list(forwards or []), kernel_args=kernel_args)
     holder: dict[str, BootResult] = {}
 
     def on_event(event: Event) -> None:
