@@ -4,10 +4,13 @@ Nothing of cloud-init is committed here: the documents are read from Debian's pa
 cache (``$CLOUDSEED_CACHE`` or ``~/.cache/cloudseed``), as ``tests/reference.py`` does.
 - 22.4 (bookworm): the binary package's ``/usr/share/doc/cloud-init/examples`` (through
   ``reference.reference_tree``) and every module's ``meta["examples"]`` (read with Debian's python3);
-- the newer release (trixie, 25.x): its binary package's examples, and the module documentation's
-  ``doc/module-docs/cc_*/example*.yaml`` from its source package (the binary package leaves them
-  out). apt is pointed at trixie through a private configuration in the cache; the machine's
-  sources are not touched.
+- the newer releases: the newer oracle's binary package (``reference.NEW_VERSION``) for its
+  ``doc/examples``, and a source package from ``reference.NEW_SUITES`` (that version, else the
+  newest source the archive serves: it may carry a suite's binaries before its sources) for its
+  ``doc/examples`` and the module documentation's ``doc/module-docs/cc_*/example*.yaml`` (binary
+  packages leave those out). apt is pointed at
+  those suites through a private configuration in the cache (signatures checked against Debian's
+  keyring); the machine's sources are not touched.
 
 ``user_data_examples()`` -> ``{"22.4/doc/cloud-config-ntp.txt": bytes, ...}``: only documents that
 are user-data (network-config examples, READMEs and meta-data are left out).
@@ -23,10 +26,10 @@ import os
 import subprocess
 import tarfile
 
-from reference import CACHE, reference_python, reference_tree
+from reference import CACHE, NEW_SUITES, NEW_VERSION, oracle_named, reference_python, reference_tree
 
-NEWER_SUITE = "trixie"
-NEWER_DIR = os.path.join(CACHE, f"cloud-init-{NEWER_SUITE}")
+NEWER_DIR = os.path.join(CACHE, "cloud-init-examples-new")
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 NOT_USER_DATA = ("network-config", "README", "meta-data", "kernel-cmdline")
 
 
@@ -72,11 +75,10 @@ def examples_22_4() -> dict[str, bytes]:
 
 def _apt(*args: str, cwd: str) -> subprocess.CompletedProcess:
     state = os.path.join(NEWER_DIR, "apt")
-    options = [f"-o Dir::Etc::sourcelist={state}/sources.list", "-o Dir::Etc::sourceparts=/dev/null",
-               f"-o Dir::State::Lists={state}/lists", f"-o Dir::Cache::pkgcache={state}/pkgcache.bin",
-               f"-o Dir::Cache::srcpkgcache={state}/srcpkgcache.bin"]
-    return subprocess.run(["apt-get", "-q", *" ".join(options).split(), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+    options = ["-o", f"Dir::Etc::sourcelist={state}/sources.list", "-o", "Dir::Etc::sourceparts=-",
+               "-o", f"Dir::State::Lists={state}/lists", "-o", f"Dir::Cache={state}/cache",
+               "-o", "Debug::NoLocking=1"]
+    return subprocess.run(["apt-get", "-q", *options, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 def newer_tree() -> str | None:
@@ -84,19 +86,25 @@ def newer_tree() -> str | None:
     done = os.path.join(NEWER_DIR, "unpacked")
     if os.path.isdir(done):
         return done
-    os.makedirs(os.path.join(NEWER_DIR, "apt", "lists", "partial"), exist_ok=True)
+    for sub in ("lists/partial", "cache/archives/partial"):
+        os.makedirs(os.path.join(NEWER_DIR, "apt", sub), exist_ok=True)
     with open(os.path.join(NEWER_DIR, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.isdir(done):
             return done
         with open(os.path.join(NEWER_DIR, "apt", "sources.list"), "w") as handle:
-            handle.write(f"deb-src http://deb.debian.org/debian {NEWER_SUITE} main\n")
+            handle.writelines(f"deb-src [signed-by={KEYRING}] http://deb.debian.org/debian {suite} main\n"
+                              for suite in NEW_SUITES)
         work = os.path.join(NEWER_DIR, "download")
         os.makedirs(work, exist_ok=True)
         os.chmod(work, 0o777)   # apt's sandbox user writes here
-        if _apt("update", cwd=work).returncode != 0 or \
-                _apt("source", "--download-only", "cloud-init", cwd=work).returncode != 0:
+        if _apt("update", cwd=work).returncode != 0:
             return None
+        # the pinned release, else the newest source each suite serves (the archive may carry a
+        # suite's binaries before its sources)
+        for wanted in (f"cloud-init={NEW_VERSION}", *(f"cloud-init/{suite}" for suite in NEW_SUITES)):
+            if _apt("source", "--download-only", wanted, cwd=work).returncode == 0:
+                break
         tarballs = glob.glob(os.path.join(work, "cloud-init_*.orig.tar.*"))
         if not tarballs:
             return None
@@ -118,12 +126,17 @@ def newer_tree() -> str | None:
 
 
 def examples_newer() -> dict[str, bytes]:
+    found = {}
+    binary = oracle_named("new").tree()   # the newer oracle's own package: its doc/examples
+    if binary is not None:
+        found.update(_doc_examples(os.path.join(binary, "usr/share/doc/cloud-init/examples"),
+                                   oracle_named("new").version()))
     tree = newer_tree()
     if tree is None:
-        return {}
+        return found
     with open(os.path.join(tree, "VERSION")) as handle:
         release = handle.read().strip()
-    found = _doc_examples(os.path.join(tree, "examples"), release)
+    found.update({k: v for k, v in _doc_examples(os.path.join(tree, "examples"), release).items()})
     for path in sorted(glob.glob(os.path.join(tree, "module-docs", "cc_*", "example*.yaml"))):
         with open(path, "rb") as handle:
             data = handle.read()
