@@ -371,3 +371,30 @@ def test_oci_cli_with_instance_principal_auth(oci_cloud, tmp_path):
     token = authorization.split('keyId="ST$', 1)[1].split('"', 1)[0]
     claims = verify(oci_cloud, token)
     assert claims["sub"] == INSTANCE and claims["tenant"] == TENANCY
+
+
+def test_tls_listener_setting_and_certificate_names(tmp_path):
+    from cryptography import x509
+
+    from cloudseed.provider.registry import open_registry
+    from cloudseed.provider.server import oci_auth_tls
+    from cloudseed.provider.server.config import ConfigError, load_config
+
+    (tmp_path / "ok.yaml").write_text("oci_auth_tls_listen: ['10.0.0.2:443']\n")
+    assert [(s.host, s.port) for s in load_config(str(tmp_path / "ok.yaml"), {}).oci_auth_tls_listen] == [
+        ("10.0.0.2", 443)]
+    (tmp_path / "bad.yaml").write_text("oci_auth_tls_listen: ['auth.example:443']\n")
+    with pytest.raises(ConfigError, match="oci_auth_tls_listen"):
+        load_config(str(tmp_path / "bad.yaml"), {})
+    registry = open_registry(str(tmp_path / "db"))
+    try:
+        ca_pem = oci_auth_tls.shared_ca(registry)
+        assert oci_auth_tls.shared_ca(registry) == ca_pem  # the registry's, made once
+        cert_pem, _key = oci_auth_tls.server_certificate(ca_pem)
+    finally:
+        registry.close()
+    cert = x509.load_pem_x509_certificate(cert_pem.encode())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName)
+    assert AUTH_HOST in names and "auth.eu-frankfurt-1.oraclecloud.com" in names
+    assert "auth.us-langley-1.oraclegovcloud.com" in names and "auth.eu-frankfurt-2.oraclecloud.eu" in names
