@@ -27,6 +27,7 @@ import argparse
 import http.client
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -130,6 +131,14 @@ def main() -> int:
     parser.add_argument("--keys", default="ecdsa,rsa", help="azure_attested_key values to measure, in order")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="credentials-bench-")
+    try:
+        run(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def run(args: argparse.Namespace, tmp: str) -> None:
     cli = [sys.executable, "-m", "cloudseed"]
     db = os.path.join(tmp, "db")
     subprocess.run([*cli, "instances", "--db", db, "add", "--id", "4242", "--hostname", "bench",
@@ -149,7 +158,6 @@ def main() -> int:
         finally:
             server.terminate()
             server.wait()
-    return 0
 
 
 def flood_memory(pid: int, port: int, count: int) -> None:
