@@ -107,8 +107,8 @@ def set_password(cloud, password: str | None) -> None:
     registry = open_registry(cloud.db)
     try:
         registry.clear_password(IID)
-        if password:
-            registry.set_password_once(IID, password)
+        if password:  # the operator's password (a guest-posted one is never served back)
+            registry.update(IID, password=password)
     finally:
         registry.close()
     time.sleep(1.2)  # the server follows the registry's change log (within a second)
