@@ -79,7 +79,7 @@ def parse_listen(spec: str, where: str = "--listen") -> ListenSpec:
         host, sep, port = address[1:].partition("]:")
     else:
         host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not host or not (port.isascii() and port.isdigit() and len(port) <= 5) or int(port) > 65535:
         raise ConfigError(f"{where}: {spec!r} is not HOST:PORT[=NETWORK]")
     try:
         ipaddress.ip_address(host)

@@ -383,9 +383,12 @@ def test_tls_listener_setting_and_certificate_names(tmp_path):
     (tmp_path / "ok.yaml").write_text("oci_auth_tls_listen: ['10.0.0.2:443']\n")
     assert [(s.host, s.port) for s in load_config(str(tmp_path / "ok.yaml"), {}).oci_auth_tls_listen] == [
         ("10.0.0.2", 443)]
-    (tmp_path / "bad.yaml").write_text("oci_auth_tls_listen: ['auth.example:443']\n")
-    with pytest.raises(ConfigError, match="oci_auth_tls_listen"):
-        load_config(str(tmp_path / "bad.yaml"), {})
+    # a name, a superscript two, 5,000 digits: each a ConfigError naming the setting (the last two were
+    # ValueErrors from int(), a traceback instead of the error)
+    for port in ("auth.example:443", "10.0.0.2:\u00b2", "10.0.0.2:" + "4" * 5000, "10.0.0.2:65536"):
+        (tmp_path / "bad.yaml").write_text(f"oci_auth_tls_listen: ['{port}']\n", encoding="utf-8")
+        with pytest.raises(ConfigError, match="oci_auth_tls_listen"):
+            load_config(str(tmp_path / "bad.yaml"), {})
     registry = open_registry(str(tmp_path / "db"))
     try:
         ca_pem = oci_auth_tls.shared_ca(registry)
