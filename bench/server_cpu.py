@@ -11,7 +11,11 @@ requests, and prints microseconds of server CPU per request:
 * ``wrk-mixed``: wrk, keep-alive, the benchmark's mixed OpenStack/EC2 paths from one address;
 * ``sources-mixed``: the same paths over keep-alive connections from many instance addresses
   (a pipelining asyncio client, so the client is rarely the limit);
-* ``new-conn``: one request per connection from many addresses (cloud-init's ``readurl``).
+* ``new-conn``: one request per connection from many addresses (cloud-init's ``readurl``);
+* ``storm``: instances the server has not seen, each making cloud-init 22.4's whole OpenStack
+  crawl (37 requests, a new connection each; bench/server_storm_client.c): what a boot storm
+  costs per connection, registry reads and rendering each instance's answers included;
+  ``storm-again``: the same instances again (a reboot storm: everything cached).
 
 Each workload runs ``--repeat`` times; the lowest figure is the least disturbed one. CPU time
 still moves with what the other core runs (shared caches, frequency); ``--callgrind`` instead
@@ -41,6 +45,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, ROOT)
 
 import server_bench  # noqa: E402
+import server_storm  # noqa: E402
 from server_bench import MIXED, address_of, connect_from, free_port, populate, wait_port  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -169,7 +174,7 @@ def main() -> int:
     parser.add_argument("--per-source", type=int, default=40, help="keep-alive requests per address")
     parser.add_argument("--access-log", action="store_true", help="access log on (to a file)")
     parser.add_argument("--profile", metavar="FILE", help="run the server under cProfile, stats to FILE")
-    parser.add_argument("--only", choices=("wrk-mixed", "sources-ka", "sources-mixed", "new-conn"),
+    parser.add_argument("--only", choices=("wrk-mixed", "sources-ka", "sources-mixed", "new-conn", "storm"),
                         action="append")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lighttpd", action="store_true", help="also lighttpd's CPU per request (wrk-mixed)")
@@ -184,11 +189,15 @@ def main() -> int:
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/callgrind.out.%p.%n"] + command
     if args.profile:
         command += ["-m", "cProfile", "-o", args.profile]
+    settings = os.path.join(tmp, "server.yaml")
+    with open(settings, "w") as handle:  # under callgrind a registry read may take seconds
+        handle.write("registry_wait: 600\n" if args.callgrind else "{}\n")
     command += ["-m", "cloudseed", "serve", "--db", db, "--listen", f"127.0.0.1:{port}", "--rate-limit", "0",
+                "--config", settings,
                 "--access-log", os.path.join(tmp, "access.log") if args.access_log else ""]
     env = dict(os.environ, PYTHONPATH=os.path.abspath(args.tree))
     server = subprocess.Popen(command, cwd=args.tree, stderr=subprocess.DEVNULL, env=env)
-    only = set(args.only or ("wrk-mixed", "sources-ka", "sources-mixed", "new-conn"))
+    only = set(args.only or ("wrk-mixed", "sources-ka", "sources-mixed", "new-conn", "storm"))
     repeat = args.repeat
     grind = tmp if args.callgrind else ""
     if args.callgrind:  # about 50 times slower: fewer requests
@@ -226,6 +235,22 @@ def main() -> int:
                     lambda: asyncio.run(keepalive_sources(port, 0, n, args.per_source)), repeat, grind)
         if "new-conn" in only:
             measure(server.pid, "new-conn", lambda: asyncio.run(new_connections(port, n, n, 5)), repeat, grind)
+        if "storm" in only:  # fresh instances each round, from the far end of the registry
+            size = 100 if args.callgrind else 1000
+            rounds = iter(range(args.instances - size, 2 * n, -size))
+
+            def storm(first: int) -> int:
+                work = tempfile.mkdtemp(dir=tmp)
+                result = server_storm.boot_storm_c(port, [address_of(first + k) for k in range(size)],
+                                                   server_bench.OPENSTACK_BOOT, False, work)
+                if result["failures"]:
+                    raise RuntimeError(f"storm: {result['failures']} failures")
+                return result["connections"]
+
+            firsts: list[int] = []
+            measure(server.pid, "storm", lambda: storm(firsts.append(next(rounds)) or firsts[-1]), repeat, grind)
+            again = iter(firsts)
+            measure(server.pid, "storm-again", lambda: storm(next(again)), repeat, grind)
         cold = args.instances - 2 * n
         if cold > 0 and "sources-mixed" in only:
             count = min(cold // repeat, 2000)

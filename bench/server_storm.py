@@ -1,4 +1,16 @@
-"""Load clients for bench/server_bench.py that need a source address per instance.
+"""Load clients for bench/server_bench.py that need a source address per instance; run as a
+script, the boot storm beside lighttpd:
+
+    .venv/bin/python bench/server_storm.py [--storm 2000] [--rounds 5] [--instances 20000]
+
+serves the boot storm (``--storm`` instances at once, cloud-init 22.4's OpenStack crawl, a new
+connection per request) from ``cloudseed serve`` and from lighttpd (one process, its default)
+serving instance 0's answers as static files: the same connections and bytes, the same C
+client. The two alternate, ``--rounds`` times each, so both see the same machine; each round
+of cloudseed uses instances it has not seen (a real storm: one registry read per instance).
+Then wrk's keep-alive throughput, alternating the same way. Prints every round (seconds, the
+server's CPU seconds, the load average), the medians, the spread of the per-round ratios and
+the load.
 
 wrk cannot bind source addresses. ``boot_storm_c`` runs bench/server_storm_client.c (C, one
 epoll loop, built with gcc on first use): a client that costs much less per request than the
@@ -234,7 +246,11 @@ def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool
                str(retry_seconds)]
     if netns:
         command = ["ip", "netns", "exec", netns] + command
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(command, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"storm client failed with status {proc.returncode}: {proc.stderr}")
     boots, fails, fields = [], [], {}
@@ -258,4 +274,114 @@ def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool
             "connections": int(fields["connections"]), "requests": int(fields["requests"]),
             "p50_ms": float(fields["p50_ms"]), "p99_ms": float(fields["p99_ms"]), "keep_alive": keep_alive,
             "rps": int(fields["requests"]) / last if finished else 0.0, "boots": boots, "fails": fails,
-            "start_at": start_at}
+            "start_at": start_at,
+            "client_cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}
+
+
+# -- as a script: the storm beside lighttpd -------------------------------------------------------
+def _alternating(rounds: int, run: Callable[[str, int], dict]) -> dict[str, list[dict]]:
+    """``run(side, round)`` for both sides, ``rounds`` times, alternating which goes first."""
+    results: dict[str, list[dict]] = {"cloudseed": [], "lighttpd": []}
+    for index in range(rounds):
+        for side in (("cloudseed", "lighttpd") if index % 2 == 0 else ("lighttpd", "cloudseed")):
+            results[side].append(run(side, index))
+    return results
+
+
+def _summary(name: str, results: dict[str, list[dict]], key: str, higher_is_better: bool) -> None:
+    import statistics
+
+    ratios = sorted(ours[key] / theirs[key] for ours, theirs in zip(results["cloudseed"], results["lighttpd"]))
+    ours = statistics.median(r[key] for r in results["cloudseed"])
+    theirs = statistics.median(r[key] for r in results["lighttpd"])
+    loads = [r["load"] for side in results.values() for r in side]
+    print(f"{name}: cloudseed median {ours:.3f}, lighttpd median {theirs:.3f}: cloudseed/lighttpd "
+          f"{ours / theirs:.2f} (per round {ratios[0]:.2f} to {ratios[-1]:.2f}; "
+          f"{'higher' if higher_is_better else 'lower'} is better for cloudseed); load {min(loads):.1f} to "
+          f"{max(loads):.1f}", flush=True)
+
+
+def main() -> int:
+    import argparse
+    import shutil
+    import signal
+    import sys
+    import tempfile
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import server_bench
+
+    parser = argparse.ArgumentParser(description="the boot storm, cloudseed beside lighttpd, alternating")
+    parser.add_argument("--storm", type=int, default=2000, help="instances booting at once")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--instances", type=int, default=0, help="registered (default: storm x rounds)")
+    parser.add_argument("--duration", type=int, default=5, help="seconds of each wrk run (0: no wrk)")
+    parser.add_argument("--tree", default=server_bench.ROOT, help="run the server from this source tree")
+    args = parser.parse_args()
+    instances = max(args.instances, args.storm * args.rounds + 1)
+    tmp = tempfile.mkdtemp(prefix="cloudseed-storm-")
+    server = lighttpd = None
+    try:
+        db = os.path.join(tmp, "server.db")
+        print(f"registering {instances} instances: {server_bench.populate(db, instances):.1f}s", flush=True)
+        port, static_port = server_bench.free_port(), server_bench.free_port()
+        server = subprocess.Popen([sys.executable, "-m", "cloudseed", "serve", "--db", db, "--listen",
+                                   f"127.0.0.1:{port}", "--access-log", "", "--rate-limit", "0"], cwd=args.tree,
+                                  stderr=subprocess.DEVNULL,
+                                  env=dict(os.environ, PYTHONPATH=os.path.abspath(args.tree)))
+        server_bench.wait_port(port)
+        sequence = server_bench.OPENSTACK_BOOT
+        paths = sorted({path for _, path in sequence})
+        # lighttpd answers a directory's index at DIR/ (and redirects DIR): the one listing asked
+        # without a slash (/openstack) is asked with one there; the bodies are the same
+        static = [(m, p + "/" if p == "/openstack" else p) for m, p in sequence]
+        docroot = os.path.join(tmp, "static")
+        server_bench.static_tree(docroot, port, [p + "/" if p == "/openstack" else p for p in paths])
+        lighttpd = server_bench.start_lighttpd(docroot, static_port, tmp)
+        pids = {"cloudseed": server.pid, "lighttpd": lighttpd.pid}
+        print(f"boot storm: {args.storm} instances x {len(sequence)} requests, a new connection each "
+              f"(cloud-init 22.4's OpenStack crawl), C client; {os.cpu_count()} CPUs", flush=True)
+
+        def storm(side: str, index: int) -> dict:
+            sources = [server_bench.address_of(1 + index * args.storm + n) for n in range(args.storm)]
+            work = os.path.join(tmp, f"{side}-{index}")
+            os.makedirs(work)
+            shutil.copy(build_c_client(tmp), work)
+            before = server_bench.process_cpu(pids[side])
+            result = boot_storm_c(port if side == "cloudseed" else static_port, sources,
+                                  sequence if side == "cloudseed" else static, False, work)
+            result["cpu"] = server_bench.process_cpu(pids[side]) - before
+            result["load"] = os.getloadavg()[0]
+            print(f"  {side:9s} round {index + 1}: last instance done after {result['last_done_s']:.2f}s "
+                  f"(median {result['median_boot_s']:.2f}s), server CPU {result['cpu']:.2f}s, client CPU "
+                  f"{result['client_cpu']:.2f}s, failures {result['failures']}, load {result['load']:.1f}", flush=True)
+            if result["failures"]:
+                raise RuntimeError(f"{side}: {result['failures']} failed requests")
+            return result
+
+        _summary("boot storm, time until the last instance is done", _alternating(args.rounds, storm),
+                 "last_done_s", False)
+        if args.duration:
+            def keep_alive(side: str, index: int) -> dict:
+                result = server_bench.run_wrk(port if side == "cloudseed" else static_port, tmp, args.duration, 50,
+                                              server_bench.MIXED)
+                result["load"] = os.getloadavg()[0]
+                print(f"  {side:9s} round {index + 1}: wrk {result['rps']:.0f} req/s, p99 {result['p99_ms']:.2f} ms, "
+                      f"load {result['load']:.1f}", flush=True)
+                return result
+
+            docroot_mixed = os.path.join(tmp, "static")
+            server_bench.static_tree(docroot_mixed, port, server_bench.MIXED)
+            _summary("keep-alive throughput (wrk, 50 connections, mixed paths), requests/s",
+                     _alternating(args.rounds, keep_alive), "rps", True)
+    finally:
+        for proc in (server, lighttpd):
+            if proc is not None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

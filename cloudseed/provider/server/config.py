@@ -63,6 +63,9 @@ class ServerConfig:
     idle_timeout: float = 60.0  # seconds a connection may do nothing
     access_log_max_bytes: int = 100 * 1024 * 1024  # the access log file is rotated past this size
     access_log_backups: int = 1  # rotated files kept (FILE.1 ...)
+    # seconds a request waits for a registry read (a cache miss) before it is answered 503: a
+    # database that stopped answering does not hold clients (a balancer retries elsewhere)
+    registry_wait: float = 3.0
     # lifetime of GCE access tokens and Azure managed-identity tokens (a new one before each ends)
     access_token_seconds: int = 3600
     # the key of Azure's attested documents: "ecdsa" (P-256, its own) or "rsa" (EC2's identity key)
@@ -133,8 +136,8 @@ def load_config(path: Optional[str], overrides: dict[str, Any]) -> ServerConfig:
         raise ConfigError(f"{where}: token_hop_limit must be 1-64")
     if not 1 <= config.processes <= 256:
         raise ConfigError(f"{where}: processes must be 1-256")
-    for key in ("max_pipelined", "max_unsent_bytes", "max_buffered_bytes", "head_timeout", "idle_timeout",
-                "access_log_max_bytes"):
+    for key in ("registry_wait", "max_pipelined", "max_unsent_bytes", "max_buffered_bytes", "head_timeout",
+                "idle_timeout", "access_log_max_bytes"):
         if not getattr(config, key) > 0:
             raise ConfigError(f"{where}: {key} must be greater than 0")
     if not 10 <= config.access_token_seconds <= 86400:

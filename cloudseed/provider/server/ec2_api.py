@@ -24,7 +24,8 @@ from cloudseed.provider.server.ec2_credentials import CredentialIssuer
 from cloudseed.provider.server.ec2_identity import IdentitySigner, shared_pem
 from cloudseed.provider.server.http import Response, text_error
 
-__all__ = ["LATEST", "VERSIONS", "Live", "meta_data_tree", "render", "resolve_version", "versions_listing"]
+__all__ = ["LATEST", "VERSIONS", "Live", "meta_data_answers", "meta_data_tree", "render", "resolve_version",
+           "versions_listing"]
 
 Answer = Union[Response, Callable[[], Response]]
 _NOT_FOUND = text_error(404, "not found")
@@ -82,10 +83,7 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
         return Response(200, record.user_data, "application/octet-stream")
     tree: Any
     if parts[0] == "meta-data":
-        key = ("meta-data tree", resolved)
-        tree = trees.get(key)
-        if tree is None:
-            tree = trees[key] = meta_data_tree(record, resolved, configured_region, _live_leaf(record, live))
+        tree = _meta_data(record, resolved, configured_region, trees, live)
     elif parts[0] == "dynamic" and resolved >= "2009-04-04":
         key = ("dynamic tree", resolved)
         tree = trees.get(key)
@@ -107,11 +105,45 @@ def _timed(record: InstanceRecord, tree: Any, version: str, parts: list[str], ti
     return answer
 
 
+def meta_data_answers(record: InstanceRecord, version: str, configured_region: str = "",
+                      trees: Optional[dict] = None, live: Optional[Live] = None) -> list[tuple[str, bool, Answer]]:
+    """Every path of the ``meta-data/`` tree of ``version`` (resolved) with the answer ``render``
+    gives for it: (the path under ``meta-data/``, "" for the listing itself; whether it is a
+    directory; the answer). A crawler asks for nearly all of them, so the server makes them in
+    one walk of the tree instead of one lookup per request (the paths the instance's timeline
+    decides are the caller's to leave out)."""
+    answers: list[tuple[str, bool, Answer]] = []
+
+    def walk(node: Any, parts: list[str]) -> None:
+        answers.append(("/".join(parts), isinstance(node, dict), _node(record, node, parts)))
+        if isinstance(node, dict):
+            for name, child in node.items():
+                walk(child, [*parts, name])
+
+    walk(_meta_data(record, version, configured_region, trees if trees is not None else {}, live), [])
+    return answers
+
+
+def _meta_data(record: InstanceRecord, version: str, configured_region: str, trees: dict,
+               live: Optional[Live]) -> Tree:
+    """The meta-data tree of ``version``, built once per ``trees``."""
+    key = ("meta-data tree", version)
+    tree = trees.get(key)
+    if tree is None:
+        tree = trees[key] = meta_data_tree(record, version, configured_region, _live_leaf(record, live))
+    return tree
+
+
 def _answer(record: InstanceRecord, tree: Any, parts: list[str]) -> Optional[Answer]:
     for part in parts:
         if not isinstance(tree, dict) or part not in tree:
             return None
         tree = tree[part]
+    return _node(record, tree, parts)
+
+
+def _node(record: InstanceRecord, tree: Any, parts: list[str]) -> Answer:
+    """The answer for the node ``tree`` at ``parts``: a leaf's text, a live leaf, a listing."""
     if isinstance(tree, str):
         return Response(200, tree)
     if callable(tree):

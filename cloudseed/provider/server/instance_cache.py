@@ -1,7 +1,7 @@
 """In-memory view of the registry for the hot path: who is at an address, rendered responses.
 
 A hit costs two dict lookups. Misses are loaded from the registry on one worker thread, and a
-load that takes longer than ``LOAD_WAIT`` seconds (a database cut off) is answered 503 instead
+load that takes longer than ``load_wait`` seconds (a database cut off) is answered 503 instead
 of holding the client (behind a balancer, another server answers). A watcher thread follows
 the registry's change log (``changes_since``; PostgreSQL NOTIFY wakes it at once) and drops
 changed instances; loads that raced with a change are used once, not cached. A changed instance
@@ -32,7 +32,6 @@ MAX_RESPONSE_BYTES = 1024 * 1024  # and at most this many bytes of them (keys in
 MAX_UNKNOWN_ADDRESSES = 50_000  # "nobody here" answers kept; more (a scan) forgets them all
 # seconds without the registry after which nothing cached is trusted (the change log keeps an hour)
 FORGET_AFTER_OUTAGE = 1800.0
-LOAD_WAIT = 3.0  # seconds a request waits for a registry load before it is answered 503
 MAX_REFRESH = 1000  # changed instances loaded again per batch of changes (more are loaded when asked)
 
 
@@ -85,9 +84,10 @@ class CachedInstance:
 
 
 class InstanceCache:
-    def __init__(self, registry: Registry, executor: concurrent.futures.Executor):
+    def __init__(self, registry: Registry, executor: concurrent.futures.Executor, load_wait: float = 3.0):
         self.registry = registry
         self.executor = executor
+        self.load_wait = load_wait  # seconds a request waits for a registry load before it is answered 503
         self.instances: dict[str, Optional[CachedInstance]] = {}
         self.addresses: dict[tuple[Optional[str], str], Any] = {}  # -> instance id, None or AMBIGUOUS
         self.generation = 0
@@ -112,7 +112,9 @@ class InstanceCache:
     # -- loads -----------------------------------------------------------------------------
     async def by_address(self, network: Optional[str], address: str) -> Any:
         generation = self.generation
-        ids = await self.load(self.registry.find_by_address, address, network)
+        # one trip to the registry thread: who holds the address and, if it is one instance
+        # not cached yet, its record and events too
+        ids, record, events = await self.load(self._load_address, address, network)
         if len(ids) > 1:
             found: Any = AMBIGUOUS
         else:
@@ -126,7 +128,13 @@ class InstanceCache:
             self.addresses[(network, address)] = found
         if found is None or found is AMBIGUOUS:
             return found
-        return await self.by_id(found)
+        cached = self.instances.get(found, MISSING)
+        if cached is not MISSING or (record is None and events is None):
+            return cached if cached is not MISSING else await self.by_id(found)
+        entry = CachedInstance(record, events) if record is not None else None
+        if generation == self.generation:
+            self.instances[found] = entry
+        return entry
 
     async def by_id(self, instance_id: str) -> Optional[CachedInstance]:
         cached = self.instances.get(instance_id, MISSING)
@@ -146,15 +154,32 @@ class InstanceCache:
         events, retired = self.registry.timeline(instance_id)
         return record, tuple(events), retired
 
+    def _load_address(self, address: str, network: Optional[str]) -> tuple[list[str], Any, Any]:
+        """(ids at the address, and for a single id not cached: its record and events, else None, None)."""
+        ids = self.registry.find_by_address(address, network)
+        if len(ids) != 1 or ids[0] in self.instances:
+            return ids, None, None
+        record, events = self._load(ids[0])
+        return ids, record, events
+
     async def run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
 
     async def load(self, function: Callable, *args: Any) -> Any:
-        """``run`` for a read a request waits on: RegistryUnavailable after ``LOAD_WAIT`` seconds."""
+        """``run`` for a read a request waits on: RegistryUnavailable after ``load_wait`` seconds
+        (a timer on the executor's future: no Task per load)."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self.executor, function, *args)
+        timer = loop.call_later(self.load_wait, future.cancel)
         try:
-            return await asyncio.wait_for(self.run(function, *args), LOAD_WAIT)
-        except asyncio.TimeoutError:
-            raise RegistryUnavailable(f"the registry did not answer within {LOAD_WAIT:g}s; retry shortly") from None
+            return await future
+        except asyncio.CancelledError:
+            if not timer.cancelled() and future.cancelled() and loop.time() >= timer.when():
+                raise RegistryUnavailable(f"the registry did not answer within {self.load_wait:g}s; retry "
+                                          "shortly") from None
+            raise
+        finally:
+            timer.cancel()
 
     def contact_age(self) -> float:
         """Seconds since the watcher last read the registry's change log."""

@@ -315,9 +315,30 @@ class MetadataApp:
         subpath = parts[2] if len(parts) > 2 else ""
         record = instance.record
         region = self.config.region
+        if subpath[:9] == "meta-data" and not instance.events and ("answered", version) not in instance.trees:
+            self._ec2_answers(instance, version, resolved)
         return self._cached(request, instance, f"ec2/{resolved}/" + "/".join(p for p in subpath.split("/") if p),
                             lambda: ec2_api.render(record, resolved, subpath, region, instance.trees,
                                                    self._ec2_live, instance.events))
+
+    def _ec2_answers(self, instance: CachedInstance, version: str, resolved: str) -> None:
+        """Every meta-data answer of ``version`` (as the client spells it) at once, kept as
+        ``_cached`` keeps each (a crawler asks for nearly all: one walk of the tree instead of
+        one lookup per request). Not for an instance with a timeline: its answers change."""
+        instance.trees[("answered", version)] = True
+        prefix = f"/{version}/meta-data"
+        for subpath, directory, answer in ec2_api.meta_data_answers(instance.record, resolved, self.config.region,
+                                                                    instance.trees, self._ec2_live):
+            key = f"ec2/{resolved}/meta-data/{subpath}" if subpath else f"ec2/{resolved}/meta-data"
+            if key not in instance.responses:
+                instance.remember(key, answer)
+                if key not in instance.responses:  # past the instance's bounds: answered when asked
+                    continue
+            answer = instance.responses[key]
+            path = f"{prefix}/{subpath}" if subpath else prefix
+            instance.route(path, answer)
+            if directory:
+                instance.route(path + "/", answer)
 
     def _check_token(self, request: Request, instance: CachedInstance, own_tokens: bool = False) -> Optional[Response]:
         """401 when tokens are required (by the instance or the server) and none is sent, or

@@ -56,7 +56,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     open_files = raise_open_file_limit()
     registry = open_registry(config.db)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="registry")
-    cache = InstanceCache(registry, executor)
+    cache = InstanceCache(registry, executor, config.registry_wait)
     metrics = Metrics()
     metrics.gauges["cached_instances"] = lambda: len(cache.instances)
     metrics.gauges["cache_invalidations_total"] = lambda: cache.invalidations
