@@ -128,13 +128,16 @@ async def new_connections(port: int, first: int, count: int, repeat: int) -> int
 
 
 def callgrind_instructions(pid: int, tmp: str) -> int:
-    """Instructions callgrind counted in ``pid`` since the last zeroing (dumps, then reads the dump)."""
+    """Instructions callgrind counted in ``pid`` since the last zeroing (dumps, then reads the dump;
+    the dump stays in ``tmp`` for callgrind_annotate, and with --keep its path is printed)."""
     before = set(os.listdir(tmp))
     subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
     for _ in range(600):
         new = [f for f in set(os.listdir(tmp)) - before if f.startswith("callgrind.out")]
         if new:
             time.sleep(0.5)
+            if os.environ.get("CLOUDSEED_KEEP_CALLGRIND"):
+                print(f"  (callgrind dump: {os.path.join(tmp, new[0])})", flush=True)
             with open(os.path.join(tmp, new[0])) as handle:
                 for line in handle:
                     if line.startswith("summary:") or line.startswith("totals:"):

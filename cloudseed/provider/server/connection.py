@@ -65,11 +65,28 @@ class Limits:
 
 
 class Connection:
-    """One client connection (the transport's protocol)."""
+    """One client connection (the transport's protocol).
 
-    __slots__ = ("handler", "listener", "on_response", "table", "limits", "parser", "transport", "peer", "busy",
-                 "closing", "scheduled", "reading", "activity", "answered", "seen_activity", "seen_answered",
-                 "idle_since", "partial_since", "out", "done", "balancer", "source_port")
+    A boot storm opens a connection per request, so making one is kept cheap: what most
+    connections never change is a class attribute (an instance sets its own only when it
+    changes), and the request parser is made with the first bytes."""
+
+    # defaults, shadowed per connection only when they change
+    parser: Optional[RequestParser] = None  # made at the first bytes
+    transport: Any = None
+    peer = ""
+    busy = False  # a handler's awaitable is running: later requests wait
+    closing = False
+    scheduled = False  # more requests are buffered; answered on the loop's next turn
+    reading = True
+    # deadlines: counters here, the clock is read by ``check`` (twice a second), not per request
+    activity = 0  # reads and drained writes
+    answered = 0
+    seen_activity = seen_answered = 0  # as ``check`` last saw them
+    idle_since: Optional[float] = None  # set by the first ``check``
+    partial_since: Optional[float] = None  # when ``check`` first saw this request unfinished
+    balancer = ""  # the balancer's address when the client came through one (PROXY protocol)
+    source_port: Optional[int] = None  # the client's port, when a PROXY header named it
 
     def __init__(self, handler: Handler, listener: Any, table: ConnectionTable, limits: Limits):
         self.handler = handler
@@ -77,23 +94,8 @@ class Connection:
         self.on_response: Optional[Callable[[Request, Response], None]] = listener.on_response
         self.table = table
         self.limits = limits
-        self.parser = RequestParser(limits.max_body)
-        self.transport: Any = None
-        self.peer = ""
-        self.busy = False  # a handler's awaitable is running: later requests wait
-        self.closing = False
-        self.scheduled = False  # more requests are buffered; answered on the loop's next turn
-        self.reading = True
-        # deadlines: counters here, the clock is read by ``check`` (twice a second), not per request
-        self.activity = 0  # reads and drained writes
-        self.answered = 0
-        self.seen_activity = self.seen_answered = 0  # as ``check`` last saw them
-        self.idle_since = table.clock()
-        self.partial_since: Optional[float] = None  # when ``check`` first saw this request unfinished
         self.out: list[bytes] = []  # encoded answers not yet written
         self.done: list[tuple[Request, Response]] = []  # their requests, for on_response after the write
-        self.balancer = ""  # the balancer's address when the client came through one (PROXY protocol)
-        self.source_port: Optional[int] = None  # the client's port, when a PROXY header named it
 
     # -- called by the transport ---------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
@@ -118,7 +120,10 @@ class Connection:
 
     def data_received(self, data: bytes) -> None:
         self.activity += 1
-        self.parser.feed(data)
+        parser = self.parser
+        if parser is None:
+            parser = self.parser = RequestParser(self.limits.max_body)
+        parser.feed(data)
         if self.busy or self.scheduled:
             self._update_reading()
         else:
@@ -136,12 +141,12 @@ class Connection:
     def check(self, now: float) -> Optional[str]:
         """Why this connection should be closed now, if it should (called about twice a second:
         the deadlines are kept to within one call)."""
-        if self.activity != self.seen_activity:
+        if self.activity != self.seen_activity or self.idle_since is None:
             self.seen_activity = self.activity
             self.idle_since = now
         if self.busy:
             return None
-        if self.parser.buffered:  # part of a request, or requests waiting for the client to read
+        if self.parser is not None and self.parser.buffered:  # part of a request, or requests waiting
             if self.partial_since is None or self.answered != self.seen_answered:
                 self.partial_since = now
                 self.seen_answered = self.answered
@@ -237,7 +242,7 @@ class Connection:
         limits = self.limits
         blocked = len(transport.pending) > limits.max_unsent
         waiting = self.busy or self.scheduled or blocked
-        want = not blocked and not (waiting and self.parser.buffered > limits.max_buffered)
+        want = not blocked and not (waiting and self.parser is not None and self.parser.buffered > limits.max_buffered)
         if want != self.reading:
             self.reading = want
             if want:
@@ -282,8 +287,6 @@ class Connection:
 class ProxiedConnection(Connection):
     """A connection from a balancer on a PROXY protocol listener: the header first, then HTTP."""
 
-    __slots__ = ()
-
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)  # counted under the balancer's address until the header
         self.balancer = self.peer
@@ -291,6 +294,8 @@ class ProxiedConnection(Connection):
     def data_received(self, data: bytes) -> None:
         self.activity += 1
         parser = self.parser
+        if parser is None:
+            parser = self.parser = RequestParser(self.limits.max_body)
         parser.feed(data)
         received = parser.data[parser.pos:] if parser.pos else parser.data
         try:

@@ -77,6 +77,19 @@ class CachedInstance:
             self.kept_bytes += size
         return answer
 
+    def route_all(self, pairs: list[tuple[str, Any]]) -> None:
+        """``route`` for many (path, answer) pairs made at once (an EC2 tree's answers), within the
+        same bounds, the bytes of their bodies counted as ``remember`` counts them."""
+        routes, kept = self.routes, self.kept_bytes
+        for path, answer in pairs:
+            size = len(path) + len(getattr(answer, "body", b""))
+            if len(routes) >= MAX_ROUTES or kept + size > MAX_RESPONSE_BYTES:
+                break
+            if len(path) <= MAX_ROUTE_PATH:
+                routes[path] = answer
+                kept += size
+        self.kept_bytes = kept
+
     def route(self, path: str, answer: Any) -> None:
         """Remember ``answer`` for the request path ``path`` (the hot path's lookup) if the bounds allow."""
         if len(self.routes) < MAX_ROUTES and len(path) <= MAX_ROUTE_PATH:

@@ -322,23 +322,20 @@ class MetadataApp:
                                                    self._ec2_live, instance.events))
 
     def _ec2_answers(self, instance: CachedInstance, version: str, resolved: str) -> None:
-        """Every meta-data answer of ``version`` (as the client spells it) at once, kept as
-        ``_cached`` keeps each (a crawler asks for nearly all: one walk of the tree instead of
-        one lookup per request). Not for an instance with a timeline: its answers change."""
+        """Every meta-data answer of ``version`` (as the client spells it) at once, routed by the
+        paths a crawler asks (a directory with and without its slash): one walk of the tree
+        instead of one lookup per request. Within the instance's bounds (``route_all``); not for
+        an instance with a timeline, whose answers change."""
         instance.trees[("answered", version)] = True
         prefix = f"/{version}/meta-data"
+        pairs = []
         for subpath, directory, answer in ec2_api.meta_data_answers(instance.record, resolved, self.config.region,
                                                                     instance.trees, self._ec2_live):
-            key = f"ec2/{resolved}/meta-data/{subpath}" if subpath else f"ec2/{resolved}/meta-data"
-            if key not in instance.responses:
-                instance.remember(key, answer)
-                if key not in instance.responses:  # past the instance's bounds: answered when asked
-                    continue
-            answer = instance.responses[key]
             path = f"{prefix}/{subpath}" if subpath else prefix
-            instance.route(path, answer)
+            pairs.append((path, answer))
             if directory:
-                instance.route(path + "/", answer)
+                pairs.append((path + "/", answer))
+        instance.route_all(pairs)
 
     def _check_token(self, request: Request, instance: CachedInstance, own_tokens: bool = False) -> Optional[Response]:
         """401 when tokens are required (by the instance or the server) and none is sent, or

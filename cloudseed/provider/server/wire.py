@@ -109,7 +109,7 @@ class RequestParser:
         self.pos = 0
         self.max_body = max_body
         self._llhttp: Optional[HttpRequestParser] = None  # made at the first head not seen before
-        self._collector = _Collector()
+        self._collector: Optional[_Collector] = None  # with it
         self._discard = 0  # bytes of an oversized body still to read away before answering 413
         self.stopped: Optional[WireError] = None  # raised once ``_discard`` is 0, and ever after
         self._scanned = 0  # where to go on looking for the end of the head
@@ -186,10 +186,11 @@ class RequestParser:
         return head, data[body_start:self.pos]
 
     def _parse(self, raw: bytes) -> Head:
-        llhttp = self._llhttp
+        llhttp, collector = self._llhttp, self._collector
+        if collector is None:
+            collector = self._collector = _Collector()
         if llhttp is None:
-            llhttp = self._llhttp = self._collector.parser = HttpRequestParser(self._collector)
-        collector = self._collector
+            llhttp = self._llhttp = collector.parser = HttpRequestParser(collector)
         collector.messages = 0
         if raw.find(b"\n\n") >= 0:  # as when the head is not complete yet (``next``)
             self._fail(400, "malformed request head: lines must end with CRLF")
