@@ -105,7 +105,7 @@ class BootState:
 
         fresh = self.reporter is None
         if fresh:
-            self.reporter = Reporter(self.root)
+            self.reporter = Reporter(self.root, sent_file=self.paths.run("reported-stages"))
         self.reporter.configure(settings, cfg)
         if fresh and stage is not None and self.reporter.handlers:
             self.reporter.replay(self.status.v1, stage)

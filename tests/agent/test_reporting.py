@@ -241,3 +241,17 @@ def test_no_reporting_imports_nothing_new_on_the_boot_path(shell_target):
         capture_output=True, text=True, timeout=120)
     assert code.returncode == 0, code.stderr
     assert code.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_stages_in_separate_processes_send_each_event_once(shell_target, hook):
+    root = shell_target
+    seed(root, "#cloud-config\nruncmd: ['true']\n",
+         system=f"reporting: {{h: {{type: webhook, endpoint: '{hook.url}'}}}}\n")
+    shutil.rmtree(os.path.join(root.top, "run"), ignore_errors=True)
+    for argv in (["init", "--local"], ["init"], ["modules", "--mode", "config"], ["modules", "--mode", "final"]):
+        done = subprocess.run([sys.executable, "-m", "cloudseed", "--root", root.top, *argv], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-1000:]
+    names = [(b["event_type"], b["name"]) for _, b in hook.received if "/" not in b["name"]]
+    assert names == [(kind, stage) for stage in ("init-local", "init-network", "modules-config", "modules-final")
+                     for kind in ("start", "finish")]

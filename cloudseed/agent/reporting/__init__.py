@@ -86,10 +86,13 @@ class Event:
 class Reporter:
     """The handlers of one agent process, and the secrets kept out of what they send."""
 
-    def __init__(self, root: Any, boot_id: str = ""):
+    def __init__(self, root: Any, boot_id: str = "", sent_file: str = ""):
         from cloudseed.agent.reporting._secrets import Secrets
 
         self.root = root
+        # this boot's stages whose finish was sent (by this process or an earlier stage's): a
+        # reporter made later replays only the others, so nothing is sent twice
+        self.sent_file = sent_file
         self.handlers: dict[str, Any] = {}
         self.secrets = Secrets()
         self.boot_id = boot_id or _boot_id(root)
@@ -202,6 +205,13 @@ class Reporter:
         else:
             description = f"{STAGE_EVENTS[stage]} finished"
         self.finish(STAGE_EVENTS[stage], description, result, duration, timestamp, datasource=datasource or "")
+        if self.sent_file and self.handlers:
+            self.root.write(self.sent_file, "".join(f"{s}\n" for s in sorted(self._sent() | {stage})), mode=0o644)
+
+    def _sent(self) -> set[str]:
+        if not self.sent_file or not self.root.exists(self.sent_file):
+            return set()
+        return set(self.root.read_text(self.sent_file).split())
 
     def module_start(self, stage: str, module: str, frequency: str) -> None:
         name = f"{MODULE_PARENTS.get(stage, stage)}/config-{module}"
@@ -226,10 +236,11 @@ class Reporter:
         """The events of this boot's stages before reporting was configured (from ``status.json``)."""
         from cloudseed.agent.status import STAGE_KEYS, STAGE_ORDER
 
+        sent = self._sent()
         for stage in STAGE_ORDER:
             record = status_v1.get(STAGE_KEYS[stage]) or {}
             start, end = record.get("start"), record.get("finished")
-            if not start:
+            if not start or (stage in sent and stage != current):
                 continue
             self.publish(Event("start", STAGE_EVENTS[stage], f"running stage {STAGE_EVENTS[stage]}", start))
             if stage == current:
