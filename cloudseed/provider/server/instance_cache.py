@@ -127,7 +127,7 @@ class InstanceCache:
         generation = self.generation
         # one trip to the registry thread: who holds the address and, if it is one instance
         # not cached yet, its record and events too
-        ids, record, events = await self.load(self._load_address, address, network)
+        ids, loaded = await self.load(self._load_address, address, network)
         if len(ids) > 1:
             found: Any = AMBIGUOUS
         else:
@@ -142,9 +142,9 @@ class InstanceCache:
         if found is None or found is AMBIGUOUS:
             return found
         cached = self.instances.get(found, MISSING)
-        if cached is not MISSING or (record is None and events is None):
+        if cached is not MISSING or loaded is None:
             return cached if cached is not MISSING else await self.by_id(found)
-        entry = CachedInstance(record, events) if record is not None else None
+        entry = CachedInstance(*loaded) if loaded[0] is not None else None
         if generation == self.generation:
             self.instances[found] = entry
         return entry
@@ -167,13 +167,12 @@ class InstanceCache:
         events, retired = self.registry.timeline(instance_id)
         return record, tuple(events), retired
 
-    def _load_address(self, address: str, network: Optional[str]) -> tuple[list[str], Any, Any]:
-        """(ids at the address, and for a single id not cached: its record and events, else None, None)."""
+    def _load_address(self, address: str, network: Optional[str]) -> tuple[list[str], Optional[tuple]]:
+        """(ids at the address, and for a single id not cached what ``_load`` gives for it, else None)."""
         ids = self.registry.find_by_address(address, network)
         if len(ids) != 1 or ids[0] in self.instances:
-            return ids, None, None
-        record, events = self._load(ids[0])
-        return ids, record, events
+            return ids, None
+        return ids, self._load(ids[0])
 
     async def run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
