@@ -67,3 +67,17 @@ def test_strict_azure_boot_fails_closed_and_tells_the_platform(lab, ssh_key, tmp
     for stage in ("init-local", "init-network", "modules-config", "modules-final"):
         assert stage in names, names  # the whole boot, the local stage replayed from the status
     assert "init-network/strict" in names
+    # the same registry behind an admin listener: the boot's page, its bars and its failure
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
+    from server_support import ADMIN_TOKEN, ServerProcess, http
+
+    admin = ServerProcess(server.db, str(tmp_path / "admin"), ["127.0.0.1:0"])
+    try:
+        page = http(admin.admin_port, f"/fleet/instances/{instance.instance_id}",
+                    headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    finally:
+        admin.stop()
+    assert page.status == 200 and 'data-state="failed"' in page.text
+    for stage in ("init-local", "init-network", "modules-config", "modules-final"):
+        assert f'data-name="{stage}"' in page.text, stage
+    assert 'data-name="strict" data-status="fail"' in page.text
