@@ -66,12 +66,15 @@ def check_text(text: str, source: str, require_header: bool = True, os_release: 
 def check_network_text(text: str, source: str):
     """(problems, error count) for one network-config document (v1, v2, or ``network:`` around either).
 
-    The verdict is the parser's: what the agent would refuse at boot is an error here, named by its
-    key path and line. An empty document is nothing to check (as in cloud-init).
+    What the agent would refuse at boot is an error here, named by its key path and line; so is a
+    form the agent applies but cloud-init 26.x's schema refuses where a spelling both accept exists
+    (``cloudseed.network.cloud_init_schema``: the message says what to write). An empty document is
+    nothing to check (as in cloud-init).
     """
     from cloudseed.agent.config import ConfigFileError, load_yaml_mapping
     from cloudseed.agent.schema import Problem, key_lines
     from cloudseed.network import NetworkConfigError, parse
+    from cloudseed.network.cloud_init_schema import problems as cloud_init_problems
 
     try:
         cfg = load_yaml_mapping(text, source) if text.strip() else {}
@@ -86,7 +89,9 @@ def check_network_text(text: str, source: str):
         if not message:
             path, message = "", path
         return [Problem(path, message, line=key_lines(text).get(path))], 1
-    return [], 0
+    found = cloud_init_problems(cfg)
+    lines = key_lines(text) if found else {}
+    return [Problem(path, message, line=lines.get(path)) for path, message in found], len(found)
 
 
 def render_template(text: str, source: str, instance_data_file: str | None, root_dir: str):

@@ -114,6 +114,7 @@ class Interface:
     bridge_params: dict = field(default_factory=dict)  # netplan names: stp, forward-delay, priority...
     vlan_id: Optional[int] = None
     vlan_link: Optional[str] = None
+    netplan_only: dict = field(default_factory=dict)  # netplan keys only the netplan renderer writes (as given)
     master: Optional[str] = None    # filled by NetworkModel.link(): the bond/bridge this is part of
     path: str = field(default="", compare=False)  # key path in the input, for error messages
 

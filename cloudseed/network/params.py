@@ -13,21 +13,21 @@ from cloudseed.network.model import BOND_MODES, check_bool, check_int, fail, fmt
 BOND_PARAMS: dict[str, tuple[str, str]] = {
     "mode": ("mode", "mode"),
     "mii-monitor-interval": ("miimon", "int"),
-    "lacp-rate": ("lacp_rate", "str"),
+    "lacp-rate": ("lacp_rate", "lacp-rate"),
     "min-links": ("min_links", "int"),
-    "transmit-hash-policy": ("xmit_hash_policy", "str"),
-    "ad-select": ("ad_select", "str"),
+    "transmit-hash-policy": ("xmit_hash_policy", "transmit-hash-policy"),
+    "ad-select": ("ad_select", "ad-select"),
     "all-slaves-active": ("all_slaves_active", "bool"),
     "arp-interval": ("arp_interval", "int"),
     "arp-ip-targets": ("arp_ip_target", "list"),
-    "arp-validate": ("arp_validate", "str"),
-    "arp-all-targets": ("arp_all_targets", "str"),
+    "arp-validate": ("arp_validate", "arp-validate"),
+    "arp-all-targets": ("arp_all_targets", "arp-all-targets"),
     "up-delay": ("updelay", "int"),
     "down-delay": ("downdelay", "int"),
-    "fail-over-mac-policy": ("fail_over_mac", "str"),
+    "fail-over-mac-policy": ("fail_over_mac", "fail-over-mac-policy"),
     "gratuitous-arp": ("num_grat_arp", "int"),
     "packets-per-slave": ("packets_per_slave", "int"),
-    "primary-reselect-policy": ("primary_reselect", "str"),
+    "primary-reselect-policy": ("primary_reselect", "primary-reselect-policy"),
     "resend-igmp": ("resend_igmp", "int"),
     "learn-packet-interval": ("lp_interval", "int"),
     "primary": ("primary", "str"),
@@ -62,6 +62,18 @@ _V1_BRIDGE = {
 
 _NUMERIC_MODES = {str(i): m for i, m in enumerate(BOND_MODES)}
 
+# the kernel bonding driver's values for its word-valued options, in the order of their numbers
+# (the driver takes either: "fast" or "1"); the kind of each such parameter above is its own name
+BOND_WORDS: dict[str, tuple[str, ...]] = {
+    "lacp-rate": ("slow", "fast"),
+    "transmit-hash-policy": ("layer2", "layer3+4", "layer2+3", "encap2+3", "encap3+4", "vlan+srcmac"),
+    "ad-select": ("stable", "bandwidth", "count"),
+    "arp-validate": ("none", "active", "backup", "all", "filter", "filter_active", "filter_backup"),
+    "arp-all-targets": ("any", "all"),
+    "fail-over-mac-policy": ("none", "active", "follow"),
+    "primary-reselect-policy": ("always", "better", "failure"),
+}
+
 
 def v1_bond_key(key: str) -> str | None:
     """Canonical name for a v1/OpenStack bond parameter (``bond-miimon``, ``bond_miimon``)."""
@@ -84,6 +96,14 @@ def check_bond_value(name: str, value, path: str):
         text = _NUMERIC_MODES.get(text, text)
         if text not in BOND_MODES:
             raise fail(path, f"{value!r} is not a bond mode (one of {', '.join(BOND_MODES)})")
+        return text
+    if kind in BOND_WORDS:
+        words = BOND_WORDS[kind]
+        text = str(value).strip().lower()
+        if text.isdigit() and int(text) < len(words):
+            text = words[int(text)]
+        if isinstance(value, (bool, dict, list)) or value is None or text not in words:
+            raise fail(path, f"{value!r} is not a {kind} value (one of {', '.join(words)})")
         return text
     if kind == "int":
         text = str(value).strip()

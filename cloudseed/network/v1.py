@@ -27,7 +27,7 @@ from cloudseed.network.validate import check_references
 
 _COMMON = {"type", "name", "mac_address", "mtu", "subnets", "accept-ra", "wakeonlan", "id"}
 _KEYS = {
-    "physical": _COMMON | {"params"},
+    "physical": _COMMON | {"params", "keep_configuration"},
     "loopback": {"type", "name", "subnets", "id"},
     "bond": _COMMON | {"bond_interfaces", "params"},
     "bridge": _COMMON | {"bridge_interfaces", "params"},
@@ -108,6 +108,8 @@ def _interface(item: dict, kind: str, path: str) -> Interface:
         iface.accept_ra = check_bool(item["accept-ra"], fmt_path(path, "accept-ra"))
     if item.get("wakeonlan") is not None:
         iface.wakeonlan = check_bool(item["wakeonlan"], fmt_path(path, "wakeonlan"))
+    if item.get("keep_configuration") is not None:  # netplan's critical (cloud-init writes it so)
+        iface.netplan_only["critical"] = check_bool(item["keep_configuration"], fmt_path(path, "keep_configuration"))
     subnets = item.get("subnets") or []
     spath = fmt_path(path, "subnets")
     if not isinstance(subnets, list):

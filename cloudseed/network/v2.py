@@ -33,10 +33,19 @@ from cloudseed.network.validate import check_references
 _SECTIONS = {"ethernets": "physical", "bonds": "bond", "bridges": "bridge", "vlans": "vlan"}
 _COMMON = {
     "addresses", "gateway4", "gateway6", "routes", "nameservers", "dhcp4", "dhcp6",
-    "dhcp4-overrides", "dhcp6-overrides", "mtu", "accept-ra", "renderer", "optional", "critical",
+    "dhcp4-overrides", "dhcp6-overrides", "mtu", "accept-ra", "renderer", "optional",
 }
+# netplan keys the model has no field for: checked, then written as given by the netplan renderer
+# (as cloud-init passes v2 to netplan) and reported as left out by the others (cloud-init drops them)
+_NETPLAN_ONLY = {
+    "critical": "bool", "ignore-carrier": "bool", "ipv6-privacy": "bool", "emit-lldp": "bool",
+    "dhcp-identifier": ("mac", "duid"), "ipv6-address-generation": ("eui64", "stable-privacy"),
+    "link-local": ["ipv4", "ipv6"], "routing-policy": "rules",
+}
+_RULE_KEYS = {"from": "ip", "to": "ip", "table": "int", "priority": "int", "mark": "int", "type-of-service": "int"}
+_COMMON |= set(_NETPLAN_ONLY)
 _KEYS = {
-    "physical": _COMMON | {"match", "set-name", "wakeonlan"},
+    "physical": _COMMON | {"match", "set-name", "wakeonlan", "macaddress"},
     "bond": _COMMON | {"interfaces", "parameters", "macaddress"},
     "bridge": _COMMON | {"interfaces", "parameters", "macaddress"},
     "vlan": _COMMON | {"id", "link", "macaddress"},
@@ -144,10 +153,15 @@ def _device(dev_id: str, cfg: dict, kind: str, path: str, resolver) -> Interface
         iface.name = check_name(name or dev_id, path if not name else fmt_path(path, "set-name"))
         if cfg.get("wakeonlan") is not None:
             iface.wakeonlan = check_bool(cfg["wakeonlan"], fmt_path(path, "wakeonlan"))
+        if cfg.get("macaddress") not in (None, ""):  # the address to give the NIC (match.macaddress finds it)
+            iface.netplan_only["macaddress"] = check_mac(cfg["macaddress"], fmt_path(path, "macaddress"))
     else:
         check_name(dev_id, path)
         if cfg.get("macaddress") not in (None, ""):
             iface.mac = check_mac(cfg["macaddress"], fmt_path(path, "macaddress"))
+    for key, kind in _NETPLAN_ONLY.items():
+        if cfg.get(key) is not None:
+            iface.netplan_only[key] = netplan_value(cfg[key], kind, fmt_path(path, key))
     if cfg.get("renderer") is not None:
         _renderer(cfg["renderer"], fmt_path(path, "renderer"))
     if cfg.get("mtu") is not None:
@@ -158,6 +172,32 @@ def _device(dev_id: str, cfg: dict, kind: str, path: str, resolver) -> Interface
         iface.optional = check_bool(cfg["optional"], fmt_path(path, "optional"))
     _ip_config(iface, cfg, path)
     return iface
+
+
+def netplan_value(value, kind, path: str):
+    """A netplan-only key's value checked as netplan would: a boolean, one word of a tuple, a list of words."""
+    if kind == "bool":
+        return check_bool(value, path)
+    if kind == "rules":  # routing-policy: a list of rules
+        if not isinstance(value, list):
+            raise fail(path, f"expected a list of rules, got {type(value).__name__}")
+        rules = []
+        for i, rule in enumerate(value):
+            rpath = fmt_path(path, i)
+            check_mapping(rule, rpath)
+            check_keys(rule, set(_RULE_KEYS), rpath)
+            for key, what in _RULE_KEYS.items():
+                if rule.get(key) is not None:
+                    (check_network if what == "ip" else check_int)(rule[key], fmt_path(rpath, key))
+            rules.append(dict(rule))
+        return rules
+    if isinstance(kind, tuple):
+        if str(value) not in kind:
+            raise fail(path, f"{value!r} is not one of {', '.join(kind)}")
+        return str(value)
+    if not isinstance(value, list) or any(str(v) not in kind for v in value):
+        raise fail(path, f"{value!r} is not a list of {' and '.join(kind)}")
+    return [str(v) for v in value]
 
 
 def _ip_config(iface: Interface, cfg: dict, path: str) -> None:
@@ -214,6 +254,9 @@ def _ip_config(iface: Interface, cfg: dict, path: str) -> None:
         npath = fmt_path(path, "nameservers")
         check_mapping(ns, npath)
         check_keys(ns, {"addresses", "search"}, npath)
+        for key in ("addresses", "search"):
+            if ns.get(key) is not None and not isinstance(ns[key], list):  # netplan wants a sequence
+                raise fail(fmt_path(npath, key), f"expected a list, got {type(ns[key]).__name__}")
         iface.nameservers = check_nameservers(ns.get("addresses"), fmt_path(npath, "addresses"))
         iface.search = check_search(ns.get("search"), fmt_path(npath, "search"))
 

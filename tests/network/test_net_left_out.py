@@ -212,3 +212,35 @@ def test_the_local_stage_puts_what_was_left_out_in_the_status(shell_target):
     status = json.loads(root.read_text("/run/cloudseed/status.json"))
     assert "network: interface 'eth0' (ethernets.eth0): the eni renderer cannot express dhcp6-overrides " \
            "route-metric; rendered without it" in status["v1"]["init-local"]["warnings"]
+
+
+# ---------------------------------------------------------------- netplan keys the model has no field for
+NETPLAN_KEYS = {"version": 2, "ethernets": {"eth0": {
+    "match": {"name": "eth0"}, "macaddress": "02:00:00:ab:cd:ef", "dhcp4": True, "dhcp-identifier": "mac",
+    "link-local": [], "ipv6-privacy": True, "critical": True,
+    "routing-policy": [{"from": "10.0.2.15", "table": 101}]}}}
+
+
+@pytest.mark.parametrize("renderer", ALL)
+def test_netplan_keys_are_written_by_netplan_and_named_by_the_others(renderer):
+    """cloud-init hands v2 to netplan as it is, and its other renderers drop these keys silently: the
+    netplan renderer writes them as given, every other one renders the rest and names each key."""
+    files, warnings = rendered(NETPLAN_KEYS, renderer)
+    keys = ("macaddress", "dhcp-identifier", "link-local", "ipv6-privacy", "critical", "routing-policy")
+    if renderer == "netplan":
+        eth0 = yaml.safe_load(files["/etc/netplan/50-cloudseed.yaml"])["network"]["ethernets"]["eth0"]
+        assert {k: eth0[k] for k in keys} == {k: NETPLAN_KEYS["ethernets"]["eth0"][k] for k in keys}
+        assert warnings == []
+    else:
+        assert "eth0" in "".join(files.values())
+        assert sorted(w.split("netplan's ", 1)[1].split(";")[0] for w in warnings) == sorted(keys)
+        assert all(f"the {renderer} renderer cannot express" in w for w in warnings)
+
+
+def test_v1_keep_configuration_is_netplans_critical():
+    cfg = {"version": 1, "config": [{"type": "physical", "name": "eth0", "keep_configuration": True,
+                                     "subnets": [{"type": "dhcp"}]}]}
+    files, warnings = rendered(cfg, "netplan")
+    assert yaml.safe_load(files["/etc/netplan/50-cloudseed.yaml"])["network"]["ethernets"]["eth0"]["critical"]
+    assert rendered(cfg, "networkd")[1] == [
+        "interface 'eth0' (config[0]): the networkd renderer cannot express netplan's critical; rendered without it"]

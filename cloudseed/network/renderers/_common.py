@@ -155,7 +155,8 @@ def expressible(model: NetworkModel, renderer: str, *, globs: bool = False, driv
     caller's, so the caller sees what was left out. Options the renderer declares it cannot
     write: addresses on the loopback interface (its DNS becomes global DNS), NICs matched by a
     name pattern or by driver alone (``rename_by_name``: an exact name with ``set-name`` is
-    renamed by a udev rule), a broadcast address other than the network's.
+    renamed by a udev rule), a broadcast address other than the network's; and for every renderer
+    but netplan's, the netplan keys an interface carries as given (``Interface.netplan_only``).
     """
     import copy
 
@@ -180,6 +181,10 @@ def expressible(model: NetworkModel, renderer: str, *, globs: bool = False, driv
         if iface.match_driver and not iface.mac and not driver_only:
             _drop_interface(view, model, renderer, iface, "matching an interface by driver alone")
             continue
+        if iface.netplan_only and renderer != "netplan":
+            for key in iface.netplan_only:
+                left_out(model, renderer, iface, f"netplan's {key}")
+            iface.netplan_only = {}
         if not broadcast:
             for s in iface.static_subnets():
                 if not default_broadcast(s):

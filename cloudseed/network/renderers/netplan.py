@@ -82,6 +82,8 @@ def _device(model: NetworkModel, iface: Interface, dns: tuple, global_routes: di
     if iface.optional or control == "hotplug":  # hotplug: up when it appears, boot does not wait
         d["optional"] = True
     _l3(model, iface, d)
+    for key, value in iface.netplan_only.items():
+        d.setdefault(key, value)
     routes = [_route(r) for r in routes_for(model, iface, global_routes)]
     if routes:
         d["routes"] = routes
