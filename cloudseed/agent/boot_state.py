@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from cloudseed.agent.config import is_disabled, load_system_config, read_cmdline
+from cloudseed.agent.config import is_disabled, load_system_config, merge_config, read_cmdline
 from cloudseed.agent.log import console
 from cloudseed.agent.state import Paths, read_json
 from cloudseed.agent.status import StatusRecorder
@@ -25,15 +25,18 @@ if TYPE_CHECKING:
 class BootState:
     """What the stages of one boot share (no behaviour beyond reading it)."""
 
-    __slots__ = ("root", "paths", "cmdline", "system_cfg", "config_errors", "status", "datasource", "record",
-                 "output", "reporter")
+    __slots__ = ("root", "paths", "cmdline", "system_cfg", "files_cfg", "plain_cfg", "config_errors", "status",
+                 "datasource", "record", "output", "reporter")
 
     def __init__(self, root: TargetRoot, paths: Paths, cmdline: str, system_cfg: dict,
-                 config_errors: list[str], status: StatusRecorder):
+                 config_errors: list[str], status: StatusRecorder, files_cfg: dict | None = None):
         self.root = root
         self.paths = paths
         self.cmdline = cmdline
-        self.system_cfg = system_cfg
+        # the ``--file`` settings of this command (cloud-init's ``-f``): over every other source
+        self.files_cfg: dict = files_cfg or {}
+        self.plain_cfg = system_cfg  # as the files on disk give it: what later stages are handed on
+        self.system_cfg = self.with_files(system_cfg)
         self.config_errors = config_errors
         self.status = status
         self.datasource: Datasource | None = None
@@ -43,12 +46,16 @@ class BootState:
         self.reporter: Any = None  # cloudseed.agent.reporting.Reporter once ``reporting`` was configured
 
     @classmethod
-    def load(cls, root: TargetRoot) -> BootState:
+    def load(cls, root: TargetRoot, files_cfg: dict | None = None) -> BootState:
         paths = Paths(root)
         cmdline = read_cmdline(root)
         errors: list[str] = []
         system_cfg = load_system_config(root, cmdline, errors=errors)
-        return cls(root, paths, cmdline, system_cfg, errors, StatusRecorder(paths))
+        return cls(root, paths, cmdline, system_cfg, errors, StatusRecorder(paths), files_cfg)
+
+    def with_files(self, cfg: dict) -> dict:
+        """``cfg`` with this command's ``--file`` settings over it (they win over user-data too)."""
+        return merge_config(cfg, self.files_cfg) if self.files_cfg else cfg
 
     @property
     def instance_id(self) -> str | None:

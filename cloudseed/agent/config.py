@@ -100,6 +100,38 @@ def load_yaml_mapping(text: str, source: str) -> dict:
     return loaded
 
 
+def load_config_files(paths: list[str]) -> dict:
+    """The settings of files named on the command line (``init``/``modules``/``single --file``, as
+    cloud-init's ``-f``): YAML mappings, the first file winning where they overlap. They are read
+    from this machine as given (not inside ``--root``); ConfigFileError names a file that cannot be."""
+    cfg: dict = {}
+    for path in reversed(paths):
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigFileError(f"{path}: cannot read it: {e.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigFileError(f"{path}: not UTF-8 text") from None
+        cfg = merge_config(cfg, load_yaml_mapping(text, path))
+    return cfg
+
+
+FILE_HELP = "more YAML configuration over every other source, for this run only (cloud-init's -f; repeatable)"
+
+
+def files_for_command(paths: list[str], verb: str) -> dict | None:
+    """``load_config_files`` for a stage command: None (the problem printed) when a file is unusable,
+    so the command stops before doing anything (cloud-init logs it and runs without the file)."""
+    try:
+        return load_config_files(paths)
+    except ConfigFileError as e:
+        import sys
+
+        print(f"cloudseed {verb}: --file {e}", file=sys.stderr)
+        return None
+
+
 def read_cmdline(root: TargetRoot) -> str:
     """The kernel command line of the running system (a file in the root for tests)."""
     override = "/etc/cloudseed/cmdline"  # lets tests and offline roots supply one

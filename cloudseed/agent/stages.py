@@ -105,9 +105,13 @@ def _consume_userdata(state: BootState, data: dict, errors: list[str], warnings:
     """Process user-data and vendor-data, place scripts and boothooks, return the merged config."""
     from cloudseed.agent.userdata_stage import consume
 
-    cfg = consume(state, data, errors, warnings)
+    system_cfg, state.system_cfg = state.system_cfg, state.plain_cfg  # later stages get no --file settings
+    try:
+        cfg = consume(state, data, errors, warnings)
+    finally:
+        state.system_cfg = system_cfg
     write_json(state.root, state.paths.combined_config_file, cfg, mode=0o600)
-    return cfg
+    return state.with_files(cfg)
 
 
 def _module_context(state: BootState, stage: str, cfg: dict, data: dict) -> ModuleContext:
@@ -123,7 +127,7 @@ def _module_context(state: BootState, stage: str, cfg: dict, data: dict) -> Modu
 def _combined_config(state: BootState, warnings: list[str]) -> dict:
     cfg = read_json(state.root, state.paths.combined_config_file)
     if isinstance(cfg, dict):
-        return cfg
+        return state.with_files(cfg)
     warnings.append("no processed user-data from this boot; using the system config only")
     return dict(state.system_cfg)
 
@@ -325,8 +329,8 @@ def _niceness_within(low: int, high: int) -> None:
 class Agent:
     """The stage functions bound to one root (for callers that hold one object per boot)."""
 
-    def __init__(self, root: TargetRoot):
-        self.state = BootState.load(root)
+    def __init__(self, root: TargetRoot, files_cfg: dict | None = None):
+        self.state = BootState.load(root, files_cfg)
 
     def run_local(self) -> int:
         return run_local(self.state)

@@ -2,8 +2,8 @@
 
 The verbs, options and exit codes people script against: ``status [--wait] [--long] [--format]``,
 ``query``, ``schema``, ``clean [--logs] [--seed] [--reboot] [--machine-id]``, ``single``,
-``init [--local]``, ``modules --mode``, ``analyze show|blame|dump|boot``, ``collect-logs``,
-``devel net-convert``, ``devel make-mime``, ``devel hotplug-hook``, ``features``, ``--version``.
+``init [--local]``, ``modules --mode`` (these three with 24.x's ``--file``), ``analyze show|blame|dump|boot``,
+``collect-logs``, ``devel net-convert``, ``devel make-mime``, ``devel hotplug-hook``, ``features``, ``--version``.
 Each is turned into the cloudseed command that does it (``status`` is ``cloudseed status``,
 ``devel net-convert`` is ``cloudseed net render``...), so the behaviour is cloudseed's. One
 extension: a global ``--root DIR`` (as every cloudseed command has) for offline roots and tests.
@@ -123,8 +123,12 @@ MODE_INIT_DEPRECATED = "deprecated in 24.1 and scheduled to be removed in 29.1. 
 
 
 def _file_arg(s: argparse.ArgumentParser) -> None:
-    s.add_argument("--file", "-f", action="append", dest="files", default=[],
-                   help="additional YAML configuration (not supported: use /etc/cloud/cloud.cfg.d)")
+    s.add_argument("--file", "-f", action="append", dest="files", default=[], metavar="FILES",
+                   help="additional YAML configuration, over every other source, for this run (repeatable)")
+
+
+def _files(args) -> list[str]:
+    return [arg for path in args.files for arg in ("--file", path)]
 
 
 def _schema_args(s: argparse.ArgumentParser) -> None:
@@ -153,10 +157,6 @@ def cloud_init(argv: list[str], prog: str = "cloud-init") -> int:
         print(f"{prog}: --file before the subcommand was removed in cloud-init 24.x (it is an option of init, "
               f"modules and single); put the settings in /etc/cloud/cloud.cfg.d/", file=sys.stderr)
         return 2
-    if getattr(args, "files", None):
-        print(f"{prog} {args.subcommand}: --file is not supported; put the settings in /etc/cloud/cloud.cfg.d/",
-              file=sys.stderr)
-        return 1
     base = ["--root", args.root] + (["--debug"] if args.debug else [])
     handler = _HANDLERS[args.subcommand]
     return handler(args, base, prog)
@@ -169,7 +169,7 @@ def _cli(argv: list[str]) -> int:
 
 
 def _init(args, base, prog) -> int:
-    return _cli([*base, "init", *(["--local"] if args.local else [])])
+    return _cli([*base, "init", *(["--local"] if args.local else []), *_files(args)])
 
 
 def _modules(args, base, prog) -> int:
@@ -178,11 +178,12 @@ def _modules(args, base, prog) -> int:
         print(f"{prog} modules --mode init: cloudseed runs the init modules in the network stage "
               f"('{prog} init'); use '{prog} single --name MODULE' for one of them", file=sys.stderr)
         return 1
-    return _cli([*base, "modules", "--mode", args.mode])
+    return _cli([*base, "modules", "--mode", args.mode, *_files(args)])
 
 
 def _single(args, base, prog) -> int:
-    return _cli([*base, "single", "--name", args.name, *(["--frequency", args.frequency] if args.frequency else [])])
+    return _cli([*base, "single", "--name", args.name, *(["--frequency", args.frequency] if args.frequency else []),
+                 *_files(args)])
 
 
 def _query(args, base, prog) -> int:

@@ -1,4 +1,4 @@
-"""``cloudseed init [--local]``: the local stage (no network yet) or the network (init) stage."""
+"""``cloudseed init [--local] [--file F]...``: the local stage (no network yet) or the network (init) stage."""
 
 from __future__ import annotations
 
@@ -8,15 +8,22 @@ HELP = "run the local stage (--local) or the network stage of the boot"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from cloudseed.agent.config import FILE_HELP
+
     parser.add_argument("--local", action="store_true", help="the local stage: before networking starts")
+    parser.add_argument("--file", "-f", action="append", default=[], dest="files", metavar="FILE", help=FILE_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.config import files_for_command
     from cloudseed.agent.log import setup_logging
     from cloudseed.agent.stages import BootState, run_local, run_network
     from cloudseed.core.root import TargetRoot
 
+    files_cfg = files_for_command(args.files, "init")
+    if files_cfg is None:
+        return 1
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, "local" if args.local else "network")
-    state = BootState.load(root)
+    state = BootState.load(root, files_cfg)
     return run_local(state) if args.local else run_network(state)

@@ -1,4 +1,4 @@
-"""``cloudseed modules --mode config|final``: run the config or the final stage's modules."""
+"""``cloudseed modules --mode config|final [--file F]...``: run the config or the final stage's modules."""
 
 from __future__ import annotations
 
@@ -8,14 +8,21 @@ HELP = "run the config or final stage's modules"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from cloudseed.agent.config import FILE_HELP
+
     parser.add_argument("--mode", choices=("config", "final"), required=True, help="which stage")
+    parser.add_argument("--file", "-f", action="append", default=[], dest="files", metavar="FILE", help=FILE_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.config import files_for_command
     from cloudseed.agent.log import setup_logging
     from cloudseed.agent.stages import BootState, run_modules
     from cloudseed.core.root import TargetRoot
 
+    files_cfg = files_for_command(args.files, "modules")
+    if files_cfg is None:
+        return 1
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, args.mode)
-    return run_modules(BootState.load(root), args.mode)
+    return run_modules(BootState.load(root, files_cfg), args.mode)

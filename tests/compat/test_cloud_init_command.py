@@ -110,10 +110,9 @@ def test_query_schema_features_version_cloud_id_analyze(target, capsys, tmp_path
     # reported as cloud-init 24.1+ reports it
     assert ("`--mode init` is deprecated in 24.1 and scheduled to be removed in 29.1. Use `cloud-init init` "
             "instead.") in capsys.readouterr().err
-    # the top-level --file was removed (24.x): a usage error; the subcommands' --file is not supported
+    # the top-level --file was removed (24.x): a usage error (the subcommands' --file: test_cloud_init_file_option)
     assert ci(root, "--file", "/etc/extra.cfg", "status") == 2
     assert "removed in cloud-init 24.x" in capsys.readouterr().err
-    assert ci(root, "modules", "--mode", "config", "--file", "/etc/extra.cfg") == 1
     with pytest.raises(SystemExit) as exit_:
         ci(root, "no-such-verb")
     assert exit_.value.code == 2
