@@ -1,10 +1,14 @@
 """``cloudseed collect-logs [--tarfile F] [--include-userdata] [--redact-sensitive]``: one tarball for support.
 
 cloud-init's ``collect-logs``: a ``.tar.gz`` with one directory ``cloud-init-logs-DATE/`` holding
-the agent's logs, the boot status and result, the world-readable instance data, this boot's
-records under ``run/cloudseed/``, the configuration (``/etc/cloud``, ``/etc/cloudseed``, without
-``keys/`` and ``templates/``), the kernel's messages, the journal of this boot and the previous one,
-and the versions: the files cloud-init 24.3+ collects, at cloudseed's paths.
+what cloud-init 24.3+ collects, by its rules, at cloudseed's paths: the agent's logs, every file at
+the top of the run directory (``/run/cloudseed``: status, result, instance data...), the
+configuration (``/etc/cloud``, ``/etc/cloudseed``, without ``keys/`` and ``templates/``), the files
+at the top of ``data/``, ``handlers/`` and ``seed/`` of cloud-init's and cloudseed's data
+directories and of the current instance's directory, the installer's logs (subiquity, curtin), the
+journal of this boot and the previous one, the kernel's messages (only with ``--include-userdata``,
+as 24.3+ collects them only when it collects sensitive files) and the versions.
+``tests/compat/test_collect_logs_reference.py`` compares the listing with cloud-init 26.2's.
 
 One deliberate difference from 24.3+ (CVE-2023-1786): cloud-init now collects everything by default
 and warns, with ``--redact-sensitive`` to leave out what is not world-readable. cloudseed keeps
@@ -25,11 +29,23 @@ import time
 
 HELP = "collect logs, status and instance data into a tarball for support (cloud-init collect-logs)"
 
-PLAIN_RUN_FILES = ("status.json", "result.json", "instance-data.json", "boot.json", "enabled", "disabled")
-SENSITIVE_RUN_FILES = ("instance-data-sensitive.json", "combined-cloud-config.json", "datasource.json")
-USER_DATA_FILES = ("user-data.txt", "vendor-data.txt", "vendor-data2.txt", "user-data.processed.json")
 CONFIG_DIRS = ("/etc/cloud", "/etc/cloudseed")
-SEED_DIRS = ("/var/lib/cloud/seed", "/var/lib/cloudseed/seed")
+DATA_DIRS = ("/var/lib/cloud", "/var/lib/cloudseed")
+# the installer's files cloud-init collects (Ubuntu's subiquity and curtin), the second list only
+# with the sensitive ones
+INSTALLER_FILES = (
+    "/var/log/installer/ubuntu_desktop_installer.log", "/var/log/installer/subiquity-server-debug.log",
+    "/var/log/installer/subiquity-client-debug.log", "/var/log/installer/curtin-install.log",
+    "/var/log/installer/subiquity-curtin-install.conf",
+    "/var/log/installer/curtin-install/subiquity-initial.conf",
+    "/var/log/installer/curtin-install/subiquity-curthooks.conf",
+    "/var/log/installer/curtin-install/subiquity-extract.conf",
+    "/var/log/installer/curtin-install/subiquity-partitioning.conf",
+    "/var/log/installer/curtin-error-logs.tar", "/var/log/installer/curtin-errors.tar",
+    "/var/log/installer/block/probe-data.json",
+)
+INSTALLER_SENSITIVE_FILES = ("/var/log/installer/autoinstall-user-data", "/autoinstall.yaml",
+                             "/etc/cloud/cloud.cfg.d/99-installer.cfg")
 REPLACEMENT = "REDACTED"
 _SECRET_WORDS = ("pass", "secret", "token", "credential", "private", "key", "hash", "password")
 
@@ -95,9 +111,15 @@ def _config_files(root, top: str) -> list[str]:
         if root.isdir(inner) and not root.islink(inner):
             if name not in ("keys", "templates"):
                 found += _config_files(root, inner)
-        else:
+        elif inner not in INSTALLER_SENSITIVE_FILES:
             found.append(inner)
     return found
+
+
+def _top_files(root, top: str) -> list[str]:
+    """The entries at the top of ``top`` (the files among them are collected; directories are not, nor
+    links: at cloud-init's paths they are the agent's links to its own files, collected where they are)."""
+    return [f"{top}/{name}" for name in root.listdir(top) if not root.islink(f"{top}/{name}")]
 
 
 def _world_readable(root, inner: str) -> bool:
@@ -115,29 +137,27 @@ def collect(root, include_userdata: bool) -> dict[str, bytes]:
 
     paths = Paths(root)
     files: dict[str, bytes] = {"version": f"cloudseed {__version__}\n".encode()}
-    wanted = [LOG_FILE, OUTPUT_LOG]
-    for legacy in ("/var/log/cloud-init.log", "/var/log/cloud-init-output.log"):
-        if not root.islink(legacy):  # a real log an earlier cloud-init left
-            wanted.append(legacy)
-    wanted += [paths.run(name) for name in PLAIN_RUN_FILES]
-    wanted += [f"{paths.data_dir}/data/{name}" for name in root.listdir(f"{paths.data_dir}/data")]
+    logs = [LOG_FILE, OUTPUT_LOG] + [legacy for legacy in ("/var/log/cloud-init.log", "/var/log/cloud-init-output.log")
+                                     if not root.islink(legacy)]  # a real log an earlier cloud-init left
+    wanted = list(INSTALLER_FILES) + (list(INSTALLER_SENSITIVE_FILES) if include_userdata else [])
     wanted += [path for top in CONFIG_DIRS for path in _config_files(root, top)]
-    if include_userdata:
-        wanted += [paths.run(name) for name in SENSITIVE_RUN_FILES]
-        wanted += [f"{paths.instance_link}/{name}" for name in USER_DATA_FILES]
-        wanted += [f"{seeds}/{kind}/{name}" for seeds in SEED_DIRS for kind in root.listdir(seeds)
-                   for name in root.listdir(f"{seeds}/{kind}")]
-    for inner in wanted:
+    wanted += [path for top in DATA_DIRS for sub in ("data", "handlers", "seed")
+               for path in _top_files(root, f"{top}/{sub}")]
+    wanted += _top_files(root, paths.instance_link) + _top_files(root, paths.run_dir)
+    for inner in logs + wanted:
         try:
-            if not root.isfile(inner) or (not include_userdata and not _world_readable(root, inner)
-                                          and inner not in (LOG_FILE, OUTPUT_LOG)):
+            if not root.isfile(inner) or (inner not in logs and not include_userdata
+                                          and not _world_readable(root, inner)):
                 continue
             files[inner.lstrip("/")] = root.read_bytes(inner)
         except OSError:
             continue
-    for name, argv in (("dmesg.txt", ["dmesg"]), ("journal.txt", ["journalctl", "--boot=0", "-o", "short-precise"]),
-                       ("journal-previous.txt", ["journalctl", "--boot=-1", "-o", "short-precise"]),
-                       ("dpkg-version", ["dpkg-query", "--show", "cloudseed"])):
+    commands = [("journal.txt", ["journalctl", "--boot=0", "-o", "short-precise"]),
+                ("journal-previous.txt", ["journalctl", "--boot=-1", "-o", "short-precise"]),
+                ("dpkg-version", ["dpkg-query", "--show", "cloudseed"])]
+    if include_userdata:
+        commands.append(("dmesg.txt", ["dmesg"]))
+    for name, argv in commands:
         out = _command(root, argv)
         if out is not None:
             files[name] = out

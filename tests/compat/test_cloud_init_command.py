@@ -207,11 +207,12 @@ def test_collect_logs_gathers_what_cloud_init_24_3_gathers(target, tmp_path):
     assert {"etc/cloud/cloud.cfg.d/90-site.cfg", "etc/cloudseed/cloud.cfg.d/00-test.cfg",
             "var/lib/cloudseed/data/instance-id", "run/cloudseed/status.json", "version"} <= names
     assert not {"etc/cloud/cloud.cfg.d/91-private.cfg", "etc/cloud/templates/hosts.debian.tmpl",
-                "etc/cloud/keys/secret.pem", "var/lib/cloud/seed/nocloud/user-data"} & names
+                "etc/cloud/keys/secret.pem", "var/lib/cloudseed/instance/user-data.txt"} & names
     assert ci(root, "collect-logs", "-t", str(tarball), "--include-userdata") == 0
     with tarfile.open(tarball) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"etc/cloud/cloud.cfg.d/91-private.cfg", "var/lib/cloud/seed/nocloud/user-data"} <= names
+    assert {"etc/cloud/cloud.cfg.d/91-private.cfg", "var/lib/cloudseed/instance/user-data.txt"} <= names
+    assert "var/lib/cloud/seed/nocloud/user-data" not in names  # 24.3+ takes the files at the top of seed/
 
 
 def test_clean_logs_seed_machine_id(target, capsys):
