@@ -2,7 +2,9 @@
 certificate of the EC2 instance identity signatures, Azure's attested documents or the OCI
 federation endpoint's CA (``identity-certificate [--azure|--oci-auth]``); schedule events on an
 instance's timeline (``events``, in ``_instance_events.py``); read what instances' agents reported
-about their boots (``provisioning``, in ``_instance_provisioning.py``)."""
+about their boots (``provisioning``, in ``_instance_provisioning.py``); print the signature of an
+instance's user-data as the server serves it, or the registry's key (``signature``, in
+``_instance_signature.py``)."""
 
 from __future__ import annotations
 
@@ -117,10 +119,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                           help="private key of the instance's first ssh-rsa key (PEM or OpenSSH format)")
     remove = sub.add_parser("rm", help="remove instances")
     remove.add_argument("instance_ids", nargs="+", metavar="ID")
-    from cloudseed.commands import _instance_events, _instance_provisioning
+    from cloudseed.commands import _instance_events, _instance_provisioning, _instance_signature
 
     _instance_events.configure(sub)
     _instance_provisioning.configure(sub)
+    _instance_signature.configure(sub)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -408,6 +411,12 @@ def _provisioning(registry: Any, args: argparse.Namespace) -> int:
     return _instance_provisioning.run(registry, args)
 
 
+def _signature(registry: Any, args: argparse.Namespace) -> int:
+    from cloudseed.commands import _instance_signature
+
+    return _instance_signature.run(registry, args, InputError)
+
+
 def _remove(registry: Any, args: argparse.Namespace) -> int:
     missing = [i for i in args.instance_ids if not registry.delete(i)]
     for instance_id in missing:
@@ -417,4 +426,4 @@ def _remove(registry: Any, args: argparse.Namespace) -> int:
 
 _ACTIONS = {"add": _add, "list": _list, "show": _show, "update": _update, "rm": _remove,
             "identity-certificate": _identity_certificate, "password": _password, "events": _events,
-            "provisioning": _provisioning}
+            "provisioning": _provisioning, "signature": _signature}

@@ -38,13 +38,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sign.add_argument("--key", required=True, metavar="KEY",
                       help="SSH private key, or a public key whose private half ssh-agent holds")
     sign.add_argument("--instance-id", required=True, metavar="ID", help="the instance it is for")
-    sign.add_argument("--kind", choices=("user-data", "vendor-data"), default="user-data")
+    sign.add_argument("--kind", choices=("user-data", "vendor-data", "vendor-data2"), default="user-data")
     sign.add_argument("-o", "--output", metavar="OUT", help="signature file (default FILE.sig; - for stdout)")
     verify = sub.add_parser("verify", help="check a signature as the guest does (exit 0: valid)")
     verify.add_argument("file", metavar="FILE")
     verify.add_argument("--signature", metavar="SIG", help="default FILE.sig")
     verify.add_argument("--instance-id", required=True, metavar="ID")
-    verify.add_argument("--kind", choices=("user-data", "vendor-data"), default="user-data")
+    verify.add_argument("--kind", choices=("user-data", "vendor-data", "vendor-data2"), default="user-data")
     verify.add_argument("--trusted-key", required=True, action="append", metavar="PUBKEY",
                         help="an OpenSSH public key file (repeatable), as trusted_userdata_keys")
     key = sub.add_parser("key", help="print the metadata registry's user-data signing key (public)")

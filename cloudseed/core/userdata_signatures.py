@@ -5,6 +5,9 @@ namespace ``cloudseed-userdata`` over ``signed_message(kind, instance_id, data)`
 what the data is (``user-data``, ``vendor-data``) and the instance it is for, then the data as
 served. So a signature made for one instance does not verify for another (no replay of one
 instance's user-data to the next), and user-data signed as vendor-data is not user-data.
+``vendor-data2`` is a config drive's or OpenStack's ``vendor_data2.json`` (the JSON document as
+served: its signature does not pass for ``vendor_data.json``). A signature is served and stored at
+``signature_url(PATH)``: ``PATH.sig``, beside the data.
 
 Verifying calls the ``ssh-keygen`` of the running machine (every image with OpenSSH has it): no
 cryptography library is imported, on the boot path or anywhere here. Signing uses ``ssh-keygen``
@@ -19,10 +22,17 @@ import os
 from cloudseed.core.root import run_on_machine
 
 NAMESPACE = "cloudseed-userdata"
-KINDS = ("user-data", "vendor-data")
+KINDS = ("user-data", "vendor-data", "vendor-data2")
 SUFFIX = ".sig"  # a signature is served and stored beside its data: user-data.sig, user_data.sig
 MAX_SIGNATURE = 16 * 1024  # an armored SSH signature is well under 1 KiB (RSA-4096: about 1 KiB)
 ARMOR_START = "-----BEGIN SSH SIGNATURE-----"
+
+
+def signature_url(url: str) -> str:
+    """Where the signature of the data at ``url`` (a URL or a path) is: ``.sig`` added to its path, the
+    query kept (``/compute/userData?format=text`` -> ``/compute/userData.sig?format=text``)."""
+    base, sep, query = url.partition("?")
+    return base + SUFFIX + sep + query
 
 
 class SignatureError(Exception):
@@ -83,8 +93,31 @@ def verify(data: bytes, signature: bytes | str, kind: str, instance_id: str, tru
         raise SignatureError("ssh-keygen is not installed here, so no signature can be checked")
     detail = (proc.stderr or proc.stdout).strip().splitlines()
     reason = detail[-1] if detail else f"ssh-keygen exited {proc.returncode}"
+    made_by = signing_key_fingerprint(text)
+    if made_by and made_by not in {_fingerprint(key) for key in keys}:  # ssh-keygen only says it could not
+        reason = f"signed by {made_by}, a key not in trusted_userdata_keys"
     raise SignatureError(f"does not verify against trusted_userdata_keys for instance {instance_id!r} "
                          f"({reason})")
+
+
+def signing_key_fingerprint(armored: str) -> str:
+    """The SHA256 fingerprint of the public key an armored SSH signature names ('' when unreadable)."""
+    import base64
+    import hashlib
+    import struct
+
+    body = "".join(line.strip() for line in armored.splitlines() if line.strip() and not line.startswith("-----"))
+    try:
+        blob = base64.b64decode(body)
+        if blob[:6] != b"SSHSIG":
+            return ""
+        (length,) = struct.unpack(">I", blob[10:14])  # after the magic and the version
+        key = blob[14:14 + length]
+    except (ValueError, struct.error):
+        return ""
+    if not key:
+        return ""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(key).digest()).decode("ascii").rstrip("=")
 
 
 def _signer(output: str, keys: list[str]) -> str:

@@ -20,6 +20,11 @@ from typing import Any
 from cloudseed.core.userdata_signatures import NAMESPACE, signed_message
 
 SETTING = "userdata_signing_key"
+# OpenStack's and config drives' JSON vendor data documents: signed as served, as this kind
+JSON_VENDOR_DATA = {"vendor_data.json": "vendor-data", "vendor_data2.json": "vendor-data2"}
+# every API's vendor data documents the guest unwraps, by the last part of their path: (API, name) -> kind
+VENDOR_DOCUMENTS = {**{("openstack", name): kind for name, kind in JSON_VENDOR_DATA.items()},
+                    ("maas", "vendor-data"): "vendor-data"}  # MAAS's meta-data/vendor-data YAML
 KEY_COMMENT = "cloudseed registry user-data key"
 
 
@@ -68,6 +73,21 @@ class UserDataSigner:
 def shared_signer(registry: Any) -> UserDataSigner:
     """The registry's signer, its key made on first use and shared by every server of the registry."""
     return UserDataSigner(registry.shared_setting(SETTING, make_key))
+
+
+def guest_instance_id(api: str, record: Any) -> str:
+    """The instance-id the guest of metadata API ``api`` reads, which the signatures served there
+    cover: what ``provider/instance_data/<api>.py`` declares as ``guest_instance_id(record)`` (GCE's
+    number, Azure's vmId, DigitalOcean's droplet id...), else the record's own id (EC2, OpenStack,
+    NoCloud, seeds)."""
+    import importlib
+    import importlib.util
+
+    name = f"cloudseed.provider.instance_data.{api}"
+    if not api.isidentifier() or importlib.util.find_spec(name) is None:
+        return record.instance_id
+    derive = getattr(importlib.import_module(name), "guest_instance_id", None)
+    return str(derive(record)) if derive is not None else record.instance_id
 
 
 def vendor_data_bytes(vendor_data: Any) -> bytes | None:

@@ -6,7 +6,7 @@ signature for this instance is applied; changed data, another instance's signatu
 key is refused (an error, whether or not signatures are required); a missing signature is refused
 only with ``require_signed_userdata``. The API side (every metadata API) is in
 ``tests/provider/server/test_signed_userdata_api.py``; the boot through namespaces in
-``tests/agent/datasources/test_signed_userdata_boot.py``.
+``tests/agent/datasources/test_signed_userdata_every_api.py``.
 """
 
 from __future__ import annotations
@@ -162,17 +162,49 @@ def test_registry_signed_seeds_of_both_kinds_boot_and_verify_with_openssh(target
     assert target.read_text("/etc/from-signed-user-data") == "applied"
     assert _combined(target)["fqdn"] == "from-vendor-data.example"
 
-    # a config drive's vendor data is JSON the guest unwraps: not signed there (docs/security.md)
-    drive = _seed_files("configdrive", "i-reg", lambda kind, data: registry.sign(kind, "i-reg", data), vendor=False)
+
+
+VENDOR_DATA2 = "#cloud-config\nbootcmd: [from-vendor-data2]\n"
+
+
+def test_config_drive_json_vendor_data_is_signed_as_written_and_checked_before_unwrapping(target):
+    """vendor_data.json and vendor_data2.json: the seed builder signs each document as written, the
+    agent checks it (as its own kind) before taking the cloud-init part out; one changed byte in
+    the JSON refuses that vendor data and nothing else."""
+    from cloudseed.provider.seeds.build import seed_files
+    from cloudseed.provider.seeds.spec import InstanceSpec
+    from cloudseed.provider.userdata_signing import UserDataSigner, make_key
+
+    registry = UserDataSigner(make_key())
+    spec = InstanceSpec(instance_id="i-reg", user_data=USER_DATA, vendor_data=VENDOR_DATA.decode(),
+                        vendor_data2={"cloud-init": VENDOR_DATA2})
+    spec.signer = lambda kind, data: registry.sign(kind, "i-reg", data)
+    drive = seed_files("configdrive", spec)[0]
     signed = sorted(n for n in drive if n.endswith(".sig"))
-    assert "openstack/latest/user_data.sig" in signed and "ec2/latest/user-data.sig" in signed
-    assert all(drive[n[:-4]] == USER_DATA for n in signed)
-    target.remove_tree(NOCLOUD)
-    target.remove("/etc/from-signed-user-data")
-    target.remove_tree("/var/lib/cloudseed")
+    assert {"openstack/latest/user_data.sig", "ec2/latest/user-data.sig", "openstack/latest/vendor_data.json.sig",
+            "openstack/latest/vendor_data2.json.sig"} <= set(signed)
+    for name, kind in (("vendor_data.json", "vendor-data"), ("vendor_data2.json", "vendor-data2")):
+        document = drive[f"openstack/latest/{name}"]
+        verify(document, drive[f"openstack/latest/{name}.sig"], kind, "i-reg", [registry.public_key])  # OpenSSH
     v1 = _boot(target, [registry.public_key], True, drive, where=CONFIG_DRIVE)
     assert v1["init"]["errors"] == [], v1["init"]["errors"]
     assert target.read_text("/etc/from-signed-user-data") == "applied"
+    combined = _combined(target)
+    assert combined["fqdn"] == "from-vendor-data.example" and combined["bootcmd"] == ["from-vendor-data2"]
+
+    changed = dict(drive)  # the vendor data changed on its way: same length, one letter
+    for version in {n.split("/")[1] for n in drive if n.startswith("openstack/")}:
+        name = f"openstack/{version}/vendor_data.json"
+        if name in changed:
+            changed[name] = changed[name].replace(b"from-vendor-data", b"from-vendor-dato")
+    target.remove_tree("/var/lib/cloudseed")
+    target.remove("/etc/from-signed-user-data")
+    v1 = _boot(target, [registry.public_key], True, changed, where=CONFIG_DRIVE)
+    assert [e.split(":")[0] for e in v1["init"]["errors"]] == ["vendor-data not applied"], v1["init"]["errors"]
+    assert "does not verify" in v1["init"]["errors"][0]
+    assert target.read_text("/etc/from-signed-user-data") == "applied"
+    combined = _combined(target)
+    assert "fqdn" not in combined and combined["bootcmd"] == ["from-vendor-data2"]
     with pytest.raises(SignatureError, match="instance 'i-other'"):
         verify(USER_DATA, drive["openstack/latest/user_data.sig"], "user-data", "i-other", [registry.public_key])
 

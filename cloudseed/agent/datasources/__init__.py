@@ -48,6 +48,13 @@ class DatasourceContext:
         section = (self.cfg.get("datasource") or {}).get(name) or {}
         return section if isinstance(section, dict) else {}
 
+    @property
+    def checks_signatures(self) -> bool:
+        """Does the image check signed user-data (``trusted_userdata_keys`` or ``require_signed_userdata``,
+        ``cloudseed.agent.userdata_trust``)? Only then do datasources read the signatures served
+        beside the data: without them a boot makes no such request and imports nothing for it."""
+        return bool(self.cfg.get("trusted_userdata_keys") or self.cfg.get("require_signed_userdata"))
+
     def dmi(self, key: str) -> str:
         """A DMI/SMBIOS string (``sys_vendor``, ``product_name``, ``product_serial``...) or '';
         read once per context."""

@@ -2,6 +2,12 @@
 limits, the local-stage network, the system's NICs by MAC, and
 ``MetadataServiceDatasource``, the one shape of a datasource that reads one such service.
 
+Signed user-data: a datasource names where the service serves each blob it read as text
+(``served_at``, the URL and the headers it was asked with); when the image checks signatures
+(``trusted_userdata_keys``, ``require_signed_userdata``), ``fetch`` then reads ``URL.sig`` beside
+each, while the service is still reachable, through ``signature`` (the datasource's own way of
+asking, when it is not ``core.http``'s plain GET). Without those settings nothing more is done.
+
 ``datasource: <Name>: {max_wait, timeout, retries}``: ``max_wait`` bounds the wait for the
 service's first answer (seconds, default 2; 0 or less: do not try), ``timeout`` bounds each later
 request, ``retries`` how often a failing file is asked again. In the local stage the service is
@@ -99,6 +105,21 @@ def system_macs() -> dict[str, str]:
 MAX_DOCUMENT = 4 * 1024 * 1024
 
 
+def get_signature(url: str, headers: dict[str, str], limits: ServiceLimits) -> bytes | None:
+    """The signature at ``url`` asked with ``headers`` (None: not served, HTTP 404); raises
+    ``FetchError`` when it cannot be read."""
+    from cloudseed.core.http import FetchError, fetch
+    from cloudseed.core.userdata_signatures import MAX_SIGNATURE
+
+    try:
+        return fetch(url, timeout=limits.timeout, retries=limits.retries, headers=headers, max_bytes=MAX_SIGNATURE,
+                     max_wait=limits.timeout * (limits.retries + 1) + 2)
+    except FetchError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
 def listed_keys(value: Any) -> list[str]:
     """SSH keys given as one text or a list of them (stripped; empty ones left out)."""
     keys = value or []
@@ -122,6 +143,8 @@ class MetadataServiceDatasource(Datasource):
     def __init__(self, ctx: DatasourceContext):
         super().__init__(ctx)
         self.metadata_address: str | None = None
+        # signed user-data: kind (user-data, vendor-data) -> (the URL serving that blob as text, headers)
+        self.served: dict[str, tuple[str, dict[str, str]]] = {}
 
     def fetch(self) -> bool:
         section = self.ctx.ds_cfg(self.name)
@@ -129,7 +152,24 @@ class MetadataServiceDatasource(Datasource):
         if limits.max_wait <= 0 or not self.may_try(section):
             return False
         with self.reach() as ok:
-            return self.read(section, limits) if ok else False
+            if not ok or not self.read(section, limits):
+                return False
+            if self.served and self.ctx.checks_signatures:
+                from cloudseed.agent.userdata_trust import read_signatures
+
+                read_signatures(self, self.served, lambda url, headers: self.signature(url, headers, limits))
+            return True
+
+    def served_at(self, kind: str, url: str, headers: dict[str, str] | None = None) -> None:
+        """``kind``'s blob (``user-data``, ``vendor-data``) is served as text at ``url`` (asked with
+        ``headers``): its signature is at ``url``'s path + ``.sig``. Declare it whether or not the
+        image checks signatures (it costs nothing); read only when it does."""
+        self.served[kind] = (url, dict(headers or {}))
+
+    def signature(self, url: str, headers: dict[str, str], limits: ServiceLimits) -> bytes | None:
+        """The signature at ``url`` (``get_signature``). A service asked another way (a privileged
+        source port, per-request credentials) overrides it."""
+        return get_signature(url, headers, limits)
 
     def may_try(self, section: dict[str, Any]) -> bool:
         """False when the service is not to be tried here (local facts only; may raise ``error``)."""

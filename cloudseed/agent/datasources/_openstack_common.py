@@ -82,9 +82,15 @@ def public_keys(meta: dict) -> list[str]:
     return list(dict.fromkeys(k for k in found if k))
 
 
+# the vendor data documents whose signature (``NAME.sig``) covers the JSON as served: the kind it is made as
+SIGNED_JSON = {"vendor_data.json": "vendor-data", "vendor_data2.json": "vendor-data2"}
+
+
 def read_tree(read: Reader, versions: list[str], where: str, signatures: bool = False) -> dict[str, Any]:
     """Read one ``openstack/<version>/`` tree; MetadataError when meta_data.json is unusable.
-    ``signatures``: also ``user_data.sig`` beside ``user_data`` (signed user-data)."""
+    ``signatures``: also ``user_data.sig`` beside ``user_data`` and ``vendor_data.json.sig``,
+    ``vendor_data2.json.sig`` beside the vendor data documents (signed user-data), in ``signed``:
+    ``{kind: (signature, the document it covers or None for the data itself)}``."""
     version = choose_version(versions)
     base = f"openstack/{version}"
     tree: dict[str, Any] = {"version": version}
@@ -93,13 +99,17 @@ def read_tree(read: Reader, versions: list[str], where: str, signatures: bool = 
         raise MetadataError(f"{where}/{base}/meta_data.json is missing")
     tree["meta_data"] = load_json(meta_raw, f"{where}/{base}/meta_data.json")
     tree["user_data"] = read(f"{base}/user_data")
+    signed: dict[str, tuple[bytes | None, bytes | None]] = {}
+    tree["signed"] = signed
     if signatures and tree["user_data"]:
-        tree["user_data_sig"] = read(f"{base}/user_data.sig")
+        signed["user-data"] = (read(f"{base}/user_data.sig"), None)
     for key, name in (("vendor_data", "vendor_data.json"), ("vendor_data2", "vendor_data2.json"),
                       ("network_data", "network_data.json")):
         raw = read(f"{base}/{name}")
         if raw is None:
             continue
+        if signatures and name in SIGNED_JSON:
+            signed[SIGNED_JSON[name]] = (read(f"{base}/{name}.sig"), raw)
         try:
             types: tuple[type, ...] = (dict,) if key == "network_data" else (dict, list, str)
             tree[key] = load_json(raw, f"{where}/{base}/{name}", types)
@@ -127,12 +137,13 @@ def fill_datasource(ds: Any, tree: dict[str, Any], where: str) -> None:
     ds.metadata = meta
     ds.public_keys = public_keys(meta)
     ds.userdata_raw = tree.get("user_data")
-    if tree.get("user_data_sig"):
-        from cloudseed.agent.userdata_trust import keep_signature
-
-        keep_signature(ds, "user-data", tree["user_data_sig"])
     ds.vendordata_raw = vendordata_bytes(tree.get("vendor_data"), f"{where}/vendor_data.json")
     ds.vendordata2_raw = vendordata_bytes(tree.get("vendor_data2"), f"{where}/vendor_data2.json")
+    if any(signature for signature, _ in (tree.get("signed") or {}).values()):
+        from cloudseed.agent.userdata_trust import keep_signature
+
+        for kind, (signature, document) in tree["signed"].items():
+            keep_signature(ds, kind, signature, document)
     network = tree.get("network_data")
     if isinstance(network, dict) and network and ds.ctx.ds_cfg(ds.name).get("apply_network_config", True) \
             is not False:

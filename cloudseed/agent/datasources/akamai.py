@@ -125,6 +125,7 @@ class Akamai(MetadataServiceDatasource):
                     keys.append(key.strip())
         self.public_keys = keys
         if userdata.strip():
+            self.served_at("user-data", f"{base}/v1/user-data", {"Metadata-Token": token})
             try:
                 self.userdata_raw = base64.b64decode(userdata.strip(), validate=True)
             except (binascii.Error, ValueError):

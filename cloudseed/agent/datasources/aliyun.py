@@ -59,6 +59,7 @@ class AliYun(MetadataServiceDatasource):
             return False
         base, meta, userdata = read
         self._fill(meta, userdata)
+        self.served_at("user-data", f"{base}/{VERSION}/user-data")
         return self.found(base, self.metadata["instance-id"], started, "")
 
     def _fill(self, meta: dict[str, Any], userdata: bytes) -> None:

@@ -228,10 +228,22 @@ class Azure(Datasource):
             if found is None and imds is None:
                 return False
             self._fill(found, imds or {})
+            if imds and self.userdata_raw and self.ctx.checks_signatures:
+                self._read_signature(str(section.get("imds_url") or IMDS_URL), limits)
             self._report_ready(section, imds or {})  # while the (temporary) network is up
         LOG.info("Azure: instance %s from %s in %.2fs", self.instance_id, self.subplatform,
                  time.monotonic() - started)
         return True
+
+    def _read_signature(self, imds_url: str, limits: ServiceLimits) -> None:
+        """Signed user-data: the custom data's signature, which IMDS serves beside the same data
+        (``compute/userData.sig``, base64 text there: the signature covers it decoded)."""
+        from cloudseed.agent.datasources._metadata_service import get_signature
+        from cloudseed.agent.userdata_trust import read_signatures
+
+        url = f"{imds_url}/compute/userData?api-version={API_VERSION}&format=text"
+        read_signatures(self, {"user-data": (url, {"Metadata": "true"})},
+                        lambda sig_url, headers: get_signature(sig_url, headers, limits))
 
     def _fill(self, found: tuple[Any, str] | None, imds: dict) -> None:
         ovf, where = found if found else (None, "")

@@ -65,6 +65,7 @@ class CloudCIX(MetadataServiceDatasource):
         keys = keys if isinstance(keys, list) else [keys]
         self.public_keys = [str(k).strip() for k in keys if isinstance(k, str) and k.strip()]
         self.userdata_raw = maybe_b64decode(userdata) if userdata else None
+        self.served_at("user-data", ud_url)
         self.network_config = network or None
         self.raw = md
         return self.found(md_url, instance_id, started)

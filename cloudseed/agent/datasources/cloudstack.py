@@ -207,7 +207,7 @@ def apply_password(ds: Datasource, password: str) -> None:
 # ------------------------------------------------------------------------------------ reading
 
 
-def read_tree(ds: Datasource, base: str, version: str, limits: ServiceLimits, max_userdata: int) -> bool:
+def read_tree(ds: MetadataServiceDatasource, base: str, version: str, limits: ServiceLimits, max_userdata: int) -> bool:
     """Wait for ``base/version/meta-data/instance-id``, then crawl ``meta-data/`` and read ``user-data``
     into ``ds`` (metadata, keys, hostname, zone); False when the service never answered."""
     from cloudseed.agent.datasources.ec2 import read_compatible_service
@@ -232,6 +232,7 @@ def read_tree(ds: Datasource, base: str, version: str, limits: ServiceLimits, ma
     ds.availability_zone = zone.strip() if isinstance(zone, str) and zone.strip() else None
     ds.metadata = md
     ds.userdata_raw = userdata or None
+    ds.served_at("user-data", f"{base}/{version}/user-data")
     ds.raw = {"meta-data": meta, "_metadata_api_version": version}
     return True
 

@@ -99,9 +99,7 @@ class ConfigDrive(Datasource):
             LOG.warning("%s is labelled as a config drive but has no openstack/ directory", where)
             return False
         try:
-            from cloudseed.agent.userdata_trust import wants_signatures
-
-            tree = read_tree(read, versions, where, signatures=wants_signatures(self.ctx.cfg))
+            tree = read_tree(read, versions, where, signatures=self.ctx.checks_signatures)
             ec2 = read("ec2/latest/meta-data.json")
             if ec2 is not None:
                 try:

@@ -132,6 +132,8 @@ class DigitalOcean(MetadataServiceDatasource):
         for attr, key in (("userdata_raw", "user_data"), ("vendordata_raw", "vendor_data")):
             value = md.get(key)
             setattr(self, attr, str(value).encode("utf-8") if value else None)
+            if url.endswith(".json"):  # each is also served as text: /metadata/v1/user-data, /vendor-data
+                self.served_at(key.replace("_", "-"), f"{url[:-5]}/{key.replace('_', '-')}")
         dns = md.get("dns") if isinstance(md.get("dns"), dict) else {}
         self.network_config = network_config(md.get("interfaces"), dns.get("nameservers"), system_macs())
         self.raw = {k: v for k, v in md.items() if k not in ("user_data", "vendor_data", "auth_key")}

@@ -351,10 +351,6 @@ class Ec2(Datasource):
             LOG.warning("Ec2: %s/%s/meta-data has no instance-id", imds.base, version)
             return False
         userdata = imds.get(f"{version}/user-data", max_bytes=MAX_USERDATA)
-        from cloudseed.agent.userdata_trust import keep_signature, wants_signatures
-
-        if userdata and wants_signatures(self.ctx.cfg):
-            keep_signature(self, "user-data", imds.get(f"{version}/user-data.sig", max_bytes=16 * 1024))
         identity: dict[str, Any] = {}
         doc = imds.get(f"{version}/dynamic/instance-identity/document")
         if doc:
@@ -366,6 +362,11 @@ class Ec2(Datasource):
                 LOG.warning("Ec2: %s", msg)
                 self.warnings.append(msg)
         self._fill(meta, userdata, identity)
+        if self.userdata_raw and self.ctx.checks_signatures:  # signed user-data: user-data.sig beside it
+            from cloudseed.agent.userdata_trust import read_signatures
+
+            read_signatures(self, {"user-data": (f"{imds.base}/{version}/user-data", {})},
+                            lambda url, _headers: imds.get(url[len(imds.base) + 1:], max_bytes=16 * 1024))
         signed = self._signed_identity(imds, version)
         self.raw = {"meta-data": meta, "dynamic": {"instance-identity": {"document": identity, **signed}},
                     "_metadata_api_version": version, "imds": self.imds_version}

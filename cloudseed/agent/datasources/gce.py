@@ -148,6 +148,7 @@ class GCE(MetadataServiceDatasource):
             elif encoding:
                 LOG.warning("GCE: unknown user-data-encoding %r; user-data used as it is", encoding)
             self.userdata_raw = data
+            self.served_at("user-data", f"{base}instance/attributes/user-data", HEADERS)
         self.network_config = network_config(instance.get("networkInterfaces"), system_macs())
         self.raw = {"instance": instance, "project": {"attributes": project}}
         return self.found(base, instance["id"], started)

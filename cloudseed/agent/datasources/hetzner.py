@@ -63,6 +63,8 @@ class Hetzner(MetadataServiceDatasource):
                          "network-config": md.get("network-config"), "public-keys": md.get("public-keys")}
         self.public_keys = listed_keys(md.get("public-keys"))
         self.userdata_raw = maybe_b64decode(userdata) if userdata else None
+        self.served_at("user-data", ud_url)
+        self.served_at("vendor-data", f"{md_url}/vendor_data")  # a key of the metadata, served as text
         vendor = md.get("vendor_data")
         self.vendordata_raw = str(vendor).encode("utf-8") if vendor else None
         network = md.get("network-config")

@@ -64,7 +64,8 @@ def _seed_dir(ctx: DatasourceContext) -> str | None:
 
 
 def check_contents(found: dict[str, bytes], where: str) -> dict[str, Any]:
-    """``{"metadata", "userdata", "vendordata"}`` from the files read (by path); MAASError when malformed."""
+    """``{"metadata", "userdata", "vendordata", "vendordata_document"}`` from the files read (by path; the
+    last is the vendor-data YAML as read); MAASError when malformed."""
     import yaml
 
     from cloudseed.core.yaml_loading import load_yaml
@@ -82,7 +83,8 @@ def check_contents(found: dict[str, bytes], where: str) -> dict[str, Any]:
             vendor = load_yaml(found["meta-data/vendor-data"])
         except yaml.YAMLError as e:
             raise MAASError(f"{where}/meta-data/vendor-data: not YAML ({str(e).splitlines()[0]})") from None
-    return {"metadata": md, "userdata": found.get("user-data"), "vendordata": vendor}
+    return {"metadata": md, "userdata": found.get("user-data"), "vendordata": vendor,
+            "vendordata_document": found.get("meta-data/vendor-data")}
 
 
 def read_seed_dir(top: str, where: str) -> dict[str, Any]:
@@ -229,8 +231,16 @@ class MAAS(Datasource):
         timeout = limits.timeout if section.get("timeout") is not None else 50.0
         url = str(section["metadata_url"])
         started = time.monotonic()
-        data = read_url(url, OAuthReader(section, timeout), max_wait)
+        reader = OAuthReader(section, timeout)
+        data = read_url(url, reader, max_wait)
         self._set(data, f"seed-dir ({url})")
+        if self.ctx.checks_signatures:  # signed user-data: the signatures beside user-data and vendor-data
+            from cloudseed.agent.userdata_trust import read_signatures
+
+            base = f"{url.rstrip('/')}/{MD_VERSION}"
+            read_signatures(self, {"user-data": (f"{base}/user-data", {}),  # vendor-data: the YAML MAAS serves
+                                   "vendor-data": (f"{base}/meta-data/vendor-data", {}, data["vendordata_document"])},
+                            lambda sig_url, _headers: reader.get(sig_url))
         LOG.info("MAAS: read %s from %s in %.2fs", self.instance_id, url, time.monotonic() - started)
         return True
 

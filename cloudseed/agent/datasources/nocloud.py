@@ -335,9 +335,7 @@ class NoCloud(Datasource):
             timeout, retries, max_wait = 5.0, 2, 20.0
         deadline = time.monotonic() + max_wait
         files: dict[str, bytes | None] = {}
-        from cloudseed.agent.userdata_trust import wants_signatures
-
-        names = SEED_FILES + (tuple(SIGNATURE_FILES.values()) if wants_signatures(self.ctx.cfg) else ())
+        names = SEED_FILES + (tuple(SIGNATURE_FILES.values()) if self.ctx.checks_signatures else ())
         for name in names:
             left = deadline - time.monotonic()
             if left <= 0:

@@ -73,6 +73,7 @@ class NWCS(MetadataServiceDatasource):
         for attr, key in (("userdata_raw", "userdata"), ("vendordata_raw", "vendordata")):
             value = md.get(key)
             setattr(self, attr, value.encode("utf-8") if isinstance(value, str) and value else None)
+            self.served_at(f"{key[:-4]}-data", f"{url}/{key}")  # each key is served as text beside the document
         self.network_config = network_config(md.get("network"), system_macs())
         self.raw = {k: v for k, v in md.items() if k not in ("userdata", "vendordata")}
         return self.found(url, instance_id, started)

@@ -90,9 +90,7 @@ class OpenStack(Datasource):
                 self.warnings.append(str(e))
                 return None
 
-        from cloudseed.agent.userdata_trust import wants_signatures
-
-        tree = read_tree(read, versions, base, signatures=wants_signatures(self.ctx.cfg))
+        tree = read_tree(read, versions, base, signatures=self.ctx.checks_signatures)
         if self.ctx.ds_cfg(self.name).get("ec2_metadata"):
             tree["ec2_metadata"] = self._ec2_metadata(base, limits)
         fill_datasource(self, tree, base)

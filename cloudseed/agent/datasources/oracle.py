@@ -115,6 +115,8 @@ class Oracle(MetadataServiceDatasource):
                          "public_keys": meta.get("ssh_authorized_keys")}
         if meta.get("user_data"):
             self.userdata_raw = base64.b64decode(meta["user_data"])
+            self.served_at("user-data", f"{base}/v{version}/instance/metadata/user_data",
+                           V2_HEADERS if version > 1 else {})
         keys = meta.get("ssh_authorized_keys") or []
         if isinstance(keys, str):
             keys = keys.splitlines()

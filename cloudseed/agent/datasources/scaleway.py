@@ -178,6 +178,8 @@ class Scaleway(MetadataServiceDatasource):
         self.public_keys = public_keys(md)
         self.userdata_raw = data["userdata"]
         self.vendordata_raw = data["vendordata"]
+        self.served_at("user-data", urls["userdata"])
+        self.served_at("vendor-data", urls["vendordata"])
         nic, mac = _nic(self.ctx)
         self.network_config = network_config(md, nic, mac)
         location = md.get("location")
@@ -187,6 +189,10 @@ class Scaleway(MetadataServiceDatasource):
             self.region = zone.rsplit("-", 1)[0] if zone.count("-") >= 2 else zone
         self.raw = md
         return self.found(md_url, instance_id, started, "server")
+
+    def signature(self, url: str, headers: dict[str, str], limits: ServiceLimits) -> bytes | None:
+        """Beside user-data and vendor-data, from a privileged source port as they are."""
+        return privileged_get(url, limits.timeout * (limits.retries + 1))
 
 
 DATASOURCE = Scaleway

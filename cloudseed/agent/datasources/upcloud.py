@@ -101,6 +101,8 @@ class UpCloud(MetadataServiceDatasource):
         for attr, key in (("userdata_raw", "user_data"), ("vendordata_raw", "vendor_data")):
             value = md.get(key)
             setattr(self, attr, value.encode("utf-8") if isinstance(value, str) and value else None)
+            if url.endswith(".json"):  # each is also served as text: /metadata/v1/user_data, /vendor_data
+                self.served_at(key.replace("_", "-"), f"{url[:-5]}/{key}")
         self.network_config = network_config(md.get("network"), system_macs())
         self.raw = {k: v for k, v in md.items() if k not in ("user_data", "vendor_data")}
         return self.found(url, instance_id, started, "server")

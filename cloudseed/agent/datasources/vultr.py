@@ -146,6 +146,9 @@ class Vultr(MetadataServiceDatasource):
         user = md.get("user-data")
         self.userdata_raw = user.encode("utf-8") if isinstance(user, str) and user else None
         self.vendordata_raw = vendordata(md.get("vendor-data"))
+        if url.endswith(".json"):  # each also served as text: /v1/user-data, /v1/vendor-data
+            for kind in ("user-data", "vendor-data"):
+                self.served_at(kind, f"{url[:-5]}/{kind}", {"Metadata-Token": "cloudinit"})
         self.network_config = network_config(md, system_macs())
         return self.found(url, instance_id, started)
 

@@ -28,6 +28,11 @@ def linode_id(record: InstanceRecord) -> int:
     return int.from_bytes(hashlib.sha256(record.instance_id.encode()).digest()[:4], "big")
 
 
+def guest_instance_id(record: InstanceRecord) -> str:
+    """The instance-id this cloud's guest reads (what a user-data signature served here covers)."""
+    return str(linode_id(record))
+
+
 def instance(record: InstanceRecord) -> dict[str, Any]:
     ak = record.clouds.get("akamai", {})
     return {

@@ -36,6 +36,11 @@ def vm_id(record: InstanceRecord) -> str:
         return str(uuid.uuid5(NAMESPACE, "vm/" + record.instance_id))
 
 
+def guest_instance_id(record: InstanceRecord) -> str:
+    """The instance-id this cloud's guest reads (what a user-data signature served here covers)."""
+    return str(vm_id(record))
+
+
 def admin_username(record: InstanceRecord) -> str:
     return str(settings(record).get("admin_username") or DEFAULT_ADMIN)
 

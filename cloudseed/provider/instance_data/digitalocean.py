@@ -29,6 +29,11 @@ def droplet_id(record: InstanceRecord) -> int:
     return int.from_bytes(hashlib.sha256(record.instance_id.encode()).digest()[:4], "big")
 
 
+def guest_instance_id(record: InstanceRecord) -> str:
+    """The instance-id this cloud's guest reads (what a user-data signature served here covers)."""
+    return str(droplet_id(record))
+
+
 def _ipv4(entry: dict, gateway: Optional[str]) -> dict:
     iface = ipaddress.ip_interface(f"{entry['address']}/{entry.get('prefix', 20)}")
     hosts = iface.network.network_address + 1 if iface.network.prefixlen < 31 else iface.ip

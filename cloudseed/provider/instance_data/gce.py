@@ -55,6 +55,19 @@ def unique_id(email: str) -> str:
     return "1" + str(_number("service-account", email) * 1000 + _number("sa2", email) % 1000).zfill(20)[-20:]
 
 
+def numeric_id(record: InstanceRecord) -> int:
+    """The instance's number (``instance/id``): ``clouds.gce.numeric_id``, the record's id when it is
+    a number, else derived from it."""
+    instance_id = record.instance_id
+    configured = record.clouds.get("gce", {}).get("numeric_id")
+    return configured or (int(instance_id) if instance_id.isdigit() else _number("instance", instance_id))
+
+
+def guest_instance_id(record: InstanceRecord) -> str:
+    """The instance-id this cloud's guest reads (what a user-data signature served here covers)."""
+    return str(numeric_id(record))
+
+
 def tree(record: InstanceRecord) -> Tree:
     """``{"instance": {...}, "project": {...}}`` for ``record``."""
     gce = record.clouds.get("gce", {})
@@ -73,8 +86,7 @@ def tree(record: InstanceRecord) -> Tree:
             attributes["user-data-encoding"] = "base64"
     if record.ssh_keys and "ssh-keys" not in attributes:
         attributes["ssh-keys"] = "\n".join(f"cloudinit:{key['data']}" for key in record.ssh_keys)
-    instance_id = record.instance_id
-    numeric = gce.get("numeric_id") or (int(instance_id) if instance_id.isdigit() else _number("instance", instance_id))
+    numeric = numeric_id(record)
     accounts = service_accounts(record)
     instance: Tree = {
         "attributes": attributes,

@@ -29,6 +29,11 @@ def instance_id(record: InstanceRecord) -> int:
     return int.from_bytes(hashlib.sha256(record.instance_id.encode()).digest()[:4], "big")
 
 
+def guest_instance_id(record: InstanceRecord) -> str:
+    """The instance-id this cloud's guest reads (what a user-data signature served here covers)."""
+    return str(instance_id(record))
+
+
 def network_config(record: InstanceRecord) -> dict:
     nics = interfaces(record)
     if not nics:

@@ -25,6 +25,11 @@ def server_id(record: InstanceRecord) -> str:
     return str(uuid.UUID(bytes=hashlib.sha256(record.instance_id.encode()).digest()[:16], version=4))
 
 
+def guest_instance_id(record: InstanceRecord) -> str:
+    """The instance-id this cloud's guest reads (what a user-data signature served here covers)."""
+    return str(server_id(record))
+
+
 def ipv6(record: InstanceRecord) -> Optional[dict]:
     for entry in record.addresses:
         if ":" in entry["address"]:

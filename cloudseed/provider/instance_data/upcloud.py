@@ -42,6 +42,11 @@ def _network_id(name: str) -> str:
     return f"03{digest[:6]}-{digest[6:10]}-4{digest[10:13]}-8{digest[13:16]}-{digest[16:28]}"
 
 
+def guest_instance_id(record: InstanceRecord) -> str:
+    """The instance-id this cloud's guest reads (what a user-data signature served here covers)."""
+    return str(record.clouds.get("upcloud", {}).get("instance_id") or record.instance_id)
+
+
 def metadata(record: InstanceRecord) -> dict[str, Any]:
     """The ``/metadata/v1.json`` document."""
     uc = record.clouds.get("upcloud", {})
@@ -54,7 +59,7 @@ def metadata(record: InstanceRecord) -> dict[str, Any]:
                      "mac": mac, "network_id": _network_id(network), "type": kind})
     return {
         "cloud_name": "upcloud",
-        "instance_id": str(uc.get("instance_id") or record.instance_id),
+        "instance_id": guest_instance_id(record),
         "hostname": record.hostname,
         "platform": "servers",
         "subplatform": "metadata (http://169.254.169.254)",

@@ -53,6 +53,11 @@ def region(record: InstanceRecord) -> dict:
     return doc
 
 
+def guest_instance_id(record: InstanceRecord) -> str:
+    """The instance-id this cloud's guest reads (what a user-data signature served here covers)."""
+    return str(record.clouds.get("vultr", {}).get("instance_id") or record.instance_id)
+
+
 def metadata(record: InstanceRecord) -> dict[str, Any]:
     """The ``/v1.json`` document."""
     vultr = record.clouds.get("vultr", {})
@@ -82,7 +87,7 @@ def metadata(record: InstanceRecord) -> dict[str, Any]:
         else:
             nic["unconfigured"] = True
         nics.append(nic)
-    instance_id = str(vultr.get("instance_id") or record.instance_id)
+    instance_id = guest_instance_id(record)
     doc: dict[str, Any] = {
         "hostname": record.hostname,
         "instance-v2-id": instance_id,

@@ -8,8 +8,9 @@ Every document comes from ``provider/instance_data`` (the metadata server's code
 version table) applied to ``spec.to_record()``; files given on the command line add to it.
 JSON is written with sorted keys so the same instance always gives the same bytes.
 A spec with a ``signer`` gets each signature beside its data: NoCloud ``user-data.sig`` and
-``vendor-data.sig``, a config drive's ``user_data.sig``/``user-data.sig`` in every version directory
-(its vendor data is JSON the guest unwraps, so it is not signed there).
+``vendor-data.sig``, a config drive's ``user_data.sig``/``user-data.sig`` in every version directory,
+and ``vendor_data.json.sig``/``vendor_data2.json.sig`` (the JSON documents as written, which the
+guest checks before it unwraps them) when the instance has that vendor data.
 """
 
 from __future__ import annotations
@@ -147,8 +148,23 @@ def configdrive_files(spec: InstanceSpec) -> dict[str, bytes]:
         files[f"ec2/{version}/meta-data.json"] = _json(ec2.meta_data_tree(record, resolved))
         if record.user_data is not None:
             files[f"ec2/{version}/user-data"] = record.user_data
-    if spec.signer is not None and record.user_data is not None:
-        signature = spec.signer("user-data", record.user_data).encode("ascii")
-        for name in [n for n in files if n.endswith(("/user_data", "/user-data"))]:
-            files[name + SIGNATURE_SUFFIX] = signature
+    if spec.signer is not None:
+        _sign_configdrive(spec.signer, record, files)
     return files
+
+
+def _sign_configdrive(signer: Any, record: InstanceRecord, files: dict[str, bytes]) -> None:
+    """Each signature beside its data: user-data, and the JSON vendor data documents the instance has."""
+    from cloudseed.provider.userdata_signing import JSON_VENDOR_DATA
+
+    held = {"vendor-data": record.vendor_data, "vendor-data2": record.vendor_data2}
+    signed: dict[tuple[str, bytes], bytes] = {}  # every version directory holds the same documents
+    for name in list(files):
+        leaf = name.rsplit("/", 1)[-1]
+        kind = "user-data" if leaf in ("user_data", "user-data") else JSON_VENDOR_DATA.get(leaf)
+        if kind is None or (kind != "user-data" and held[kind] is None):
+            continue
+        data = files[name]
+        if (kind, data) not in signed:
+            signed[(kind, data)] = signer(kind, data).encode("ascii")
+        files[name + SIGNATURE_SUFFIX] = signed[(kind, data)]

@@ -3,10 +3,15 @@
 One route for all the metadata APIs, so no API file knows about signatures: a GET (or HEAD) of
 any path ending in ``.sig`` is answered by routing the path without it, as the same instance
 with the same headers (an IMDSv2 token, ``Metadata-Flavor``... are checked as for the data),
-and, when that answer is the instance's user-data (as served, or base64 of it) or its
-vendor-data text, answering the signature of it instead: an SSH signature by the registry's
-key over the data and the instance-id (``cloudseed.provider.userdata_signing``). Anything else
-is 404. A signature is made once per instance record and kept with its other rendered answers.
+and, when that answer is the instance's user-data (as served, or base64 of it), its vendor-data
+text (also as one item of a listing, Vultr's ``/v1/vendor-data``), or a vendor data document the
+guest unwraps (OpenStack's ``vendor_data.json``/``vendor_data2.json``, MAAS's YAML ``vendor-data``,
+as served),
+answering the signature of it instead: an SSH signature by the registry's key over the data and
+the instance-id as that API's guest reads it (GCE's number, Azure's vmId...:
+``userdata_signing.guest_instance_id``; ``cloudseed.provider.userdata_signing``). Anything else is
+404. A signature is made once per instance record, kind and instance-id, and kept with its other
+rendered answers.
 """
 
 from __future__ import annotations
@@ -34,41 +39,51 @@ def answer(app: Any, request: Any, instance: Any, route: Any) -> Any:
     except BaseException:
         request.path = original
         raise
+    api, path = request.api, request.path  # the API that answered the data's path
     if isinstance(inner, Response):
         request.path = original
-        return _signature_of(app, instance, inner)
+        return _signature_of(app, instance, inner, api, path)
 
     async def later() -> Response:
         try:
-            return _signature_of(app, instance, await inner)
+            return _signature_of(app, instance, await inner, api, path)
         finally:
             request.path = original
 
     return later()
 
 
-def _signature_of(app: Any, instance: Any, inner: Response) -> Response:
+def _signature_of(app: Any, instance: Any, inner: Response, api: str, path: str) -> Response:
     if inner.status != 200:
         return inner if inner.status != 404 else _NOT_SIGNED
-    kind, data = _served(instance.record, inner.body)
+    from cloudseed.provider.userdata_signing import guest_instance_id
+
+    record = instance.record
+    kind, data = _served(record, inner.body, api, path)
     if kind is None:
         return _NOT_SIGNED
-    key = f"signature:{kind}"
+    instance_id = guest_instance_id(api, record)
+    key = f"signature:{kind}:{instance_id}:{hash(data)}"
     found = instance.responses.get(key)
     if found is None:
-        found = instance.responses[key] = Response(200, signer(app).sign(kind, instance.record.instance_id, data))
+        found = instance.responses[key] = Response(200, signer(app).sign(kind, instance_id, data))
     return found
 
 
-def _served(record: Any, body: bytes) -> tuple[str | None, bytes]:
-    """(kind, the data signed) when ``body`` is the record's user-data or vendor-data; (None, b"") else."""
-    from cloudseed.provider.userdata_signing import vendor_data_bytes
+def _served(record: Any, body: bytes, api: str = "", path: str = "") -> tuple[str | None, bytes]:
+    """(kind, the data signed) when ``body`` is the record's user-data or vendor-data as ``api``
+    serves it at ``path``; (None, b"") else."""
+    from cloudseed.provider.userdata_signing import VENDOR_DOCUMENTS, vendor_data_bytes
 
+    document_kind = VENDOR_DOCUMENTS.get((api, path.rsplit("/", 1)[-1]))
+    if document_kind is not None:  # the document as served (JSON, YAML: the guest unwraps it after checking)
+        held = record.vendor_data if document_kind == "vendor-data" else record.vendor_data2
+        return (document_kind, body) if held is not None and body else (None, b"")
     user = record.user_data
     if user and body == user:
         return "user-data", user
     vendor = vendor_data_bytes(record.vendor_data)
-    if vendor and body == vendor:
+    if vendor and body in (vendor, vendor + b"\n"):  # or the one item of a listing (a newline after it)
         return "vendor-data", vendor
     if user and body:
         try:
