@@ -80,14 +80,19 @@ def guest_instance_id(api: str, record: Any) -> str:
     cover: what ``provider/instance_data/<api>.py`` declares as ``guest_instance_id(record)`` (GCE's
     number, Azure's vmId, DigitalOcean's droplet id...), else the record's own id (EC2, OpenStack,
     NoCloud, seeds)."""
-    import importlib
-    import importlib.util
+    derive = _DERIVED_IDS.get(api, False)
+    if derive is False:
+        import importlib
+        import importlib.util
 
-    name = f"cloudseed.provider.instance_data.{api}"
-    if not api.isidentifier() or importlib.util.find_spec(name) is None:
-        return record.instance_id
-    derive = getattr(importlib.import_module(name), "guest_instance_id", None)
+        name = f"cloudseed.provider.instance_data.{api}"
+        found = api.isidentifier() and importlib.util.find_spec(name) is not None
+        derive = _DERIVED_IDS[api] = getattr(importlib.import_module(name), "guest_instance_id", None) if found \
+            else None
     return str(derive(record)) if derive is not None else record.instance_id
+
+
+_DERIVED_IDS: dict[str, Any] = {}  # API -> its guest_instance_id (None: the record's id), looked up once
 
 
 def vendor_data_bytes(vendor_data: Any) -> bytes | None:

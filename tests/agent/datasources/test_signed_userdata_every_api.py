@@ -184,9 +184,18 @@ def signed(tmp_path_factory):
     lab.close()
 
 
+# ``python -m cloudseed ARGS``, then the names of the modules the process loaded, on the first line of stdout
+WITH_MODULES = ("import json, runpy, sys\n"
+                "try:\n    runpy.run_module('cloudseed', run_name='__main__', alter_sys=True)\n"
+                "except SystemExit:\n    pass\n"
+                "loaded = sorted(m for m in sys.modules if m.startswith('cloudseed'))\n"
+                "sys.__stdout__.write(json.dumps(loaded) + '\\n')\n")
+
+
 def _boot(lab: SignedLab, cloud: str, trusted: str | None, tampered: bool = False,
-          importtime: bool = False) -> tuple[str, dict, str]:
-    """The agent's network stage as ``cloud`` in a fresh root; (the root, its init status, stderr)."""
+          modules: bool = False) -> tuple[str, dict, list[str]]:
+    """The agent's network stage as ``cloud`` in a fresh root; (the root, its init status, with
+    ``modules`` the cloudseed modules the agent loaded)."""
     name, dmi, settings, _ = CLOUDS[cloud]
     top = tempfile.mkdtemp(prefix="cloudseed-signed-")
     cfg: dict = {"datasource_list": [name], "network": {"config": "disabled"},
@@ -201,13 +210,29 @@ def _boot(lab: SignedLab, cloud: str, trusted: str | None, tampered: bool = Fals
     if cloud == "azure":
         write_tree(top, {"var/lib/cloud/seed/azure/ovf-env.xml": AZURE_OVF.format(
             custom=base64.b64encode(custom.encode()).decode())})
-    proc = lab.lab.guest_exec(PYTHON, *(["-X", "importtime"] if importtime else []), "-m", "cloudseed", "--root", top,
-                              "init", check=False, timeout=120)
+    run = ["-c", WITH_MODULES] if modules else ["-m", "cloudseed"]
+    proc = lab.lab.guest_exec(PYTHON, *run, "--root", top, "init", check=False, timeout=120)
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     with open(os.path.join(top, "run/cloudseed/status.json")) as f:
         status = json.load(f)["v1"]
     assert status["datasource"] == name, (cloud, status["init"], proc.stderr[-2000:])
-    return top, status["init"], proc.stderr
+    return top, status["init"], json.loads(proc.stdout.splitlines()[-1]) if modules else []
+
+
+def _requests_since(lab: SignedLab, before: int, cloud: str) -> list[str]:
+    """The access log's lines after the first ``before``, once a marker request made now is in it (the
+    log is written twice a second, in order)."""
+    import time
+
+    marker = f"/flushed-{cloud}-{before}"
+    lab.lab.guest_exec("curl", "-s", "-o", "/dev/null", "-m", "5", f"http://169.254.169.254{marker}", check=False)
+    for _ in range(50):
+        with open(lab.access_log) as f:
+            lines = f.readlines()[before:]
+        if any(marker in line for line in lines):
+            return [line for line in lines if marker not in line]
+        time.sleep(0.1)
+    raise AssertionError(f"the access log never showed {marker}")
 
 
 def _fingerprint(key: str) -> str:
@@ -274,14 +299,13 @@ def test_without_trust_settings_no_signature_is_asked_for_and_nothing_imported(s
     lab.become(cloud)
     with open(lab.access_log) as f:
         before = len(f.readlines())
-    top, status, stderr = _boot(lab, cloud, None, importtime=True)
+    top, status, imported = _boot(lab, cloud, None, modules=True)
     try:
         assert status["errors"] == [] and os.path.exists(os.path.join(top, f"etc/{WORD}"))
-        imported = {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
-        assert not imported & {"cloudseed.agent.userdata_trust", "cloudseed.core.userdata_signatures"}
-        with open(lab.access_log) as f:
-            asked = [line for line in f.readlines()[before:] if ".sig" in line]
-        assert asked == []
+        assert f"cloudseed.agent.datasources.{CLOUDS[cloud][0].lower()}" in imported  # (the list is read right)
+        assert not set(imported) & {"cloudseed.agent.userdata_trust", "cloudseed.core.userdata_signatures"}
+        requests = _requests_since(lab, before, cloud)
+        assert requests and not [line for line in requests if ".sig" in line], requests
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
