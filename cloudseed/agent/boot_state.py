@@ -26,7 +26,7 @@ class BootState:
     """What the stages of one boot share (no behaviour beyond reading it)."""
 
     __slots__ = ("root", "paths", "cmdline", "system_cfg", "files_cfg", "plain_cfg", "config_errors", "status",
-                 "datasource", "record", "output", "reporter")
+                 "datasource", "record", "output", "reporter", "network_ctx")
 
     def __init__(self, root: TargetRoot, paths: Paths, cmdline: str, system_cfg: dict,
                  config_errors: list[str], status: StatusRecorder, files_cfg: dict | None = None):
@@ -44,6 +44,8 @@ class BootState:
         self.record: dict[str, Any] = read_json(root, paths.run("boot.json")) or {}
         self.output: Any = None  # cloudseed.agent.output.Redirection once ``output`` was configured
         self.reporter: Any = None  # cloudseed.agent.reporting.Reporter once ``reporting`` was configured
+        # the network stage's module context (its merged config) once that stage ran its modules
+        self.network_ctx: Any = None
 
     @classmethod
     def load(cls, root: TargetRoot, files_cfg: dict | None = None) -> BootState:

@@ -263,15 +263,18 @@ class Compiler:
         out += [f"        if ({expr}) return {number}" for number, (_, _, expr) in enumerate(self.disk_facts, 1)]
         out += ["        return 0",
                 "    }",
-                '    /^$/ { if ((i = seed())) { print i " " dev; done = 1; exit } dev = label = uuid = type = "" }',
-                """    END { if (!done && (i = seed())) print i " " dev }'"""]
+                # "N TYPE,UUID DEVICE": the filesystem's type and UUID are what the generator's
+                # hand-written part records of this boot's seed (/run/cloudseed/identity)
+                '    function report() { print i " " type "," uuid " " dev }',
+                '    /^$/ { if ((i = seed())) { report(); done = 1; exit } dev = label = uuid = type = "" }',
+                """    END { if (!done && (i = seed())) report() }'"""]
         variables = " ".join(f'-v c{n}="$c{n}"' for n in range(1, len(self.conditions) + 1))
         out.append(f'probe_labels() {{ blkid -c /dev/null -o export "$@" 2>/dev/null | awk {variables} "$seed_awk"; }}'
                    .replace("awk  ", "awk "))
         out.append("seed_found() {")
         out.append("    case $found in")
         for number, (cls, fact, _) in enumerate(self.disk_facts, 1):
-            out.append(f'        "{number} "*) enable {reason(cls.name, fact, "${found#* }")} ;;')
+            out.append(f'        "{number} "*) enable {reason(cls.name, fact, "${found##* }")} ;;')
         out += ["    esac", "}"]
         hints = [label for _, fact, _ in self.disk_facts for leaf in _facts.leaves(fact)
                  if isinstance(leaf, _facts.Disk) and leaf.udev_hint for label in leaf.labels]

@@ -47,6 +47,9 @@ CORE_PROPERTIES: dict[str, Any] = {
     # fail closed (cloudseed/agent/strict.py): any error (optionally any warning) fails the boot visibly
     "strict": {"anyOf": [{"type": "boolean"}, {"type": "object", "additionalProperties": False, "properties": {
         "enabled": {"type": "boolean"}, "warnings": {"type": "boolean"}, "allow_ssh": {"type": "boolean"}}}]},
+    # false: sshd waits for the network stage at every boot, also the reboot of an unchanged
+    # instance (cloudseed/agent/sshd_order.py, docs/lab.md)
+    "sshd_early_on_reboot": {"type": "boolean"},
     # the image's choice of status exit codes (cloudseed/commands/_status_contract.py)
     "status_exit_codes": {"type": "string", "enum": ["22.4", "23.4"]},
     # where each stage's stdout/stderr go (cloudseed/agent/output.py): "> F", ">> F", "| CMD", [out, err]

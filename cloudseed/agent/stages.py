@@ -86,6 +86,7 @@ def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> in
         warnings.extend(ctx.warnings)
         errors.extend(f"{r['name']}: {r.get('reason', 'failed')}" for r in results if r["status"] == "failed")
         instance_data.save(state.paths, ctx.instance_data)  # with what the modules added (host keys)
+        state.network_ctx = ctx
     except Exception as e:
         LOG.exception("network stage failed")
         state.status.crash("network", f"network stage: {type(e).__name__}: {e}")
@@ -203,6 +204,7 @@ def run_all(state: BootState) -> int:
     if state.disabled_reason():
         return 0
     codes.append(run_network(state))
+    _record_sshd_order(state)
     codes.append(run_modules(state, "config"))
     codes.append(run_modules(state, "final"))
     return max(codes)
@@ -231,7 +233,26 @@ def run_handed_off(state: BootState) -> int:
         code = run_network(state) if stage == "network" else run_modules(state, stage)
         gate.done(stage, code)
         codes.append(code)
+        if stage == "network":
+            _record_sshd_order(state)  # once the unit is done: nothing waits for it
     return max(codes)
+
+
+def _record_sshd_order(state: BootState) -> None:
+    """What the next boot's generator reads to order sshd (``sshd_order.py``); never fails the boot."""
+    from cloudseed.agent import sshd_order
+
+    try:
+        if state.network_ctx is not None and not state.disabled_reason():
+            sshd_order.record(state, state.network_ctx, state.network_ctx.cfg)
+        else:
+            sshd_order.forget(state)
+    except Exception as e:  # the next boot then orders sshd as on a first boot
+        LOG.warning("the record for the next boot's sshd order was not written: %s: %s", type(e).__name__, e)
+        try:
+            sshd_order.forget(state)
+        except OSError:
+            pass
 
 
 def _preload_later_stages(state: BootState, gate: Gate | None = None) -> None:

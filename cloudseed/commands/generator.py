@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
         dropin = f"{args.normal_dir.rstrip('/')}/{REBOOT_DROPIN}"
         if root.islink(INSTANCE_LINK):
             root.write(dropin, REBOOT_DROPIN_TEXT, mode=0o644)
+            # sshd keeps the units' ordering (after the network stage): only the shell generator
+            # lets it go early, from facts this configuration may change (docs/lab.md)
+            root.write(f"{RUN_DIR}/sshd-waits", "decided by the Python generator (the configuration names "
+                       "datasources)\n", mode=0o644)
         else:
             root.remove(dropin)
     else:

@@ -24,7 +24,7 @@ STAGE_HELPER = "/usr/lib/cloudseed/cloudseed-stage"  # ExecStart of the later st
 UDEV_RULES_DIR = "/usr/lib/udev/rules.d"
 UDEV_RULES = ("66-cloudseed-azure-ephemeral.rules",)  # /dev/disk/cloud/azure_resource for the Azure datasource
 UNITS = ("cloudseed-local.service", "cloudseed-network.service", "cloudseed-config.service",
-         "cloudseed-final.service", "cloudseed.target")
+         "cloudseed-final.service", "cloudseed.target", "cloudseed-before-sshd.target", "cloudseed-hold-sshd.service")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,8 @@ from cloudseed.provider.seeds.spec import InstanceSpec, SshKey
 BOOT_TIMEOUT = float(os.environ.get("CLOUDSEED_E2E_TIMEOUT", "480"))
 
 
-def user_data(public_key: str, marker: str = "e2e") -> bytes:
+def user_data(public_key: str, marker: str = "e2e", extra_files: str = "", extra: str = "") -> bytes:
+    """The shared user-data; ``extra_files`` are more ``write_files`` entries, ``extra`` more keys."""
     return f"""#cloud-config
 hostname: {marker}-host
 fqdn: {marker}-host.example.test
@@ -32,11 +33,11 @@ write_files:
   - path: /etc/e2e/secret.txt
     content: "{marker} secret\\n"
     permissions: '0600'
-bootcmd:
+{extra_files}bootcmd:
   - echo boot >> /var/tmp/e2e-bootcmd.log
 runcmd:
   - echo run >> /var/tmp/e2e-runcmd.log
-""".encode()
+{extra}""".encode()
 
 
 def spec(public_key: str, instance_id: str = "iid-e2e-0001", marker: str = "e2e",

@@ -17,7 +17,23 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from guest import BOOT_TIMEOUT, assert_provisioned, read_disk, seed_boot, spec, ssh  # noqa: E402
+from guest import BOOT_TIMEOUT, assert_provisioned, read_disk, seed_boot, spec, ssh, user_data  # noqa: E402
+
+# per-boot work the reboot must still do (issue 30): a per-boot script, /etc/hosts rendered again
+# (the first boot's deferred write leaves a stale line in it), a mount the fstab keeps after the
+# network stage; growpart and resizefs when the disk has grown between the boots
+PER_BOOT_FILES = """\
+  - path: /var/lib/cloud/scripts/per-boot/e2e.sh
+    permissions: '0755'
+    content: |
+      #!/bin/sh
+      echo per-boot >> /var/tmp/e2e-perboot.log
+  - path: /etc/hosts
+    append: true
+    defer: true
+    content: "10.9.9.9 stale-e2e-entry\\n"
+"""
+PER_BOOT_KEYS = "mounts:\n  - [tmpfs, /mnt/e2e, tmpfs]\n"
 
 
 def _booted(result) -> None:
@@ -30,7 +46,11 @@ class NoCloudMachine:
 
     def __init__(self, lab, workdir: str, public_key: str):
         self.lab, self.workdir, self.public_key = lab, workdir, public_key
-        self.first = seed_boot(lab, workdir, "nocloud", "iso9660", spec(public_key), keep=True)
+        self.first = seed_boot(lab, workdir, "nocloud", "iso9660", self.spec(), keep=True)
+
+    def spec(self):
+        return spec(self.public_key, data=user_data(self.public_key, extra_files=PER_BOOT_FILES,
+                                                    extra=PER_BOOT_KEYS))
 
     def stop(self) -> None:
         if self.first.vm and self.first.vm.running():
@@ -109,25 +129,112 @@ def test_nocloud_iso_provisions_the_instance(nocloud):
     with read_disk(nocloud.first) as disk:
         assert_provisioned(disk, nocloud.public_key)
         assert disk.stat("/etc/hostname").mode & 0o777 == 0o644  # as cloud-init writes it (the image has 0755)
+        assert disk.text("/var/tmp/e2e-perboot.log") == "per-boot\n"
+        assert "stale-e2e-entry" in disk.text("/etc/hosts")  # the deferred write, after update_etc_hosts
+        # what the next boot's generator reads: this instance, its seed, nothing for sshd in its boot work
+        record = disk.text("/var/lib/cloudseed/data/reboot-order")
+        assert "instance_id=iid-e2e-0001\n" in record and "sshd=free\n" in record, record
+        assert "identity=seed NoCloud iso9660," in record, record
 
 
-def test_reboot_reruns_only_per_boot_work(nocloud, lab):
+SHOW = ("-p Id -p FragmentPath -p After -p ConditionResult -p ActiveState -p InactiveExitTimestampMonotonic "
+        "-p ActiveEnterTimestampMonotonic")
+REBOOT_UNITS = ("cloudseed-local.service", "networking.service", "cloudseed-network.service", "ssh.service",
+                "systemd-user-sessions.service", "network-online.target", "multi-user.target",
+                "cloudseed-config.service", "cloudseed-final.service", "cloudseed-before-sshd.target",
+                "cloudseed-hold-sshd.service", "mnt-e2e.mount")
+
+
+def _shown(text: str) -> dict[str, dict[str, str]]:
+    units: dict[str, dict[str, str]] = {}
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        units[fields["Id"]] = fields
+    return units
+
+
+def _at(units: dict, unit: str, field: str) -> int:
+    return int(units[unit][field])
+
+
+def _guest_view(result, key: str, extra: str = "") -> tuple[dict, list[str], str]:
+    """systemd's view of the boot's units, /run/cloudseed's files and ``extra``'s output, over SSH."""
+    command = (f"systemctl show {SHOW} {' '.join(REBOOT_UNITS)}; echo ===; ls /run/cloudseed; echo ===; "
+               f"{extra or 'true'}")
+    proc = ssh(result, key, "tester", command)
+    assert proc.returncode == 0, proc.stderr
+    shown, files, rest = proc.stdout.split("===\n")
+    return _shown(shown), files.split(), rest
+
+
+def test_reboot_of_the_unchanged_instance_starts_sshd_as_without_an_agent(nocloud, lab, ssh_key):
+    """The reboot of an unchanged instance (issue 30): sshd and logins do not wait for the network
+    stage (the generator replaced cloudseed-before-sshd.target, the local stage confirmed), and
+    every per-boot module keeps its effect and its own place: bootcmd, update_etc_hosts,
+    growpart/resizefs (the disk grew between the boots), the per-boot script, the final message,
+    the agent's mount after the network stage, network-online.target after the network stage."""
     nocloud.stop()
-    again = seed_boot(lab, nocloud.workdir, "nocloud", "iso9660", spec(nocloud.public_key),
-                      overlay=nocloud.first.overlay)
-    _booted(again)
+    subprocess.run(["qemu-img", "resize", "-q", nocloud.first.overlay, "5G"], check=True)
+    again = seed_boot(lab, nocloud.workdir, "nocloud", "iso9660", nocloud.spec(), overlay=nocloud.first.overlay,
+                      keep=True)
+    try:
+        _booted(again)  # the final message (final_message, per boot) was on the console
+        sizes = ("cat /sys/class/block/vda/size /sys/class/block/vda1/start /sys/class/block/vda1/size; "
+                 "df -B1 --output=size / | tail -1; findmnt -n -o FSTYPE /mnt/e2e; hostname")
+        units, files, rest = _guest_view(again, ssh_key[0], sizes)
+    finally:
+        again.vm.stop()
+    # sshd's order as without an agent: nothing of cloudseed's between networking and sshd
+    target = units["cloudseed-before-sshd.target"]
+    assert target["FragmentPath"] == "/run/systemd/generator/cloudseed-before-sshd.target", target
+    for unit in ("ssh.service", "systemd-user-sessions.service"):
+        after = units[unit]["After"].split()
+        assert "cloudseed-network.service" not in after and "cloudseed-before-sshd.target" not in after, after
+    assert units["cloudseed-hold-sshd.service"]["ConditionResult"] == "no"
+    assert "sshd-early" in files and "sshd-early.confirmed" in files, files
+    # the per-boot work keeps its places
+    assert _at(units, "cloudseed-local.service", "ActiveEnterTimestampMonotonic") <= \
+        _at(units, "networking.service", "InactiveExitTimestampMonotonic"), units
+    network_done = _at(units, "cloudseed-network.service", "ActiveEnterTimestampMonotonic")
+    assert network_done <= _at(units, "network-online.target", "ActiveEnterTimestampMonotonic"), units
+    assert network_done <= _at(units, "cloudseed-config.service", "InactiveExitTimestampMonotonic"), units
+    assert _at(units, "cloudseed-final.service", "InactiveExitTimestampMonotonic") >= \
+        _at(units, "multi-user.target", "ActiveEnterTimestampMonotonic"), units
+    mount = units["mnt-e2e.mount"]
+    assert "cloudseed-network.service" in mount["After"].split() and mount["ActiveState"] == "active", mount
+    assert _at(units, "mnt-e2e.mount", "ActiveEnterTimestampMonotonic") >= network_done
+    disk_sectors, start, length, fs_bytes, fstype, hostname = rest.split()
+    assert fstype == "tmpfs" and hostname == "e2e-host"
+    assert int(start) + int(length) >= int(disk_sectors) - 2048, rest  # growpart: the partition fills 5 GiB
+    assert int(fs_bytes) > 4.5 * 2**30, rest  # resizefs: so does the filesystem
     with read_disk(again) as disk:
         assert disk.text("/var/tmp/e2e-bootcmd.log") == "boot\nboot\n"  # bootcmd: every boot
         assert disk.text("/var/tmp/e2e-runcmd.log") == "run\n"  # runcmd: once per instance
+        assert disk.text("/var/tmp/e2e-perboot.log") == "per-boot\nper-boot\n"  # scripts_per_boot
+        hosts = disk.text("/etc/hosts")
+        assert "stale-e2e-entry" not in hosts and "e2e-host.example.test" in hosts  # update_etc_hosts
         assert disk.text("/etc/hostname").strip() == "e2e-host"
 
 
 @pytest.mark.e2e_extra
-def test_new_instance_id_reruns_per_instance_work(nocloud, lab):
+def test_new_instance_id_reruns_per_instance_work(nocloud, lab, ssh_key):
+    """A new instance-id on the same disk: our seeds' ISO 9660 UUID is the same for every seed (a
+    fixed date), so the generator cannot tell and lets sshd go early; the local stage reads the new
+    instance-id and does not confirm, and cloudseed-hold-sshd.service keeps sshd after the network stage."""
     nocloud.stop()
     fresh = spec(nocloud.public_key, instance_id="iid-e2e-0002", marker="second")
-    result = seed_boot(lab, nocloud.workdir, "nocloud", "iso9660", fresh, overlay=nocloud.first.overlay)
-    _booted(result)
+    result = seed_boot(lab, nocloud.workdir, "nocloud", "iso9660", fresh, overlay=nocloud.first.overlay, keep=True)
+    try:
+        _booted(result)
+        units, files, _ = _guest_view(result, ssh_key[0])
+    finally:
+        result.vm.stop()
+    assert "sshd-early.refused" in files and "sshd-early.confirmed" not in files, files
+    hold = units["cloudseed-hold-sshd.service"]
+    assert hold["ConditionResult"] == "yes" and hold["ActiveState"] == "active", hold
+    network_done = _at(units, "cloudseed-network.service", "ActiveEnterTimestampMonotonic")
+    assert network_done <= _at(units, "ssh.service", "InactiveExitTimestampMonotonic"), units
+    assert network_done <= _at(units, "systemd-user-sessions.service", "InactiveExitTimestampMonotonic"), units
     with read_disk(result) as disk:
         assert disk.text("/etc/hostname").strip() == "second-host"
         assert disk.text("/etc/e2e/one.txt") == "second one\n"
