@@ -6,7 +6,8 @@ reboot of an unchanged instance most of that stage's work is per-boot work that 
 (bootcmd, growpart, resizefs, /etc/hosts, the hostname), so the generator may let sshd start as it
 would without an agent (docs/lab.md, "Reboots where sshd does not wait"). It decides from:
 
-* ``/var/lib/cloudseed/data/reboot-order``, written here at the end of every network stage
+* ``/var/lib/cloudseed/data/reboot-order``, written here at the end of every boot (and removed by
+  the next one's local stage, so that it only ever describes a boot that went to its end)
   (``key=value`` lines the generator reads with the shell's ``read``): the instance, what the boot
   showed of it (the generator's ``/run/cloudseed/identity``: the seed filesystem or the DMI UUID,
   kept only when it is this instance's), the host keys sshd serves, the configuration files read,
@@ -23,7 +24,6 @@ instance id itself, user-data, vendor-data, the image's configuration) and write
 from __future__ import annotations
 
 import logging
-import os
 import re
 
 from cloudseed.agent.state import PER_BOOT
@@ -145,8 +145,11 @@ def hostkeys(state: BootState) -> list[str]:
     from cloudseed.agent.hostkeys import KEY_DIR, STAGING_DIR
 
     names = {name for name in state.root.listdir(KEY_DIR) if name.startswith("ssh_host_") and name.endswith("_key")}
-    names |= {name for name in state.root.listdir(STAGING_DIR)
-              if name.startswith("ssh_host_") and name.endswith("_key")}
+    for name in state.root.listdir(STAGING_DIR):  # ssh_host_T_key when written, T.pid while being made
+        if name.startswith("ssh_host_") and name.endswith("_key"):
+            names.add(name)
+        elif name.endswith(".pid"):
+            names.add(f"ssh_host_{name[:-4]}_key")
     return [f"{KEY_DIR}/{name}" for name in sorted(names)]
 
 
@@ -172,7 +175,7 @@ def config_stamp(system_cfg: dict) -> str:
 
 
 def record(state: BootState, ctx: ModuleContext, cfg: dict) -> None:
-    """At the end of the network stage: what the next boot's generator reads (written when it changes)."""
+    """At the end of the boot: what the next boot's generator reads (written when it changes)."""
     ds, root = state.datasource, state.root
     if ds is None:
         return
@@ -183,10 +186,7 @@ def record(state: BootState, ctx: ModuleContext, cfg: dict) -> None:
              f"format={FORMAT}", f"instance_id={ds.instance_id}", f"identity={seen}",
              f"hostkeys={' '.join(hostkeys(state))}", f"configs={' '.join(configs)}",
              f"config={config_stamp(state.system_cfg)}", f"sshd={'wait: ' + waits if waits else 'free'}"]
-    text = "\n".join(_one_line(line) for line in lines) + "\n"
-    if root.read_text(RECORD, default="") == text and not _newer_than_record(state, configs):
-        return
-    root.write(RECORD, text, mode=0o644)
+    root.write(RECORD, "\n".join(_one_line(line) for line in lines) + "\n", mode=0o644)
     LOG.info("next boot: sshd %s", f"waits ({waits})" if waits else "may start beside the network stage")
 
 
@@ -212,16 +212,16 @@ def _one_line(text: str) -> str:
     return text.replace("\n", " ").replace("\r", " ")
 
 
-def _newer_than_record(state: BootState, configs: list[str]) -> bool:
-    try:
-        then = os.stat(state.root.path(RECORD)).st_mtime
-        return any(os.stat(state.root.path(c)).st_mtime > then for c in configs)
-    except OSError:
-        return True
+def consume(state: BootState, ds: Datasource | None, new_instance: bool) -> None:
+    """The local stage: agree with the generator's early sshd (or let sshd wait after all), then
+    remove the record: it describes a boot that went to its end, and this one has not yet."""
+    root = state.root
+    if root.exists(EARLY):
+        _confirm(state, ds, new_instance)
+    root.remove(RECORD)
 
 
-def confirm(state: BootState, ds: Datasource | None, new_instance: bool) -> None:
-    """The local stage: agree with the generator's early sshd, or let sshd wait after all."""
+def _confirm(state: BootState, ds: Datasource | None, new_instance: bool) -> None:
     root = state.root
     why = _disagreement(state, ds, new_instance)
     if why:

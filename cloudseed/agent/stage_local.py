@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from cloudseed.core.root import TargetRoot
 
 LOG = logging.getLogger("cloudseed.stages")
-EARLY_SSHD = "/run/cloudseed/sshd-early"  # the generator let sshd start beside the agent (sshd_order.py)
+REBOOT_ORDER = "/var/lib/cloudseed/data/reboot-order"  # what the generator read to order sshd (sshd_order.py)
 
 
 def run_local(state: BootState) -> int:
@@ -54,10 +54,10 @@ def _run_local(state: BootState, errors: list[str], warnings: list[str]) -> int:
         errors.extend(getattr(ds, "errors", []) if ds else [])  # e.g. Azure: the VM not reported ready
         apply_network(state, ds, new_instance, errors, warnings)
         instance_data.save(paths, instance_data.build(root, ds, state.system_cfg))
-        if root.exists(EARLY_SSHD):  # before READY (networking, so sshd, waits): agree with the generator?
+        if root.exists(REBOOT_ORDER):  # before READY (networking, so sshd, waits): agree with the generator?
             from cloudseed.agent import sshd_order
 
-            sshd_order.confirm(state, ds, new_instance)
+            sshd_order.consume(state, ds, new_instance)
         if new_instance or (ds is None and first_boot):
             # last: the key generation then overlaps with network bring-up, not with this stage
             start_host_keys_early(state)

@@ -204,9 +204,9 @@ def run_all(state: BootState) -> int:
     if state.disabled_reason():
         return 0
     codes.append(run_network(state))
-    _record_sshd_order(state)
     codes.append(run_modules(state, "config"))
     codes.append(run_modules(state, "final"))
+    _record_sshd_order(state)
     return max(codes)
 
 
@@ -233,13 +233,13 @@ def run_handed_off(state: BootState) -> int:
         code = run_network(state) if stage == "network" else run_modules(state, stage)
         gate.done(stage, code)
         codes.append(code)
-        if stage == "network":
-            _record_sshd_order(state)  # once the unit is done: nothing waits for it
+    _record_sshd_order(state)  # after the final unit is done: nothing waits for it
     return max(codes)
 
 
 def _record_sshd_order(state: BootState) -> None:
-    """What the next boot's generator reads to order sshd (``sshd_order.py``); never fails the boot."""
+    """What the next boot's generator reads to order sshd (``sshd_order.py``), at the end of the boot
+    (every stage's modules have run, their semaphores say what runs again); never fails the boot."""
     from cloudseed.agent import sshd_order
 
     try:

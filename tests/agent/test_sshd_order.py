@@ -385,3 +385,27 @@ def test_a_seed_filesystem_is_the_identity_the_label_probe_saw(tmp_path):
             subprocess.run(["losetup", "-d", device], check=False)
     assert all(s.startswith("seed NoCloud vfat,") for s in seen), seen
     assert seen[0] != seen[1]
+
+
+def test_the_record_only_describes_a_boot_that_went_to_its_end(machine):
+    """The local stage removes it (after reading it); the end of the boot writes it again."""
+    machine.seed("iid-end")
+    assert machine.boot() == 0
+    machine.generate()
+    agent = Agent(machine.root)
+    assert agent.run_local() == 0
+    assert not machine.root.exists(sshd_order.RECORD)  # a boot stopped here leaves none
+    machine.generate()
+    assert not machine.early and "no record of the last boot" in machine.run_file("sshd-waits")
+
+
+def test_a_host_key_still_being_made_is_one_sshd_serves(target):
+    """The first boot's RSA key is generated after the boot (deferred): the record names it, so a
+    reboot before it landed keeps sshd after the network stage."""
+    from cloudseed.agent.boot_state import BootState
+
+    target.write("/etc/ssh/ssh_host_ed25519_key", "k\n", mode=0o600)
+    target.write("/run/cloudseed/hostkeys/rsa.pid", "4242\n", mode=0o600)
+    target.write("/run/cloudseed/hostkeys/ssh_host_ecdsa_key", "k\n", mode=0o600)
+    assert sshd_order.hostkeys(BootState.load(target)) == [
+        "/etc/ssh/ssh_host_ecdsa_key", "/etc/ssh/ssh_host_ed25519_key", "/etc/ssh/ssh_host_rsa_key"]
