@@ -19,7 +19,16 @@ console lines), so it does not count the lab collector's own work (``cloudseed s
 does not have); the collector's line is reported beside it as "collector done". The image without
 an agent has the same DHCP interface configured as the agents write (``lab/agent_install.py``).
 
+Each boot's own intervals (``boot_intervals.py``: generators, settle, networking, the agent's
+network stage, sshd's start...) are printed beside it and kept. Differences against the image
+without an agent are paired by round (each round boots every image once, one after the other, so
+a round's boots share the machine's load) and reported with their spread and a 95% confidence
+interval of the mean (Student's t); ``--until-ci S`` goes on after ``-n`` rounds until that
+interval is within +-S seconds for every watched difference (``--ci-metrics``, ``--ci-agent``, of
+first boots and reboots), or ``--max-rounds`` is reached, and says which.
+
 Usage: .venv/bin/python bench/boot_compare.py [-n 3] [--agents none,cloudseed,reference] [--reboot]
+       [--until-ci 0.5 --max-rounds 12] [--json bench/results/FILE.json]
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from boot_intervals import intervals_of
 
 from cloudseed.lab.accel import choose_accel
 from cloudseed.lab.agent_report import summarize
@@ -120,16 +131,19 @@ def all_keys_at(result: BootResult, limit: float = 180.0) -> float | None:
 
 def measure(image, workdir: str, accel: str, reason: str, seed: str, timeout: float,
             overlay: str | None = None) -> tuple[dict, BootResult]:
+    load = os.getloadavg()[0]
     result = run_boot(image, workdir, accel=accel, accel_reason=reason, seeds=[seed], timeout=timeout,
                       ssh_timeout=90, keep=True, overlay=overlay)
     sample = {"stages": stage_seconds(result), "sysinit_at": sysinit_at(result), "ssh_ready_at": result.ssh_ready_at,
               "multi_user_at": console_at(result, MULTI_USER),
               "collected_at": result.collected_at, "agent_done_at": result.agent_done_at,
-              "all_keys_at": all_keys_at(result), "timed_out": result.timed_out}
+              "all_keys_at": all_keys_at(result), "timed_out": result.timed_out, "load_before": round(load, 2)}
     sample["finished_at"] = finished_at(sample, image.agent)
     sample["agent_total"] = sum(sample["stages"].values()) if sample["stages"] else None
     if result.vm:
         result.vm.stop()
+    sample["load_after"] = round(os.getloadavg()[0], 2)
+    sample["intervals"] = intervals_of(result.console_log) if os.path.exists(result.console_log) else {}
     return sample, result
 
 
@@ -166,13 +180,78 @@ def table(title: str, samples: dict[str, list[dict]]) -> list[str]:
     return lines
 
 
+# two-sided 95% quantiles of Student's t by degrees of freedom (1.96 beyond the table)
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+       11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+       20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000}
+DIFF_METRICS = (("sysinit_at", "sysinit.target"), ("ssh_ready_at", "SSH ready"), ("all_keys_at", "all host keys"),
+                ("finished_at", "boot finished"))
+
+
+def t95(df: int) -> float:
+    return T95.get(df) or next((T95[k] for k in sorted(T95) if k >= df), 1.96)
+
+
+def paired(runs: list[dict], base: list[dict], key: str) -> list[float]:
+    """Per round: this agent's value minus the image without an agent's (rounds where both have one)."""
+    return [round(a[key] - b[key], 3) for a, b in zip(runs, base) if a.get(key) is not None and b.get(key) is not None]
+
+
+def spread(diffs: list[float]) -> dict | None:
+    """Median, mean, 95% confidence interval of the mean and range of paired differences."""
+    if not diffs:
+        return None
+    mean = statistics.fmean(diffs)
+    half = t95(len(diffs) - 1) * statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None
+    return {"n": len(diffs), "median": round(statistics.median(diffs), 2), "mean": round(mean, 2),
+            "ci95": None if half is None else [round(mean - half, 2), round(mean + half, 2)],
+            "half_width": None if half is None else round(half, 2), "min": min(diffs), "max": max(diffs),
+            "values": diffs}
+
+
+def differences(samples: dict[str, list[dict]]) -> dict[str, dict[str, dict | None]]:
+    base = samples.get("none") or []
+    return {agent: {key: spread(paired(runs, base, key)) for key, _ in DIFF_METRICS}
+            for agent, runs in samples.items() if agent != "none" and base}
+
+
+def ci_verdict(series: dict[str, dict[str, list[dict]]], agent: str, metrics: list[str],
+               target: float) -> tuple[bool, str]:
+    """Are all watched differences' 95% intervals within +-target? And what they are now."""
+    parts, done = [], True
+    for kind, samples in series.items():
+        found = differences(samples).get(agent, {})
+        for key in metrics:
+            one = found.get(key)
+            half = one and one["half_width"]
+            done = done and half is not None and half <= target
+            now = "-" if not one else f"{one['mean']:+.2f} +- {'?' if half is None else half}"
+            parts.append(f"{kind} {key}: {now}")
+    return done, "; ".join(parts)
+
+
+def boot_line(agent: str, what: str, sample: dict) -> str:
+    gaps = sample.get("intervals") or {}
+    short = ", ".join(f"{label} {value:.2f}" for label, value in gaps.items())
+    return (f"  {agent:<10} {what}: sysinit {fmt(sample['sysinit_at'])}, SSH {fmt(sample['ssh_ready_at'])}, all keys "
+            f"{fmt(sample['all_keys_at'])}, finished {fmt(sample['finished_at'])}, collector "
+            f"{fmt(sample['collected_at'])}, agent {fmt(sample['agent_total'])}, load {sample['load_before']:.2f}"
+            + (f"\n      intervals: {short}" if short else ""))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", "--boots", type=int, default=3, help="rounds per image (default 3)")
+    parser.add_argument("-n", "--boots", type=int, default=3,
+                        help="rounds per image (default 3; at least, with --until-ci)")
     parser.add_argument("--agents", default="none,cloudseed,reference", help="comma list of none, cloudseed, reference")
     parser.add_argument("--reboot", action="store_true", help="also a second boot of each instance")
     parser.add_argument("--json", metavar="FILE", help="also write all samples as JSON")
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--until-ci", type=float, metavar="SECONDS",
+                        help="after -n rounds, go on until each watched difference's 95%% interval is within +-SECONDS")
+    parser.add_argument("--max-rounds", type=int, default=12, help="with --until-ci: stop after this many rounds")
+    parser.add_argument("--ci-agent", default="cloudseed", help="the agent whose differences --until-ci watches")
+    parser.add_argument("--ci-metrics", default="ssh_ready_at,finished_at", help="the differences --until-ci watches")
     parser.add_argument("--tables-from", metavar="FILE", help="only print the tables of a series saved with --json")
     args = parser.parse_args()
     if args.tables_from:
@@ -195,45 +274,82 @@ def main() -> int:
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
     samples: dict[str, list[dict]] = {agent: [] for agent in agents}
     reboots: dict[str, list[dict]] = {agent: [] for agent in agents}
-    for round_number in range(args.boots):
+    metrics = [m.strip() for m in args.ci_metrics.split(",") if m.strip()]
+    stopped = f"{args.boots} rounds (no --until-ci)"
+    rounds = args.boots if args.until_ci is None else max(args.boots, args.max_rounds)
+    for round_number in range(rounds):
         for agent in agents:
             workdir = os.path.join(work, f"{agent}-{round_number}")
             sample, result = measure(images[agent], workdir, accel, reason, seed, args.timeout)
             samples[agent].append(sample)
-            print(f"  {agent:<10} boot {round_number + 1}: sysinit {fmt(sample['sysinit_at'])}, SSH "
-                  f"{fmt(sample['ssh_ready_at'])}, all keys {fmt(sample['all_keys_at'])}, finished "
-                  f"{fmt(sample['finished_at'])}, collector {fmt(sample['collected_at'])}, agent "
-                  f"{fmt(sample['agent_total'])}", flush=True)
+            print(boot_line(agent, f"boot {round_number + 1}", sample), flush=True)
             if args.reboot:
                 again, _ = measure(images[agent], workdir + "-reboot", accel, reason, seed, args.timeout,
                                    overlay=result.overlay)
                 reboots[agent].append(again)
-                print(f"  {agent:<10} reboot {round_number + 1}: sysinit {fmt(again['sysinit_at'])}, SSH "
-                      f"{fmt(again['ssh_ready_at'])}, all keys {fmt(again['all_keys_at'])}, finished "
-                      f"{fmt(again['finished_at'])}, collector {fmt(again['collected_at'])}, agent "
-                      f"{fmt(again['agent_total'])}", flush=True)
+                print(boot_line(agent, f"reboot {round_number + 1}", again), flush=True)
             if os.path.exists(result.overlay):
                 os.unlink(result.overlay)
+        if args.until_ci is not None and "none" in agents and args.ci_agent in agents:
+            series = {"first boot": samples, **({"reboot": reboots} if args.reboot else {})}
+            done, now = ci_verdict(series, args.ci_agent, metrics, args.until_ci)
+            print(f"  after round {round_number + 1}: {args.ci_agent} - none, mean +- 95% half-width: {now}",
+                  flush=True)
+            if done and round_number + 1 >= args.boots:
+                stopped = f"every watched 95% interval within +-{args.until_ci} s after {round_number + 1} rounds"
+                break
+            stopped = (f"NOT every watched 95% interval within +-{args.until_ci} s after {round_number + 1} rounds "
+                       f"(--max-rounds {args.max_rounds})")
     end = os.getloadavg()
-    print(f"\nload at end {end[0]:.2f} {end[1]:.2f} {end[2]:.2f}\n")
+    print(f"\nload at end {end[0]:.2f} {end[1]:.2f} {end[2]:.2f}; stopped: {stopped}\n")
     report(samples, reboots if args.reboot else None)
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as handle:
-            json.dump({"accel": accel, "load_start": load, "load_end": end, "samples": samples, "reboots": reboots},
-                      handle, indent=2)
+            json.dump({"accel": accel, "load_start": load, "load_end": end, "stopped": stopped,
+                       "rounds": len(next(iter(samples.values()))), "console_logs": work, "samples": samples,
+                       "reboots": reboots, "differences": {"first boot": differences(samples),
+                                                           "reboot": differences(reboots) if args.reboot else {}}},
+                      handle, indent=1)
     return 0
+
+
+def difference_table(title: str, samples: dict[str, list[dict]]) -> list[str]:
+    lines = [f"### {title}: differences against no agent, paired by round (seconds)", "",
+             "| agent | difference | n | median | mean | 95% interval of the mean | range |",
+             "|---|---|---|---|---|---|---|"]
+    for agent, found in differences(samples).items():
+        for key, label in DIFF_METRICS:
+            one = found.get(key)
+            if one:
+                interval = "-" if one["ci95"] is None else f"{one['ci95'][0]:+.2f} .. {one['ci95'][1]:+.2f}"
+                lines.append(f"| {agent} | {label} | {one['n']} | {one['median']:+.2f} | {one['mean']:+.2f} | "
+                             f"{interval} | {one['min']:+.2f} .. {one['max']:+.2f} |")
+    return lines
 
 
 def report(samples: dict[str, list[dict]], reboots: dict[str, list[dict]] | None) -> None:
     print("\n".join(table("first boot", samples)))
+    print()
+    print("\n".join(difference_table("first boot", samples)))
     if reboots:
         print()
         print("\n".join(table("reboot of the same instance", reboots)))
+        print()
+        print("\n".join(difference_table("reboot", reboots)))
     stages = ("local", "network", "config", "final")
     print("\n| agent | " + " | ".join(stages) + " |\n" + "|---" * (len(stages) + 1) + "|")
     for agent, runs in samples.items():
         if agent != "none":
             print(f"| {agent} | " + " | ".join(fmt(median([r['stages'].get(s) for r in runs])) for s in stages) + " |")
+    for title, series in (("first boot", samples), ("reboot", reboots or {})):
+        for agent, runs in series.items():
+            labels = list(dict.fromkeys(label for r in runs for label in (r.get("intervals") or {})))
+            if labels:
+                print(f"\n{agent}, {title}: intervals, median (every boot)")
+                for label in labels:
+                    values = [r["intervals"][label] for r in runs if label in (r.get("intervals") or {})]
+                    print(f"  {label:<28} {statistics.median(values):6.2f}   {values}")
 
 
 def tables_from(path: str) -> int:
@@ -246,7 +362,8 @@ def tables_from(path: str) -> int:
                 sample["finished_at"] = finished_at(sample, agent)
     if saved.get("load_start"):
         print("load at start " + " ".join(f"{v:.2f}" for v in saved["load_start"]) +
-              ", at end " + " ".join(f"{v:.2f}" for v in saved["load_end"]) + "\n")
+              ", at end " + " ".join(f"{v:.2f}" for v in saved["load_end"]) +
+              (f"; stopped: {saved['stopped']}" if saved.get("stopped") else "") + "\n")
     report(saved["samples"], saved.get("reboots") or None)
     return 0
 

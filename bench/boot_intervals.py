@@ -31,6 +31,8 @@ MARKS = (
     ("networking_done", r"Finished networking\.service"),
     ("sshd_start", r"Starting ssh\.service"),
     ("sshd_done", r"Started ssh\.service"),
+    ("network_stage_start", r"cloudseed: stage network start|running 'init'"),
+    ("network_stage_done", r"cloudseed: stage network finished|Finished cloud-init\.service"),
     ("multi_user", r"Reached target multi-user\.target"),
 )
 INTERVALS = (
@@ -42,6 +44,8 @@ INTERVALS = (
     ("networking.service", "networking_start", "networking_done"),
     ("networking to sshd start", "networking_done", "sshd_start"),
     ("sshd start", "sshd_start", "sshd_done"),
+    ("agent's network stage", "network_stage_start", "network_stage_done"),
+    ("sshd started to multi-user", "sshd_done", "multi_user"),
     ("hostname to multi-user", "hostname", "multi_user"),
 )
 STAMP = re.compile(r"\[\s*([0-9.]+)\]")
@@ -59,6 +63,13 @@ def marks_of(path: str) -> dict[str, float]:
                 if name not in found and re.search(pattern, line):
                     found[name] = float(stamp.group(1))
     return found
+
+
+def intervals_of(path: str) -> dict[str, float]:
+    """One boot's intervals (seconds, by label) from its console log; those whose marks are missing left out."""
+    found = marks_of(path)
+    return {label: round(found[end] - found[start], 2) for label, start, end in INTERVALS
+            if start in found and end in found}
 
 
 def main(directories: list[str]) -> int:
