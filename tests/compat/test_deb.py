@@ -42,6 +42,8 @@ def test_package_declares_the_swap_and_its_dependencies(deb_package):
     for path in ("./usr/bin/cloud-init", "./usr/bin/cloud-id", "./usr/bin/cloud-init-per", "./usr/bin/cloudseed",
                  "./lib/systemd/system-generators/cloudseed-generator", "./usr/lib/cloudseed/cloudseed-stage",
                  "./usr/lib/python3/dist-packages/cloudseed/cli.py", *(f"./lib/systemd/system/{u}" for u in UNITS),
+                 "./lib/systemd/system/cloudseed-before-sshd.target",
+                 "./lib/systemd/system/cloudseed-hold-sshd.service",
                  "./lib/udev/rules.d/66-cloudseed-azure-ephemeral.rules"):  # cloud-init's Azure disk links go
         assert path in listing, path
 

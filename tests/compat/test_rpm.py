@@ -45,6 +45,8 @@ def test_rpmbuild_builds_the_spec(tmp_path):
     files = set(_query(rpm, "-l"))
     for path in ("/usr/bin/cloud-init", "/usr/bin/cloud-id", "/usr/bin/cloud-init-per", "/usr/bin/cloudseed",
                  "/usr/lib/systemd/system/cloudseed-local.service", "/usr/lib/systemd/system/cloudseed.target",
+                 "/usr/lib/systemd/system/cloudseed-before-sshd.target",
+                 "/usr/lib/systemd/system/cloudseed-hold-sshd.service",
                  "/usr/lib/systemd/system-generators/cloudseed-generator", "/usr/lib/cloudseed/cloudseed-stage",
                  "/usr/lib/udev/rules.d/66-cloudseed-azure-ephemeral.rules"):
         assert path in files, path
