@@ -185,7 +185,7 @@ def record(state: BootState, ctx: ModuleContext, cfg: dict) -> None:
     lines = ["# cloudseed: what the next boot's generator reads to order sshd (cloudseed/agent/sshd_order.py)",
              f"format={FORMAT}", f"instance_id={ds.instance_id}", f"identity={seen}",
              f"hostkeys={' '.join(hostkeys(state))}", f"configs={' '.join(configs)}",
-             f"config={config_stamp(state.system_cfg)}", f"sshd={'wait: ' + waits if waits else 'free'}"]
+             f"config={config_stamp(state.plain_cfg)}", f"sshd={'wait: ' + waits if waits else 'free'}"]
     root.write(RECORD, "\n".join(_one_line(line) for line in lines) + "\n", mode=0o644)
     LOG.info("next boot: sshd %s", f"waits ({waits})" if waits else "may start beside the network stage")
 
@@ -242,7 +242,7 @@ def _disagreement(state: BootState, ds: Datasource | None, new_instance: bool) -
         return f"the record is of instance {fields.get('instance_id')!r}, this is {ds.instance_id!r}"
     if fields.get("sshd") != "free":
         return "the record does not say sshd may go early"
-    if fields.get("config") != config_stamp(state.system_cfg):
+    if fields.get("config") != config_stamp(state.plain_cfg):
         return "the image's configuration changed"
     idir = state.paths.instance_dir(ds.instance_id)
     for name, blob in zip(BLOBS, (ds.userdata_raw, ds.vendordata_raw, ds.vendordata2_raw)):
