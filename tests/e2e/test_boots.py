@@ -222,7 +222,8 @@ def test_new_instance_id_reruns_per_instance_work(nocloud, lab, ssh_key):
     fixed date), so the generator cannot tell and lets sshd go early; the local stage reads the new
     instance-id and does not confirm, and cloudseed-hold-sshd.service keeps sshd after the network stage."""
     nocloud.stop()
-    fresh = spec(nocloud.public_key, instance_id="iid-e2e-0002", marker="second")
+    fresh = spec(nocloud.public_key, instance_id="iid-e2e-0002", marker="second",
+                 data=user_data(nocloud.public_key, marker="second", extra="sshd_early_on_reboot: false\n"))
     result = seed_boot(lab, nocloud.workdir, "nocloud", "iso9660", fresh, overlay=nocloud.first.overlay, keep=True)
     try:
         _booted(result)
@@ -239,6 +240,31 @@ def test_new_instance_id_reruns_per_instance_work(nocloud, lab, ssh_key):
         assert disk.text("/etc/hostname").strip() == "second-host"
         assert disk.text("/etc/e2e/one.txt") == "second one\n"
         assert disk.text("/var/tmp/e2e-runcmd.log").count("run") >= 2  # per-instance work ran again
+        assert "sshd=wait: sshd_early_on_reboot is false" in disk.text("/var/lib/cloudseed/data/reboot-order")
+    nocloud.second = fresh
+
+
+@pytest.mark.e2e_extra
+def test_reboot_with_sshd_early_on_reboot_false_keeps_sshd_after_the_network_stage(nocloud, lab, ssh_key):
+    """The second instance's user-data says ``sshd_early_on_reboot: false``: its reboot keeps the
+    units' order (the record says so; the generator writes no empty target)."""
+    fresh = getattr(nocloud, "second", None)
+    if fresh is None:
+        pytest.skip("needs the new-instance boot before it")
+    result = seed_boot(lab, nocloud.workdir, "nocloud", "iso9660", fresh, overlay=nocloud.first.overlay, keep=True)
+    try:
+        _booted(result)
+        units, files, waits = _guest_view(result, ssh_key[0], "cat /run/cloudseed/sshd-waits")
+    finally:
+        result.vm.stop()
+    assert "sshd-early" not in files and "sshd-waits" in files, files
+    assert waits.strip() == "sshd reads what this boot's work does: sshd_early_on_reboot is false"
+    target = units["cloudseed-before-sshd.target"]
+    assert target["FragmentPath"].endswith("/systemd/system/cloudseed-before-sshd.target"), target
+    assert "cloudseed-before-sshd.target" in units["ssh.service"]["After"].split()
+    assert units["cloudseed-hold-sshd.service"]["ConditionResult"] == "no"
+    network_done = _at(units, "cloudseed-network.service", "ActiveEnterTimestampMonotonic")
+    assert network_done <= _at(units, "ssh.service", "InactiveExitTimestampMonotonic"), units
 
 
 def test_config_drive_iso(lab, ssh_key, tmp_path):
