@@ -11,15 +11,29 @@ import time
 
 from cloudseed.agent.config import is_disabled, load_system_config, merge_config, read_cmdline
 from cloudseed.agent.log import console
-from cloudseed.agent.state import Paths, read_json
+from cloudseed.agent.state import Paths
+from cloudseed.agent.state_files import load_json, take_warnings
 from cloudseed.agent.status import StatusRecorder
 from cloudseed.core.root import TargetRoot
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
     from cloudseed.agent.datasources import Datasource, DatasourceContext
+
+
+def boot_record_problem(data: Any) -> str | None:
+    """Why ``data`` is not a ``boot.json`` record (instance id, new instance, datasource), or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__} where an object belongs"
+    if not isinstance(data.get("instance_id"), str) or not data["instance_id"]:
+        return "it names no instance id"
+    if not isinstance(data.get("new_instance", False), bool):
+        return "new_instance is not true or false"
+    if not isinstance(data.get("datasource", ""), str):
+        return "datasource is not a name"
+    return None
 
 
 class BootState:
@@ -41,7 +55,7 @@ class BootState:
         self.status = status
         self.datasource: Datasource | None = None
         # /run/cloudseed/boot.json: instance id, whether it is new this boot, datasource name
-        self.record: dict[str, Any] = read_json(root, paths.run("boot.json")) or {}
+        self.record: dict[str, Any] = load_json(root, paths.run("boot.json"), boot_record_problem) or {}
         self.output: Any = None  # cloudseed.agent.output.Redirection once ``output`` was configured
         self.reporter: Any = None  # cloudseed.agent.reporting.Reporter once ``reporting`` was configured
         # the network stage's module context (its merged config) once that stage ran its modules
@@ -59,6 +73,17 @@ class BootState:
         """``cfg`` with this command's ``--file`` settings over it (they win over user-data too)."""
         return merge_config(cfg, self.files_cfg) if self.files_cfg else cfg
 
+    @classmethod
+    def load_for(cls, root: TargetRoot, stage: str, files_cfg: dict | None = None) -> BootState | None:
+        """``load`` for a stage about to run; None when even that fails (then recorded as the stage's crash)."""
+        try:
+            return cls.load(root, files_cfg)
+        except Exception as e:  # noqa: BLE001 - recorded: the wait for the boot must end
+            from cloudseed.agent.state import Paths as _Paths
+
+            StatusRecorder(_Paths(root)).crash(stage, f"{stage} stage: {type(e).__name__}: {e}")
+            return None
+
     @property
     def instance_id(self) -> str | None:
         return self.datasource.instance_id if self.datasource else None
@@ -71,7 +96,10 @@ class BootState:
     def disabled_reason(self) -> str | None:
         reason = is_disabled(self.root, self.cmdline)
         if reason is None and self.root.exists(self.paths.run("disabled")):
-            reason = self.root.read_text(self.paths.run("disabled")).strip() or "disabled by the generator"
+            try:
+                reason = self.root.read_text(self.paths.run("disabled")).strip() or "disabled by the generator"
+            except OSError:  # not a file: the generator's marker all the same
+                reason = "disabled by the generator"
         return reason
 
     def redirect_output(self, stage: str, cfg: dict, problems: list[str]) -> None:
@@ -118,6 +146,30 @@ class BootState:
         self.reporter.configure(settings, cfg)
         if fresh and stage is not None and self.reporter.handlers:
             self.reporter.replay(self.status.v1, stage)
+    def guarded(self, stage: str, body: Callable[[], int]) -> int:
+        """``body()`` (a whole stage); anything it lets out is the stage's crash, recorded, never raised."""
+        try:
+            return body()
+        except Exception as e:  # noqa: BLE001 - a stage records its failure and the wait ends
+            import logging
+
+            logging.getLogger("cloudseed.stages").error("%s stage failed", stage, exc_info=not isinstance(e, OSError))
+            self.restore_output()
+            self.status.crash(stage, f"{stage} stage: {type(e).__name__}: {e}")
+            return 1
+
+    def recorded(self, errors: list[str], write: Callable[..., Any], *args: Any) -> bool:
+        """``write(*args)``, a step that keeps state; on a full or read-only disk its error (naming the file)
+        goes to ``errors`` and the stage goes on to what it can still do (users and keys live elsewhere)."""
+        try:
+            write(*args)
+            return True
+        except OSError as e:
+            import logging
+
+            logging.getLogger("cloudseed.stages").error("%s", e)
+            errors.append(f"state not kept: {e}")
+            return False
 
     def begin(self, stage: str) -> float:
         console(f"cloudseed: stage {stage} start")
@@ -129,18 +181,22 @@ class BootState:
 
     def end(self, stage: str, started: float, errors: list[str], warnings: list[str], modules: list[dict]) -> int:
         elapsed = time.monotonic() - started
+        warnings.extend(take_warnings())  # damaged state files this stage set aside
         reboot = next((m["reboot"] for m in modules if m.get("reboot")), "")
         if reboot:  # a user script asked for a reboot now: this boot goes on after it (no result yet)
             from cloudseed.agent.status import STAGE_KEYS
 
             self.status.v1[STAGE_KEYS[stage]].update(errors=errors, warnings=warnings, modules=modules)
             self.status.v1.update(stage=None, reboot=reboot)
-            self.status.save()
+            if not self.status.save():
+                errors.append(self.status.unsaved)
             console(f"cloudseed: stage {stage} stopped for a reboot: {reboot}")
             return 1 if errors else 0
         if self.reporter is not None:
             warnings += self.reporter.take_problems()  # reporting settings it could not use
         self.status.finish(stage, errors, warnings, modules, self.datasource.name if self.datasource else None)
+        if self.status.unsaved:  # a full or read-only disk: marked where it fits (status.py)
+            errors = [*errors, self.status.unsaved]
         strict = self.strict_settings() if errors or warnings else None
         if strict is not None and (errors or (strict["warnings"] and warnings)):
             from cloudseed.agent import strict as strict_mode

@@ -170,10 +170,20 @@ def describes(data: Any, datasource: Any) -> bool:
     return v1.get("instance_id") == datasource.instance_id and v1.get("cloud_name") == datasource.cloud_name
 
 
-def load(paths: Paths) -> dict[str, Any] | None:
-    """The most complete instance data this user may read (sensitive file when readable)."""
+def load(paths: Paths, repair: bool = False) -> dict[str, Any] | None:
+    """The most complete instance data this user may read (sensitive file when readable).
+
+    ``repair`` (the agent's stages): both files are checked, a damaged one is set aside with a
+    warning (``state_files``) and None returned, so the caller writes both anew.
+    """
     from cloudseed.agent.state import read_json
 
+    if repair:
+        from cloudseed.agent.state_files import load_json
+
+        found = [load_json(paths.root, inner, _record_problem)
+                 for inner in (paths.instance_data_sensitive_file, paths.instance_data_file)]
+        return found[0] if all(isinstance(data, dict) for data in found) else None
     for inner in (paths.instance_data_sensitive_file, paths.instance_data_file):
         host = paths.root.path(inner)
         if os.path.exists(host) and os.access(host, os.R_OK):
@@ -181,3 +191,7 @@ def load(paths: Paths) -> dict[str, Any] | None:
             if isinstance(data, dict):
                 return data
     return None
+
+
+def _record_problem(data: Any) -> str | None:
+    return None if isinstance(data, dict) and isinstance(data.get("v1"), dict) else "no v1 object"

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 
 from cloudseed.agent.datasources import NETWORK
-from cloudseed.agent.state import ensure_dirs, json_text, read_json, write_json
+from cloudseed.agent.state import ensure_dirs, json_text, write_json
+from cloudseed.agent.state_files import ensure_dir, load_json, load_line, object_problem, set_aside
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def same_instance_as_last_boot(state: BootState) -> Datasource | None:
     uuid = state.root.read_text("/sys/class/dmi/id/product_uuid", default="").strip().lower()
     if not uuid or not state.root.exists(state.paths.current_instance_file):
         return None
-    previous = state.root.read_text(state.paths.current_instance_file, default="").strip().lower()
+    previous = (last_instance_id(state) or "").lower()
     if previous != uuid:
         return None
     ds = load_datasource(state)  # the boot's own cache is gone at this point: the instance's
@@ -64,29 +65,40 @@ def find(state: BootState, stage: str, errors: list[str]) -> Datasource | None:
 
 def _possible(state: BootState, names: list[str]) -> list[str]:
     """``names`` less the datasources the generator found cannot exist here."""
-    enabled = read_json(state.root, state.paths.run("enabled"))
-    if not isinstance(enabled, dict) or not isinstance(enabled.get("datasources"), list):
+    enabled = load_json(state.root, state.paths.run("enabled"), _enabled_problem)
+    if enabled is None or "datasources" not in enabled:  # the shell generator names none
         return names
     possible = {str(entry[0] if isinstance(entry, list) else entry).lower() for entry in enabled["datasources"]}
     return [n for n in names if n.lower() in possible or n.lower() == "none"]
+
+
+def _enabled_problem(data: object) -> str | None:
+    """Why ``data`` is not the generator's verdict (``/run/cloudseed/enabled``), or None."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__} where an object belongs"
+    if not isinstance(data.get("datasources", []), list):
+        return "its datasources are not a list"
+    return None
 
 
 def adopt(state: BootState, ds: Datasource) -> bool:
     """Record ``ds`` as this boot's datasource; True when its instance is new."""
     root, paths = state.root, state.paths
     iid = ds.instance_id
-    previous = root.read_text(paths.current_instance_file, default="").strip()
+    previous = last_instance_id(state) or ""
     new_instance = previous != iid
     ensure_dirs(paths)
     idir = paths.instance_dir(iid)
-    root.makedirs(idir, mode=0o755)
-    root.makedirs(f"{idir}/scripts", mode=0o700)
-    root.makedirs(f"{idir}/sem", mode=0o755)
+    ensure_dir(root, idir, mode=0o755)  # a file where a state directory belongs is set aside, named
+    ensure_dir(root, f"{idir}/scripts", mode=0o700)
+    ensure_dir(root, f"{idir}/sem", mode=0o755)
     if new_instance:
         root.write(paths.previous_instance_file, (previous or "") + "\n")
         root.write(paths.current_instance_file, iid + "\n")
         LOG.info("new instance %s (previous: %s)", iid, previous or "none")
     if not _links_to(state, paths.instance_link, idir):
+        if root.exists(paths.instance_link) and not root.islink(paths.instance_link):
+            set_aside(root, paths.instance_link, "not a link to the instance's directory")
         root.symlink(idir, paths.instance_link)
     state.datasource = ds
     save_datasource(state, ds)
@@ -94,6 +106,29 @@ def adopt(state: BootState, ds: Datasource) -> bool:
                     "datasource": ds.name}
     write_json(root, paths.run("boot.json"), state.record)
     return new_instance
+
+
+def last_instance_id(state: BootState) -> str | None:
+    """The instance this disk served last: ``data/instance-id``, checked.
+
+    A damaged record (garbage, several lines, a directory) is set aside, and the ``instance`` link
+    (which names that instance's directory) answers instead, so the same instance is not taken
+    for a new one; None on a disk that never served one.
+    """
+    iid = load_line(state.root, state.paths.current_instance_file)
+    if iid:
+        return iid
+    target = _readlink(state, state.paths.instance_link)
+    prefix = state.paths.instances_dir + "/"
+    if target and target.startswith(prefix) and "/" not in target[len(prefix):]:
+        name = target[len(prefix):]
+        if not name.startswith("%"):
+            return name
+        if not name.startswith("%sha256-"):
+            from urllib.parse import unquote
+
+            return unquote(name[1:])
+    return None
 
 
 def save_datasource(state: BootState, ds: Datasource) -> None:
@@ -118,12 +153,16 @@ def _holds(state: BootState, inner: str, content: bytes, mode: int) -> bool:
 
 
 def _links_to(state: BootState, inner: str, target: str) -> bool:
+    return _readlink(state, inner) == target
+
+
+def _readlink(state: BootState, inner: str) -> str | None:
     import os
 
     try:
-        return os.readlink(state.root.path_nofollow(inner)) == target
+        return os.readlink(state.root.path_nofollow(inner))
     except OSError:
-        return False
+        return None
 
 
 def load_datasource(state: BootState, last_instance: bool = True) -> Datasource | None:
@@ -138,7 +177,7 @@ def load_datasource(state: BootState, last_instance: bool = True) -> Datasource 
     if last_instance:
         candidates.append(f"{state.paths.instance_link}/datasource.json")
     for inner in candidates:
-        data = read_json(state.root, inner)
+        data = load_json(state.root, inner, object_problem)  # garbage, a directory: set aside, named
         if data is None:
             continue
         problem = cache_problem(data)

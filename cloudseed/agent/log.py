@@ -44,12 +44,23 @@ def setup_logging(root: TargetRoot, debug: bool | int = False, stage: str | None
         fd = os.open(host, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o640)
         os.fchmod(fd, 0o640)
         stream = os.fdopen(fd, "a", encoding="utf-8")
-        file_handler = logging.StreamHandler(stream)
+        file_handler = _LogFile(stream)
         prefix = f"[{stage}] " if stage else ""
         file_handler.setFormatter(logging.Formatter(_FORMAT.replace("%(message)s", prefix + "%(message)s")))
         logger.addHandler(file_handler)
     except OSError as e:
         logger.warning("cannot open %s: %s", LOG_FILE, e)
+
+
+class _LogFile(logging.StreamHandler):
+    """The log file; when it cannot take a line (a full or read-only disk) the console gets one line
+    saying so, and the file no more (no traceback per log line)."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        error = sys.exc_info()[1]
+        self.setLevel(logging.CRITICAL + 1)
+        reason = getattr(error, "strerror", None) or error
+        console(f"cloudseed: {LOG_FILE} cannot be written ({reason}); logging to the console only")
 
 
 # the stderr this process started with while ``output:`` sends fd 2 to a file or a command

@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 
 from cloudseed.agent.scripts import executables, run_script
-from cloudseed.agent.state import PER_BOOT, PER_ONCE, read_json, write_json
+from cloudseed.agent.state import PER_BOOT, PER_ONCE, write_json
+from cloudseed.agent.state_files import load_json, object_problem
 from cloudseed.core.root import CommandError
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
@@ -82,6 +83,7 @@ def settings(cfg: dict) -> tuple[bool, int]:
     return enabled, limit
 
 
+
 class Progress:
     """One script module's record across boots: the scripts done this round, the re-runs in a row."""
 
@@ -90,7 +92,7 @@ class Progress:
         self.file = f"{ctx.paths.data_dir}/data/script-exit-codes.json"
         self.module = ctx.module_name or "scripts"
         self.instance = "" if frequency == PER_ONCE else ctx.instance_id
-        loaded = read_json(self.root, self.file)
+        loaded = load_json(self.root, self.file, object_problem)  # damaged: set aside, named in the status
         self.all: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
         mine = self.all.get(self.module)
         if not isinstance(mine, dict) or mine.get("instance") != self.instance:
@@ -134,6 +136,10 @@ def run_script_dirs(ctx: ModuleContext, directories: Sequence[str], frequency: s
             if inner in progress.done:
                 LOG.info("%s finished before the reboot; not run again", inner)
                 continue
+            if ctx.done_before(f"script {inner}"):
+                LOG.info("%s succeeded in an earlier run of %s that failed on another script; not run again",
+                         inner, ctx.module_name)
+                continue
             asked = progress.reruns.get(inner, 0)
             if enabled and asked > limit:
                 failures.append(f"{inner} (not run: it asked to run again {asked} times in a row, "
@@ -156,7 +162,9 @@ def _run_one(ctx: ModuleContext, inner: str, prefix: Sequence[str], frequency: s
              progress: Progress, failures: list[str], again: list[str]) -> str:
     """Run one script and record what its exit status asks; why a reboot is needed now, or ""."""
     try:
-        run_script(ctx.root, inner, {"INSTANCE_ID": ctx.instance_id}, prefix)
+        # recorded done the moment it exits 0 (forgotten when the module succeeds; kept while another fails)
+        run_script(ctx.root, inner, {"INSTANCE_ID": ctx.instance_id}, prefix,
+                   succeeded=lambda: ctx.record_done(f"script {inner}"))
         code = 0
     except CommandError as e:
         code = e.returncode

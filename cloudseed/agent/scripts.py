@@ -16,7 +16,7 @@ from cloudseed.core.root import CommandError, TargetRoot
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from typing import Any, Iterator, Mapping, Sequence
+    from typing import Any, Callable, Iterator, Mapping, Sequence
 
 LOG = logging.getLogger("cloudseed.scripts")
 OUTPUT_LOG = "/var/log/cloudseed-output.log"
@@ -61,9 +61,10 @@ def _record_output(root: TargetRoot, name: str, stdout: str, stderr: str) -> Non
 
 
 def run_script(root: TargetRoot, inner_path: str, env: Mapping[str, str] | None = None,
-               prefix: Sequence[str] = ()) -> None:
+               prefix: Sequence[str] = (), succeeded: Callable[[], Any] | None = None) -> None:
     """Run one script of the target (after ``prefix``, an argv such as ``timeout 60``); CommandError
-    on a non-zero exit (output kept in the log)."""
+    on a non-zero exit (output kept in the log). ``succeeded`` is called as soon as it exits 0, before
+    its output is logged: the record that it ran is then as close to its end as can be."""
     import os
 
     run_env = dict(os.environ)
@@ -74,6 +75,8 @@ def run_script(root: TargetRoot, inner_path: str, env: Mapping[str, str] | None 
         raise CommandError([inner_path], e.returncode, "", e.stderr) from None
     except OSError as e:  # exec format error and friends
         raise CommandError([inner_path], 126, "", str(e)) from None
+    if proc.returncode == 0 and succeeded is not None:
+        succeeded()
     _record_output(root, inner_path, proc.stdout, proc.stderr)
     if proc.returncode != 0:
         raise CommandError([inner_path], proc.returncode, proc.stdout, proc.stderr)

@@ -25,6 +25,10 @@ REBOOT_ORDER = "/var/lib/cloudseed/data/reboot-order"  # what the generator read
 
 
 def run_local(state: BootState) -> int:
+    return state.guarded("local", lambda: _local_stage(state))
+
+
+def _local_stage(state: BootState) -> int:
     reason = state.disabled_reason()
     if reason:
         state.status.mark_disabled(reason)
@@ -43,17 +47,25 @@ def _run_local(state: BootState, errors: list[str], warnings: list[str]) -> int:
     started = state.begin("local")
     root, paths = state.root, state.paths
     try:
-        ensure_dirs(paths)
+        state.recorded(errors, ensure_dirs, paths)
         state.record = {}
         state.datasource = None
         root.remove(paths.boot_datasource_file)
         first_boot = not root.exists(paths.current_instance_file)
         ds = same_instance_as_last_boot(state) or find(state, LOCAL, errors)
-        new_instance = adopt(state, ds) if ds else False
+        new_instance = False
+        if ds is not None:
+            try:
+                new_instance = adopt(state, ds)
+            except OSError as e:  # a full or read-only disk: the boot goes on with it, unrecorded
+                LOG.error("%s", e)
+                errors.append(f"state not kept: {e}")
+                state.datasource = ds
         warnings.extend(getattr(ds, "warnings", []) if ds else [])
         errors.extend(getattr(ds, "errors", []) if ds else [])  # e.g. Azure: the VM not reported ready
+        _sweep_state_dirs(state, ds)
         apply_network(state, ds, new_instance, errors, warnings)
-        instance_data.save(paths, instance_data.build(root, ds, state.system_cfg))
+        state.recorded(errors, instance_data.save, paths, instance_data.build(root, ds, state.system_cfg))
         if root.exists(REBOOT_ORDER):  # before READY (networking, so sshd, waits): agree with the generator?
             from cloudseed.agent import sshd_order
 
@@ -63,10 +75,20 @@ def _run_local(state: BootState, errors: list[str], warnings: list[str]) -> int:
             start_host_keys_early(state)
         prefetch_for_network_stage(state)
     except Exception as e:  # the stage itself must finish and say what happened
-        LOG.exception("local stage failed")
+        LOG.error("local stage failed", exc_info=not isinstance(e, OSError))  # a full disk is no bug
         state.status.crash("local", f"local stage: {type(e).__name__}: {e}")
         return 1
     return state.end("local", started, errors, warnings, [])
+
+
+def _sweep_state_dirs(state: BootState, ds: Datasource | None) -> None:
+    """The temporaries a killed agent left in its own state directories (files there are not all rewritten)."""
+    paths = state.paths
+    dirs = [f"{paths.data_dir}/data", paths.once_sem_dir]
+    if ds is not None:
+        dirs += [paths.instance_dir(ds.instance_id), f"{paths.instance_dir(ds.instance_id)}/sem"]
+    for inner in dirs:
+        state.root.remove_stale_temporaries(inner)
 
 
 def prefetch_for_network_stage(state: BootState) -> None:

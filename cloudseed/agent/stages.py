@@ -21,7 +21,8 @@ from cloudseed.agent.instances import adopt, find, load_datasource
 from cloudseed.agent.log import console
 from cloudseed.agent.modules import STAGE_LIST_KEYS, ModuleContext, run_module, run_stage_modules
 from cloudseed.agent.stage_local import run_local
-from cloudseed.agent.state import ensure_dirs, read_json, write_json
+from cloudseed.agent.state import ensure_dirs, write_json
+from cloudseed.agent.state_files import load_json, object_problem
 from cloudseed.core.root import TargetRoot
 from cloudseed.core.values import get_list
 
@@ -42,6 +43,10 @@ __all__ = ["Agent", "BootState", "run_all", "run_handed_off", "run_local", "run_
 
 # ---------------------------------------------------------------------- network
 def run_network(state: BootState) -> int:
+    return state.guarded("network", lambda: _network_stage(state))
+
+
+def _network_stage(state: BootState) -> int:
     reason = state.disabled_reason()
     if reason:
         state.status.mark_disabled(reason)
@@ -62,8 +67,8 @@ def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> in
     started = state.begin("network")
     results: list[dict] = []
     try:
-        ensure_dirs(state.paths)
-        ds = state.datasource if state.record.get("instance_id") else None
+        state.recorded(errors, ensure_dirs, state.paths)
+        ds = state.datasource  # found by the local stage of this process (recorded or not: a full disk)
         if ds is None and state.root.exists(state.paths.boot_datasource_file):
             ds = load_datasource(state, last_instance=False)  # this boot's, or a fresh search
         if ds is None:
@@ -71,7 +76,7 @@ def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> in
             if ds is None:
                 ds = _none_datasource(state)
                 warnings.append("no datasource found; using the None datasource")
-            adopt(state, ds)
+            state.recorded(errors, adopt, state, ds)
             warnings.extend(getattr(ds, "warnings", []))
             errors.extend(getattr(ds, "errors", []))  # e.g. Azure: the VM not reported ready
         state.datasource = ds
@@ -80,15 +85,15 @@ def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> in
         state.redirect_output("network", cfg, warnings)  # user-data may say where output goes
         state.update_reporting(cfg, "network")  # vendor-data or user-data may say where events go
         instance_data.with_config(data, cfg)
-        instance_data.save(state.paths, data)  # before the modules: they and their scripts may query it
+        state.recorded(errors, instance_data.save, state.paths, data)  # before the modules: they may query it
         ctx = _module_context(state, "init", cfg, data)
         results = [r.to_json() for r in run_stage_modules(ctx, get_list(cfg, STAGE_LIST_KEYS["init"]))]
         warnings.extend(ctx.warnings)
         errors.extend(f"{r['name']}: {r.get('reason', 'failed')}" for r in results if r["status"] == "failed")
-        instance_data.save(state.paths, ctx.instance_data)  # with what the modules added (host keys)
+        state.recorded(errors, instance_data.save, state.paths, ctx.instance_data)  # with the host keys added
         state.network_ctx = ctx
     except Exception as e:
-        LOG.exception("network stage failed")
+        LOG.error("network stage failed", exc_info=not isinstance(e, OSError))  # a full disk is no bug
         state.status.crash("network", f"network stage: {type(e).__name__}: {e}")
         return 1
     return state.end("network", started, errors, warnings, results)
@@ -111,7 +116,7 @@ def _consume_userdata(state: BootState, data: dict, errors: list[str], warnings:
         cfg = consume(state, data, errors, warnings)
     finally:
         state.system_cfg = system_cfg
-    write_json(state.root, state.paths.combined_config_file, cfg, mode=0o600)
+    state.recorded(errors, write_json, state.root, state.paths.combined_config_file, cfg, 0o600)
     return state.with_files(cfg)
 
 
@@ -125,27 +130,44 @@ def _module_context(state: BootState, stage: str, cfg: dict, data: dict) -> Modu
     return ctx
 
 
-def _combined_config(state: BootState, warnings: list[str]) -> dict:
-    cfg = read_json(state.root, state.paths.combined_config_file)
+def _combined_config(state: BootState, warnings: list[str]) -> tuple[dict, bool]:
+    """This boot's merged config, and whether it holds the user's cloud-config.
+
+    When it is missing or damaged it is rebuilt from the instance's cloud-config (kept by the network
+    stage); failing that, the system config alone (False: the modules then run, but no per-instance
+    module is recorded as done, so the next boot with the user's config runs them again).
+    """
+    cfg = load_json(state.root, state.paths.combined_config_file, object_problem)
     if isinstance(cfg, dict):
-        return state.with_files(cfg)
-    warnings.append("no processed user-data from this boot; using the system config only")
-    return dict(state.system_cfg)
+        return state.with_files(cfg), True
+    iid = state.record.get("instance_id")
+    idir = state.paths.instance_dir(iid) if isinstance(iid, str) and iid else state.paths.instance_link
+    kept = load_json(state.root, f"{idir}/cloud-config.json", object_problem)
+    if isinstance(kept, dict):
+        from cloudseed.agent.config import merge_config
+
+        warnings.append("no processed user-data from this boot; the instance's cloud-config "
+                        "(kept by its network stage) over the system config")
+        return state.with_files(merge_config(state.plain_cfg, kept)), True
+    warnings.append("no processed user-data from this boot; using the system config only "
+                    "(per-instance modules run again at the next boot)")
+    return dict(state.system_cfg), False
 
 
-def _stage_instance_data(state: BootState, cfg: dict) -> dict:
+
+def _stage_instance_data(state: BootState, cfg: dict, errors: list[str]) -> dict:
     """This boot's instance data when it describes the datasource in use; else built anew and written."""
-    data = instance_data.load(state.paths)
+    data = instance_data.load(state.paths, repair=True)
     if instance_data.describes(data, state.datasource):
         return data
     data = instance_data.with_config(instance_data.build(state.root, state.datasource, None), cfg)
-    instance_data.save(state.paths, data)
+    state.recorded(errors, instance_data.save, state.paths, data)
     return data
 
 
 def _datasource_for_modules(state: BootState) -> Datasource | None:
-    if state.datasource is not None and state.record.get("instance_id") == state.datasource.instance_id:
-        return state.datasource  # found by an earlier stage of this process
+    if state.datasource is not None and state.record.get("instance_id") in (None, state.datasource.instance_id):
+        return state.datasource  # found by an earlier stage of this process (unrecorded: a full disk)
     return load_datasource(state)
 
 
@@ -153,6 +175,10 @@ def _datasource_for_modules(state: BootState) -> Datasource | None:
 def run_modules(state: BootState, stage: str) -> int:
     if stage not in MODULE_STAGES:
         raise ValueError(f"unknown module stage {stage!r} (config or final)")
+    return state.guarded(stage, lambda: _modules_stage(state, stage))
+
+
+def _modules_stage(state: BootState, stage: str) -> int:
     reason = state.disabled_reason()
     if reason:
         state.status.mark_disabled(reason)
@@ -162,26 +188,28 @@ def run_modules(state: BootState, stage: str) -> int:
         return stopped
     errors: list[str] = []
     warnings: list[str] = []
-    cfg = _combined_config(state, warnings)
+    cfg, trusted = _combined_config(state, warnings)
     state.redirect_output(stage, cfg, warnings)
     try:
-        return _run_modules(state, stage, cfg, errors, warnings)
+        return _run_modules(state, stage, cfg, errors, warnings, provisional=not trusted)
     finally:
         state.restore_output()
 
 
-def _run_modules(state: BootState, stage: str, cfg: dict, errors: list[str], warnings: list[str]) -> int:
+def _run_modules(state: BootState, stage: str, cfg: dict, errors: list[str], warnings: list[str],
+                 provisional: bool = False) -> int:
     started = state.begin(stage)
     results: list[dict] = []
     try:
         state.datasource = _datasource_for_modules(state)
         state.update_reporting(cfg, stage)
-        ctx = _module_context(state, stage, cfg, _stage_instance_data(state, cfg))
+        ctx = _module_context(state, stage, cfg, _stage_instance_data(state, cfg, errors))
+        ctx.provisional = provisional
         results = [r.to_json() for r in run_stage_modules(ctx, get_list(cfg, STAGE_LIST_KEYS[stage]))]
         warnings.extend(ctx.warnings)
         errors.extend(f"{r['name']}: {r.get('reason', 'failed')}" for r in results if r["status"] == "failed")
     except Exception as e:
-        LOG.exception("%s stage failed", stage)
+        LOG.error("%s stage failed", stage, exc_info=not isinstance(e, OSError))
         state.status.crash(stage, f"{stage} stage: {type(e).__name__}: {e}")
         return 1
     return state.end(stage, started, errors, warnings, results)
@@ -191,8 +219,8 @@ def run_single(state: BootState, name: str, frequency: str | None) -> int:
     """Run one module now (``cloudseed single``), honouring or overriding its frequency."""
     state.datasource = load_datasource(state)
     warnings: list[str] = []
-    cfg = _combined_config(state, warnings)
-    ctx = _module_context(state, "single", cfg, _stage_instance_data(state, cfg))
+    cfg, _trusted = _combined_config(state, warnings)
+    ctx = _module_context(state, "single", cfg, _stage_instance_data(state, cfg, warnings))
     result = run_module(ctx, name, frequency)
     console(f"cloudseed: module {result.name}: {result.status}" + (f" ({result.reason})" if result.reason else ""))
     return 1 if result.status == "failed" else 0
@@ -215,7 +243,13 @@ def run_handed_off(state: BootState) -> int:
     from cloudseed.agent.handoff import LATER_STAGES, Gate, notify_ready
 
     gate = Gate(state.root)
-    gate.open()
+    try:
+        gate.open()
+    except OSError as e:  # a full /run: the later units find no process to hand to and run their stages
+        LOG.error("no hand-off this boot (%s): each later stage runs in its unit's own process", e)
+        code = run_local(state)
+        notify_ready("local stage done; later stages in their own units")
+        return code
     codes = [run_local(state)]
     disabled = state.disabled_reason()
     notify_ready("local stage done" if not disabled else f"disabled: {disabled}")

@@ -11,7 +11,7 @@ import json
 import re
 import time
 
-from cloudseed.core.root import TargetRoot
+from cloudseed.core.root import RootError, TargetRoot
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -148,7 +148,16 @@ def json_text(data: Any, sort_keys: bool = True) -> str:
 
 
 def write_json(root: TargetRoot, inner: str, data: Any, mode: int = 0o644) -> None:
-    root.write(inner, json_text(data), mode=mode)
+    """Write a state file; a directory standing where it belongs is set aside (``state_files``) first."""
+    text = json_text(data)
+    try:
+        root.write(inner, text, mode=mode)
+    except RootError:
+        from cloudseed.agent.state_files import clear_for_file
+
+        if not clear_for_file(root, inner):
+            raise
+        root.write(inner, text, mode=mode)
 
 
 def json_ready(value: Any) -> Any:
@@ -210,8 +219,31 @@ class Semaphores:
 
     def mark(self, name: str, frequency: str) -> None:
         marker = self._marker(name, frequency)
-        if marker is not None:
+        if marker is None:
+            return
+        try:
             self.paths.root.write(marker, f"{time.time():.3f}\n", mode=0o644)
+        except RootError:  # the semaphore directory is damaged (a file in its place): set aside, made anew
+            from cloudseed.agent.state_files import clear_for_file, ensure_dir
+
+            parent = marker.rsplit("/", 1)[0]
+            ensure_dir(self.paths.root, parent)
+            clear_for_file(self.paths.root, marker)
+            self.paths.root.write(marker, f"{time.time():.3f}\n", mode=0o644)
+
+    def parts_dir(self, name: str, frequency: str) -> str:
+        """Where a module records the parts of its work done so far (``ModuleContext.done_before``)."""
+        marker = self._marker(name, frequency)
+        return f"{marker}.parts" if marker else self.paths.run(f"parts/{name}")
+
+    def forget_parts(self, name: str, frequency: str) -> None:
+        """The module succeeded: its record of parts done goes (a run at the next boot does all again)."""
+        directory = self.parts_dir(name, frequency)
+        try:
+            if self.paths.root.exists(directory):
+                self.paths.root.remove_tree(directory)
+        except (OSError, RootError):
+            pass  # left behind: the next successful run removes it
 
     def clear(self, name: str, frequency: str) -> None:
         marker = self._marker(name, frequency)
@@ -234,10 +266,10 @@ def now_iso() -> str:
 
 def ensure_dirs(paths: Paths) -> None:
     """Create the state directories with private modes (user-data lives below them)."""
+    from cloudseed.agent.state_files import ensure_dir
+
     root = paths.root
-    root.makedirs(paths.data_dir, mode=0o755)
-    root.makedirs(paths.instances_dir, mode=0o755)
-    root.makedirs(f"{paths.data_dir}/data", mode=0o755)
-    for freq_dirs in SCRIPT_DIRS.values():
-        root.makedirs(freq_dirs[0], mode=0o755)
-    root.makedirs(paths.run_dir, mode=0o755)
+    for inner in (paths.data_dir, paths.instances_dir, f"{paths.data_dir}/data", paths.once_sem_dir,
+                  f"{paths.data_dir}/scripts",
+                  *(freq_dirs[0] for freq_dirs in SCRIPT_DIRS.values()), paths.run_dir):
+        ensure_dir(root, inner, mode=0o755)  # a file where one belongs is set aside, named in the status

@@ -13,11 +13,14 @@ import os
 import re
 from typing import Any
 
-from cloudseed.core.root import CommandError, TargetRoot
+from cloudseed.core.root import CommandError, TargetRoot, writer_tag
 
 SUDOERS = "/etc/sudoers"
 SUDOERS_DIR = "/etc/sudoers.d"
 BLOCK_TITLE = "# User rules for "
+# rules are checked in a file of the agent's own run directory, never in the directory they go to
+# (a read-only /etc/sudoers.d must fail the rules' installation only, named, not their check)
+CHECK_DIR = "/run/cloudseed"
 
 
 class RuleError(ValueError):
@@ -75,9 +78,7 @@ def check_with_visudo(root: TargetRoot, content: str, where: str) -> None:
     if visudo is None:
         _basic_check(content, where)
         return
-    root.makedirs(SUDOERS_DIR, mode=0o750)
-    # a name with a dot: sudo never reads it, even while it exists
-    probe = f"{SUDOERS_DIR}/.cloudseed-check.{os.getpid()}"
+    probe = f"{CHECK_DIR}/sudoers-check.{writer_tag()}"
     root.write(probe, content, mode=0o440)
     try:
         root.run([visudo, "-c", "-f", probe], timeout=30)
@@ -159,7 +160,7 @@ def write_doas_rules(root: TargetRoot, path: str, user: str, rules: list[str], h
     content = head + "".join(blocks.values())
     doas = root.which("doas")
     if doas is not None:
-        probe = f"{path}.cloudseed-check.{os.getpid()}"
+        probe = f"{CHECK_DIR}/doas-check.{writer_tag()}"
         root.write(probe, content, mode=0o400)
         try:
             root.run([doas, "-C", probe], timeout=30)

@@ -47,9 +47,12 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     cache = IncludeCache(root, f"{idir}/include-once")  # written through the root, 0600
 
     blobs = (("user-data", ds.userdata_raw), ("vendor-data", ds.vendordata_raw), ("vendor-data2", ds.vendordata2_raw))
-    warnings.extend(changed_since_provisioned(root, idir, blobs))
+    try:
+        warnings.extend(changed_since_provisioned(root, idir, blobs))
+    except OSError as e:  # a full or read-only disk: the record is missing, the boot goes on
+        errors.append(f"instance record not kept: {e}")
     for name, blob in blobs:
-        _write_changed(root, f"{idir}/{name}.txt", blob or b"")
+        _write_changed(root, f"{idir}/{name}.txt", blob or b"", errors=errors)
 
     # cloud-config documents parsed at an earlier boot of this instance: a reboot loads no PyYAML
     kept_file = f"{idir}/{kept_yaml.FILE_NAME}"
@@ -60,7 +63,8 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     if isinstance(user.cloud_config, dict) and _TRUST_SETTINGS & user.cloud_config.keys():
         warnings.append(f"user-data: {', '.join(sorted(_TRUST_SETTINGS & user.cloud_config.keys()))}: only the "
                         "image's configuration sets them; ignored here")
-    _write_changed(root, f"{idir}/user-data.processed.json", json_text(user.to_json(), sort_keys=False))
+    _write_changed(root, f"{idir}/user-data.processed.json", json_text(user.to_json(), sort_keys=False),
+                   errors=errors)
 
     policy = vendor_data_policy(merge_config(state.system_cfg, user.cloud_config or {}))
     if policy.problem:
@@ -73,15 +77,16 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
             vendor = process_userdata(blob, instance_data=data, include_cache_dir=cache, root=root,
                                       excluded_types=policy.disabled_handlers, kept_yaml=kept)
             errors.extend(f"{name}: {e}" for e in vendor.errors)
-            _write_changed(root, f"{idir}/{name}.processed.json", json_text(vendor.to_json(), sort_keys=False))
+            _write_changed(root, f"{idir}/{name}.processed.json", json_text(vendor.to_json(), sort_keys=False),
+                           errors=errors)
             if vendor.cloud_config:
                 vendor_cfgs.append(vendor.cloud_config)
-            _place_scripts(state, idir, vendor, vendor=True)
+            _place_scripts(state, idir, vendor, vendor=True, errors=errors)
     else:
         LOG.info("vendor data is switched off by the configuration")
 
-    _write_changed(root, kept_file, kept.text())
-    _place_scripts(state, idir, user, vendor=False)
+    _write_changed(root, kept_file, kept.text(), errors=errors)
+    _place_scripts(state, idir, user, vendor=False, errors=errors)
     _run_boothooks(state, idir, user.boothooks, errors)
     _run_part_handlers(state, user, errors, warnings)
 
@@ -89,8 +94,8 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     for one in vendor_cfgs:
         vendor_cfg = merge_vendor_under_user(vendor_cfg, one) if vendor_cfg else one
     user_cfg = merge_vendor_under_user(vendor_cfg, user.cloud_config) if vendor_cfg else (user.cloud_config or {})
-    _validate(user_cfg, warnings, root, cache=f"{idir}/cloud-config.checked.json")
-    _write_changed(root, f"{idir}/cloud-config.json", json_text(user_cfg, sort_keys=False))
+    _validate(user_cfg, warnings, root, cache=f"{idir}/cloud-config.checked.json", errors=errors)
+    _write_changed(root, f"{idir}/cloud-config.json", json_text(user_cfg, sort_keys=False), errors=errors)
     # a datasource's own config (Azure's admin user) sits over the system config, under user-data
     return merge_config(merge_config(state.system_cfg, ds.extra.get("cloud_config") or {}), user_cfg)
 
@@ -119,14 +124,17 @@ def changed_since_provisioned(root: Any, idir: str, blobs: tuple) -> list[str]:
     return [f"{name} {CHANGED_ADVICE}" for name in now if then.get(name) not in (None, now[name])]
 
 
-def _place_scripts(state: BootState, idir: str, processed: Any, vendor: bool) -> None:
+def _place_scripts(state: BootState, idir: str, processed: Any, vendor: bool, errors: list[str]) -> None:
     root = state.root
     target = f"{idir}/scripts/vendor" if vendor else f"{idir}/scripts"
-    for part in processed.scripts:
-        root.write(f"{target}/{part.name}", part.content, mode=0o700)
-    for freq, parts in processed.scripts_per_freq.items():
-        for part in parts:
-            root.write(f"{SCRIPT_DIRS[freq][0]}/{part.name}", part.content, mode=0o700)
+    places = [(f"{target}/{part.name}", part) for part in processed.scripts]
+    places += [(f"{SCRIPT_DIRS[freq][0]}/{part.name}", part)
+               for freq, parts in processed.scripts_per_freq.items() for part in parts]
+    for inner, part in places:
+        try:
+            root.write(inner, part.content, mode=0o700)
+        except OSError as e:  # a full or read-only disk: this script only, named
+            errors.append(f"script {part.name} not placed: {e}")
 
 
 def _run_boothooks(state: BootState, idir: str, boothooks: list, errors: list[str]) -> None:
@@ -139,11 +147,13 @@ def _run_boothooks(state: BootState, idir: str, boothooks: list, errors: list[st
         if not content.startswith(b"#!"):
             # a "#cloud-boothook" body without an interpreter line runs under /bin/sh
             content = b"#!/bin/sh\n" + content
-        state.root.write(inner, content, mode=0o700)
         try:
+            state.root.write(inner, content, mode=0o700)
             run_script(state.root, inner, env={"INSTANCE_ID": iid})
         except CommandError as e:
             errors.append(f"boothook {part.name}: exited {e.returncode}")
+        except OSError as e:  # a full or read-only disk: not placed, so not run
+            errors.append(f"boothook {part.name}: not run: {e}")
 
 
 def _run_part_handlers(state: BootState, processed: Any, errors: list[str], warnings: list[str]) -> None:
@@ -160,8 +170,22 @@ def _run_part_handlers(state: BootState, processed: Any, errors: list[str], warn
     errors.extend(run_part_handlers(processed, state.paths.instance_dir(state.datasource.instance_id)))
 
 
-def _write_changed(root: Any, inner: str, content: str | bytes, mode: int = 0o600) -> None:
-    """Write ``inner`` (0600) unless it already holds exactly ``content`` with that mode."""
+def _write_changed(root: Any, inner: str, content: str | bytes, mode: int = 0o600,
+                   errors: list[str] | None = None) -> None:
+    """Write ``inner`` (0600) unless it already holds exactly ``content`` with that mode.
+
+    With ``errors``, a write that fails (a full or read-only disk) is recorded there and the stage
+    goes on: these are the instance's records and caches, not what the modules need to run."""
+    if errors is None:
+        _write_if_changed(root, inner, content, mode)
+        return
+    try:
+        _write_if_changed(root, inner, content, mode)
+    except OSError as e:
+        errors.append(f"instance record not kept: {e}")
+
+
+def _write_if_changed(root: Any, inner: str, content: str | bytes, mode: int) -> None:
     data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
     import os
     import stat
@@ -172,7 +196,16 @@ def _write_changed(root: Any, inner: str, content: str | bytes, mode: int = 0o60
             return
     except OSError:
         pass
-    root.write(inner, data, mode=mode)
+    from cloudseed.core.root import RootError
+
+    try:
+        root.write(inner, data, mode=mode)
+    except RootError:  # a directory where this state file belongs: set aside, named in the status
+        from cloudseed.agent.state_files import clear_for_file
+
+        if not clear_for_file(root, inner):
+            raise
+        root.write(inner, data, mode=mode)
 
 
 def _validation_key(cfg: dict, root: Any) -> str:
@@ -198,7 +231,8 @@ def _validation_key(cfg: dict, root: Any) -> str:
     return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
 
 
-def _validate(cfg: dict, warnings: list[str], root: Any = None, cache: str | None = None) -> None:
+def _validate(cfg: dict, warnings: list[str], root: Any = None, cache: str | None = None,
+              errors: list[str] | None = None) -> None:
     """Schema problems in the user's cloud-config become warnings; they never stop the boot.
 
     Keys not done here say why, naming the target's distro (``schema.classify_keys``). With
@@ -223,4 +257,4 @@ def _validate(cfg: dict, warnings: list[str], root: Any = None, cache: str | Non
              validate_config(cfg, os_release=read_os_release(root) if root is not None else None, show_values=False)]
     warnings.extend(found)
     if key:
-        _write_changed(root, cache, json_text({"key": key, "warnings": found}))
+        _write_changed(root, cache, json_text({"key": key, "warnings": found}), errors=errors)

@@ -19,11 +19,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.lock import run_locked
     from cloudseed.agent.log import setup_logging
     from cloudseed.agent.stages import BootState, run_all, run_handed_off
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, "boot")
-    state = BootState.load(root)
-    return run_handed_off(state) if args.hand_off else run_all(state)
+
+    def boot() -> int:  # the lock is held for the whole boot: no other agent runs between its stages
+        state = BootState.load_for(root, "local")
+        if state is None:
+            return 1
+        return run_handed_off(state) if args.hand_off else run_all(state)
+
+    return run_locked(root, "boot", boot)

@@ -76,14 +76,21 @@ def remove_configs(root, kinds: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudseed.agent.scripts import OUTPUT_LOG
-    from cloudseed.agent.state import DATA_DIR, LOG_FILE, RUN_DIR
+    from cloudseed.agent.lock import run_locked
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
+    return run_locked(root, "clean", lambda: _clean(root, args))
+
+
+def _clean(root, args: argparse.Namespace) -> int:
+    from cloudseed.agent.lock import LOCK_FILE
+    from cloudseed.agent.scripts import OUTPUT_LOG
+    from cloudseed.agent.state import DATA_DIR, LOG_FILE, RUN_DIR
+
     removed = []
     for name in root.listdir(DATA_DIR):
-        if name == "seed" and not args.seed:
+        if (name == "seed" and not args.seed) or f"{DATA_DIR}/{name}" == LOCK_FILE:  # the lock held here stays
             continue
         root.remove_tree(f"{DATA_DIR}/{name}")
         removed.append(f"{DATA_DIR}/{name}")

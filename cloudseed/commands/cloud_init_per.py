@@ -68,7 +68,13 @@ def run(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("must be root", file=sys.stderr)
         return 1
+    from cloudseed.agent.lock import run_locked
+
     root = TargetRoot(args.root)
+    return run_locked(root, f"cloud-init-per {name}", lambda: _run_once(root, args, name))
+
+
+def _run_once(root, args: argparse.Namespace, name: str) -> int:
     sem = semaphore(root, args.frequency, name)
     if sem is None:
         print("cloud-init-per: no instance yet (the agent has not found its datasource)", file=sys.stderr)

@@ -56,9 +56,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"cloudseed hotplug-hook: hotplug is not enabled for this instance ({RULE} absent); "
               f"{name} {args.udevaction} ignored")
         return 0
+    from cloudseed.agent.lock import run_locked
     from cloudseed.agent.log import setup_logging
 
     setup_logging(root, debug=args.debug, stage="hotplug")
+    return run_locked(root, "hotplug-hook", lambda: _handle(root, name, args))
+
+
+def _handle(root, name: str, args: argparse.Namespace) -> int:
     report = apply(root, name, args.udevaction, refresh=not args.cached)
     for error in report["errors"]:
         print(f"cloudseed hotplug-hook: {error}", file=sys.stderr)

@@ -16,6 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.config import files_for_command
+    from cloudseed.agent.lock import run_locked
     from cloudseed.agent.log import setup_logging
     from cloudseed.agent.stages import BootState, run_local, run_network
     from cloudseed.core.root import TargetRoot
@@ -24,6 +25,13 @@ def run(args: argparse.Namespace) -> int:
     if files_cfg is None:
         return 1
     root = TargetRoot(args.root)
-    setup_logging(root, args.debug, "local" if args.local else "network")
-    state = BootState.load(root, files_cfg)
-    return run_local(state) if args.local else run_network(state)
+    stage = "local" if args.local else "network"
+    setup_logging(root, args.debug, stage)
+
+    def run_stage() -> int:
+        state = BootState.load_for(root, stage, files_cfg)
+        if state is None:
+            return 1
+        return run_local(state) if args.local else run_network(state)
+
+    return run_locked(root, f"{stage} stage", run_stage)

@@ -16,6 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.config import files_for_command
+    from cloudseed.agent.lock import run_locked
     from cloudseed.agent.log import setup_logging
     from cloudseed.agent.stages import BootState, run_modules
     from cloudseed.core.root import TargetRoot
@@ -25,4 +26,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, args.mode)
-    return run_modules(BootState.load(root, files_cfg), args.mode)
+
+    def run_stage() -> int:
+        state = BootState.load_for(root, args.mode, files_cfg)
+        return 1 if state is None else run_modules(state, args.mode)
+
+    return run_locked(root, f"{args.mode} stage", run_stage)

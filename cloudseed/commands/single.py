@@ -30,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
     files_cfg = files_for_command(args.files, "single")
     if files_cfg is None:
         return 1
+    from cloudseed.agent.lock import run_locked
+
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, "single")
-    return Agent(root, files_cfg).run_single(args.name, frequency)
+    return run_locked(root, f"single {args.name}", lambda: Agent(root, files_cfg).run_single(args.name, frequency))

@@ -25,21 +25,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _summary(root, paths) -> dict:
     from cloudseed.agent.config import is_disabled, read_cmdline
-    from cloudseed.agent.state import read_json
-    from cloudseed.agent.status import summarize
+    from cloudseed.agent.status import load_for_reading, summarize
 
     disabled = is_disabled(root, read_cmdline(root))
-    if disabled is None and root.exists(paths.run("disabled")):
-        disabled = root.read_text(paths.run("disabled")).strip() or "disabled by the generator"
-    return summarize(read_json(root, paths.status_file), disabled)
+    if disabled is None and root.isfile(paths.run("disabled")):
+        try:
+            disabled = root.read_text(paths.run("disabled")).strip() or "disabled by the generator"
+        except OSError:
+            disabled = "disabled by the generator"
+    found = load_for_reading(paths)
+    return summarize(found["status"], disabled, found["failed"], found["damaged"], found["result"])
 
 
 def _stage_process_gone(root, paths) -> bool:
     """On the live system: a stage is marked running but no agent process is left."""
     from cloudseed.agent.state import read_json
 
-    data = read_json(root, paths.status_file) or {}
-    v1 = data.get("v1") or {}
+    data = read_json(root, paths.status_file)
+    v1 = data.get("v1") if isinstance(data, dict) else None
+    if not isinstance(v1, dict):
+        return False
     pid = v1.get("pid")
     if not root.is_live or not pid or v1.get("stage") is None:
         return False  # between stages no process is expected: systemd starts the next one
@@ -48,7 +53,7 @@ def _stage_process_gone(root, paths) -> bool:
         return False
     except ProcessLookupError:
         return True
-    except (PermissionError, ValueError):
+    except (PermissionError, ValueError, TypeError, OverflowError):
         return False
 
 

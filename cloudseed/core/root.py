@@ -43,21 +43,51 @@ class CommandError(RootError):
         super().__init__(f"command {self.argv[0]!r} exited {returncode}" + (f": {tail}" if tail else ""))
 
 
-def _remove_stale_temporaries(directory: str, prefix: str) -> None:
-    """Remove what a killed writer of the same file left (``.NAME.cloudseed-PID.tmp``).
+_PID_NS: dict[int, str] = {}  # this process's PID namespace (by PID: a fork has its own answer)
 
-    A temporary file of this process (a PID reused after a reboot) or of a process that no
-    longer exists is stale; one of a live process is another writer's, and stays.
+
+def writer_tag() -> str:
+    """What a temporary name carries to say whose it is: the PID and its PID namespace.
+
+    Two agents that are PID 1 in their own containers, writing the same root, get different names
+    (the namespace's inode number tells them apart); "0" where ``/proc`` is not there.
+    """
+    pid = os.getpid()
+    ns = _PID_NS.get(pid)
+    if ns is None:
+        try:
+            ns = os.readlink("/proc/self/ns/pid").partition("[")[2].rstrip("]") or "0"
+        except OSError:
+            ns = "0"
+        _PID_NS.clear()
+        _PID_NS[pid] = ns
+    return f"{pid}-{ns}"
+
+
+def _remove_stale_temporaries(directory: str, prefix: str = ".") -> None:
+    """Remove what a killed writer of the same file left (``.NAME.cloudseed-PID-PIDNS.tmp``).
+
+    In this PID namespace: a temporary of this process (a PID reused after a reboot) or of a
+    process that no longer exists is stale; one of a live process is another writer's, and stays.
+    Another namespace's PIDs mean nothing here: its temporary is stale when no writer holds its
+    lock (every writer locks its temporary while it writes) and it is not brand new.
     """
     try:
-        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".tmp")]
+        names = [n for n in os.listdir(directory)
+                 if n.startswith(prefix) and n.endswith(".tmp") and ".cloudseed-" in n]
     except OSError:
         return
+    mine = writer_tag()
+    my_ns = mine.partition("-")[2]
     for name in names:
-        pid = name[len(prefix):-4]
+        pid, _, ns = name[:-4].rpartition(".cloudseed-")[2].partition("-")
         if not pid.isdigit():
             continue
-        if int(pid) != os.getpid():
+        host = os.path.join(directory, name)
+        if ns and ns != my_ns:
+            if not _unlocked_and_old(host):
+                continue
+        elif int(pid) != os.getpid():
             try:
                 os.kill(int(pid), 0)
                 continue            # a live writer
@@ -66,11 +96,39 @@ def _remove_stale_temporaries(directory: str, prefix: str) -> None:
             except PermissionError:
                 continue            # alive, someone else's
         try:
-            os.unlink(os.path.join(directory, name))
+            os.unlink(host)
         except OSError:
             pass
 
 
+def _unlocked_and_old(host: str) -> bool:
+    """No writer holds a lock on ``host`` and it is more than a few seconds old."""
+    import fcntl
+    import time
+
+    try:
+        fd = os.open(host, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if time.time() - os.fstat(fd).st_mtime < 5:
+            return False            # a writer between its create and its lock, perhaps
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False                # a live writer holds it
+    finally:
+        os.close(fd)
+
+
+def _lock_temporary(fd: int) -> None:
+    """Hold a lock on a temporary while it is written: a writer in another PID namespace sees it is live."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        pass  # a file system without locks: the name alone tells writers apart
 # the target's standard PATH (``which``)
 PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
@@ -283,6 +341,10 @@ class TargetRoot:
             return host
         except NotADirectoryError:
             raise RootError(f"cannot create {inner}: a parent is not a directory") from None
+        except OSError as e:  # named as the target sees it
+            failed = self.inner(e.filename) if isinstance(e.filename, str) and e.filename.startswith(self.top) \
+                else inner
+            raise OSError(e.errno, e.strerror, failed) from None
         os.chmod(host, mode)
         self.chown(inner, owner, group)
         return host
@@ -318,11 +380,15 @@ class TargetRoot:
             uid, gid = self.lookup_uid(owner), self.lookup_gid(group)
         directory = os.path.dirname(host)
         prefix = f".{os.path.basename(host)}.cloudseed-"
-        tmp = os.path.join(directory, f"{prefix}{os.getpid()}.tmp")
+        tmp = os.path.join(directory, f"{prefix}{writer_tag()}.tmp")
         _remove_stale_temporaries(directory, prefix)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as e:  # the error names the file being written, never the temporary one
+            raise OSError(e.errno, e.strerror, inner) from None
         try:
             with os.fdopen(fd, "wb") as f:
+                _lock_temporary(f.fileno())
                 f.write(data)
                 f.flush()
                 if uid != -1 or gid != -1:
@@ -330,13 +396,19 @@ class TargetRoot:
                 os.fchmod(f.fileno(), mode)
                 os.fsync(f.fileno())
             os.rename(tmp, host)
-        except BaseException:
+        except BaseException as e:
             try:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
+            if isinstance(e, OSError):
+                raise OSError(e.errno, e.strerror, inner) from None
             raise
         return host
+
+    def remove_stale_temporaries(self, inner: str) -> None:
+        """Remove what killed writers left in directory ``inner`` (a file not written again keeps its own)."""
+        _remove_stale_temporaries(self.path(inner))
 
     def remove(self, inner: str) -> bool:
         """Remove a file or link; True when something was removed."""
@@ -362,19 +434,22 @@ class TargetRoot:
         parent = os.path.dirname(inner.rstrip("/")) or "/"
         self.makedirs(parent)
         host = self.path_nofollow(inner)
-        tmp = f"{host}.cloudseed-{os.getpid()}.lnk"
+        tmp = f"{host}.cloudseed-{writer_tag()}.lnk"
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        os.symlink(target, tmp)
+        try:
+            os.symlink(target, tmp)
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, inner) from None
         try:
             os.rename(tmp, host)
         except OSError as e:
             os.unlink(tmp)
             if e.errno in (errno.EISDIR, errno.ENOTEMPTY):
                 raise RootError(f"cannot replace directory {inner} with a link") from None
-            raise
+            raise OSError(e.errno, e.strerror, inner) from None
 
     # ----------------------------------------------------------------- commands
     def run(self, argv: Sequence[str], *, input: Content | None = None,

@@ -215,6 +215,33 @@ def test_temporaries_left_by_a_killed_writer_are_removed_and_never_block_a_write
         live.wait()
 
 
+def test_another_pid_namespaces_temporary_is_kept_while_its_writer_holds_it(target):
+    """Its PID means nothing here: a temporary is another writer's while locked (or brand new), else stale."""
+    import fcntl
+    import time
+
+    from cloudseed.core.root import writer_tag
+
+    target.makedirs("/etc")
+    ns = int(writer_tag().partition("-")[2] or 0) + 1          # a namespace that is not this one
+    names = {"held": f".hostname.cloudseed-1-{ns}.tmp", "fresh": f".hostname.cloudseed-2-{ns}.tmp",
+             "left": f".hostname.cloudseed-3-{ns}.tmp"}
+    for key, name in names.items():
+        with open(target.path(f"/etc/{name}"), "w") as handle:
+            handle.write("half")
+        if key != "fresh":
+            old = time.time() - 60
+            os.utime(target.path(f"/etc/{name}"), (old, old))
+    with open(target.path(f"/etc/{names['held']}")) as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)                      # a live writer in its own namespace
+        target.write("/etc/hostname", "web1\n")
+        assert os.path.exists(target.path(f"/etc/{names['held']}"))
+        assert os.path.exists(target.path(f"/etc/{names['fresh']}"))
+        assert not os.path.exists(target.path(f"/etc/{names['left']}"))    # killed: nobody holds it
+    target.write("/etc/hostname", "web2\n")
+    assert not os.path.exists(target.path(f"/etc/{names['held']}"))      # its writer is gone now
+
+
 def test_different_instance_ids_never_share_a_state_directory():
     from cloudseed.agent.state import safe_instance_id
 

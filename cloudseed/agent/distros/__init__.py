@@ -278,6 +278,10 @@ class Distro:
     def add_user(self, name: str, spec: dict[str, Any]) -> None:
         self.run(self.useradd_argv(name, spec), what=f"useradd {name}")
 
+    def remove_user(self, name: str) -> None:
+        """Remove an account with its home (one a killed ``useradd`` left half made, to be made again)."""
+        self.run(["userdel", "--remove", "--force", name], what=f"userdel {name}")
+
     # ------------------------------------------------------------------ passwords
     def chpasswd(self, pairs: Sequence[tuple[str, str]], hashed: bool) -> None:
         """Set passwords (given on stdin, never on the command line)."""

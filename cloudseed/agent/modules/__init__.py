@@ -14,7 +14,7 @@ import importlib
 import logging
 import time
 
-from cloudseed.agent.state import PER_INSTANCE, Paths, Semaphores, normalize_frequency
+from cloudseed.agent.state import PER_BOOT, PER_INSTANCE, Paths, Semaphores, normalize_frequency
 from cloudseed.core.root import TargetRoot
 
 TYPE_CHECKING = False  # typing and dataclasses are not imported at boot
@@ -84,6 +84,10 @@ class ModuleContext:
         self.reboot = ""
         self.again = ""
         self.reporter: Any = None  # cloudseed.agent.reporting.Reporter when events are reported
+        # where the running module records the parts of its work already done (``done_before``)
+        self.parts_dir = ""
+        # the config lacks this boot's user-data (it could not be read): modules run, none is marked done
+        self.provisional = False
 
     @property
     def log(self) -> logging.Logger:
@@ -107,6 +111,35 @@ class ModuleContext:
         text = f"{self.module_name}: {message}" if self.module_name else message
         self.log.warning("%s", message)
         self.warnings.append(text)
+
+    def done_before(self, part: str) -> bool:
+        """Was ``part`` of this module's work (an entry, named by its content) done by an earlier run?
+
+        A module that failed part-way runs again at the next boot; what it did then is not done twice
+        (a ``write_files`` append is appended once per instance). Forgotten when the module succeeds.
+        """
+        return bool(self.parts_dir) and self.root.exists(f"{self.parts_dir}/{_part_name(part)}")
+
+    def record_done(self, part: str) -> bool:
+        """Remember that ``part`` is done (an empty file: it fits on a nearly full disk); False if it could not.
+
+        True with nothing recorded when the module runs outside the framework (nothing to remember for)."""
+        if not self.parts_dir:
+            return True
+        try:
+            self.root.makedirs(self.parts_dir, mode=0o700)  # names are digests of the entries: private
+            self.root.write(f"{self.parts_dir}/{_part_name(part)}", b"", mode=0o600)
+            return True
+        except Exception as e:  # noqa: BLE001 - the work itself is done; a repeat is the cost
+            self.log.warning("cannot record that a part of %s is done: %s", self.module_name, e)
+            return False
+
+    def forget_done(self, part: str) -> None:
+        if self.parts_dir:
+            try:
+                self.root.remove(f"{self.parts_dir}/{_part_name(part)}")
+            except Exception:  # noqa: BLE001,S110 - best effort
+                pass
 
     def console(self, message: str, secret: bool = False) -> None:
         """A line for the console; ``secret`` (a generated password): the console only, never a log."""
@@ -138,6 +171,12 @@ class ModuleResult:
         if self.reboot:
             out["reboot"] = self.reboot
         return out
+
+
+def _part_name(part: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def canonical_name(name: str) -> str:
@@ -218,6 +257,7 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
         return result
     ctx.module_name = spec.name
     ctx.reboot = ctx.again = ""
+    ctx.parts_dir = sems.parts_dir(spec.name, freq)
     warned = len(ctx.warnings)
     if ctx.reporter is not None:
         ctx.reporter.module_start(ctx.stage, spec.name, freq)
@@ -231,17 +271,28 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
     except Exception as e:  # a bug or an unexpected system state: record and go on
         result.status, result.reason = "failed", f"{type(e).__name__}: {e}"
         result.crash = type(e).__name__
-        LOG.error("module %s failed: %s: %s", spec.name, type(e).__name__, e, exc_info=True)
+        # a full or read-only disk is the system's state, named in the message; anything else a bug
+        LOG.error("module %s failed: %s: %s", spec.name, type(e).__name__, e, exc_info=not isinstance(e, OSError))
     finally:
         result.seconds = time.monotonic() - started
         ctx.module_name = ""
     result.reboot = ctx.reboot
     if result.status == "ok" and ctx.again:
         result.reason = ctx.again
+    if result.status == "ok" and ctx.provisional and freq != PER_BOOT:
+        result.reason = "ran without this boot's user-data: not recorded as done, it runs again at the next boot"
+    elif result.status == "ok" and not (ctx.again or ctx.reboot):  # else it goes on at the next boot
+        try:
+            sems.mark(spec.name, freq)
+            sems.forget_parts(spec.name, freq)
+        except Exception as e:  # noqa: BLE001 - a full or read-only disk: the module is not marked
+            result.status = "failed"
+            result.crash = type(e).__name__
+            result.reason = f"done, but it could not be recorded as done (it runs again at the next boot): {e}"
+            LOG.error("module %s: %s", spec.name, result.reason)
+    ctx.parts_dir = ""
     if ctx.reporter is not None:
         ctx.reporter.module_finish(ctx.stage, result, ctx.warnings[warned:])
-    if result.status == "ok" and not (ctx.again or ctx.reboot):  # else it goes on at the next boot
-        sems.mark(spec.name, freq)
     return result
 
 

@@ -279,14 +279,24 @@ def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | Non
         doas_rules = doas_rules_from_config(spec.get("doas"), request.name, f"{where}.doas")
     except RuleError as e:
         problems.append(f"{e}; no doas rules installed for {request.name}")
+    if distro.user_exists(request.name) and _half_made(ctx, request.name):
+        # an earlier run of this module was killed inside useradd (its home may be root's, its group
+        # missing): made again from the start, as a clean boot would have made it
+        ctx.log.warning("user %s was left half made by an interrupted run: made again", request.name)
+        try:
+            distro.remove_user(request.name)
+        except DistroError as e:
+            problems.append(f"{where}: user {request.name!r} was left half made and cannot be removed: {e}")
     if distro.user_exists(request.name):
         ctx.log.info("user %s already exists; account settings left as they are", request.name)
     else:
         useradd_spec = _spec_for_useradd(ctx, request, problems)
+        ctx.record_done(f"useradd {request.name} started")
         try:
             distro.add_user(request.name, useradd_spec)
         except DistroError as e:
             raise UserApplyError(f"{where}: cannot create user {request.name!r}: {e}") from None
+        ctx.record_done(f"useradd {request.name} finished")
         ctx.log.info("created user %s", request.name)
     _apply_passwords(ctx, request, problems)
     if sudo_rules:
@@ -295,14 +305,30 @@ def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | Non
                              f"{where}.sudo")
         except RuleError as e:
             problems.append(f"{e}; no sudo rules installed for {request.name}")
+        except (RootError, OSError) as e:  # a read-only sudoers.d: the rules only, never the user's keys
+            problems.append(f"{where}.sudo: {_write_failure(e)}; no sudo rules installed for {request.name}")
     if doas_rules:
         try:
             write_doas_rules(ctx.root, distro.doas_file, request.name, doas_rules, file_header(), f"{where}.doas")
         except RuleError as e:
             problems.append(f"{e}; no doas rules installed for {request.name}")
+        except (RootError, OSError) as e:
+            problems.append(f"{where}.doas: {_write_failure(e)}; no doas rules installed for {request.name}")
     _apply_keys(ctx, request, problems)
     _apply_redirect(ctx, request, default_name, problems)
     # a user's ssh_import_id list is imported by the ssh_import_id module (config stage), as in cloud-init
+
+
+def _half_made(ctx: ModuleContext, name: str) -> bool:
+    """Did an earlier run of this module (for this instance) start ``useradd name`` and never see it end?"""
+    return ctx.done_before(f"useradd {name} started") and not ctx.done_before(f"useradd {name} finished")
+
+
+def _write_failure(e: Exception) -> str:
+    """``e`` (a write that failed) as a short phrase naming the file."""
+    if isinstance(e, OSError) and e.filename:
+        return f"cannot write {e.filename}: {e.strerror}"
+    return str(e)
 
 
 def _add_members(ctx: ModuleContext, group: GroupRequest, problems: list[str]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import zlib
 from typing import Any
 
@@ -200,7 +201,7 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
     if not isinstance(entries, list):
         raise ModuleError("write_files: expected a list of files")
     failures = []
-    written = 0
+    written = done_before = 0
     limit, total = total_limit(ctx), _written_before(ctx)
     start_total = total
     for index, entry in enumerate(entries):
@@ -221,6 +222,14 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
         if not path.startswith("/"):
             failures.append(f"{where}.path: must be absolute")
             continue
+        # an earlier run of this module that failed on another entry wrote this one already: not again
+        # (an append is recorded before it is made: it happens at most once per instance)
+        part = f"{index}:{json.dumps(entry, sort_keys=True, default=repr)}"
+        if ctx.done_before(part):
+            done_before += 1
+            continue
+        append = as_bool(entry.get("append"), False)
+        before = written
         try:
             data = _from_source(ctx, entry, where)
             if data is None:
@@ -232,10 +241,15 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
                 continue
             mode = parse_permissions(entry.get("permissions"), where)
             owner, _, group = str(entry.get("owner") or DEFAULT_OWNER).partition(":")
-            ctx.root.write(path, data, mode=mode, owner=owner or None, group=group or None,
-                           append=as_bool(entry.get("append"), False))
+            if append and not ctx.record_done(part):
+                raise EntryError(f"{where}: not appended now: that it was could not be recorded (a full or "
+                                 "read-only disk?), and a later run would append it again; it is appended "
+                                 "when the module runs again")
+            ctx.root.write(path, data, mode=mode, owner=owner or None, group=group or None, append=append)
             written += 1
             total += len(data)
+            if not append:
+                ctx.record_done(part)
         except EntryError as e:
             failures.append(str(e))
         except RootError as e:
@@ -245,9 +259,11 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
             failures.append(f"{where}: {e.strerror or e}")
         except Exception as e:  # noqa: BLE001 - one entry's surprise never costs the others
             failures.append(f"{where}: cannot be written ({type(e).__name__})")
+        if append and written == before:
+            ctx.forget_done(part)  # not appended after all: the next run tries again
     if total != start_total:
         ctx.root.write(ctx.paths.run(WRITTEN_THIS_BOOT), f"{total}\n", mode=0o600)
-    ctx.log.info("wrote %d file(s)", written)
+    ctx.log.info("wrote %d file(s)" + (f", {done_before} written by an earlier run" if done_before else ""), written)
     if failures:
         raise ModuleError("; ".join(failures))
 

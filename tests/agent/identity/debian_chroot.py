@@ -8,12 +8,15 @@ unpacks a fresh copy, so tests never share state with each other or with the cac
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
+from typing import Iterator
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -74,3 +77,34 @@ def unpack(destination: str) -> str:
     os.makedirs(destination, exist_ok=True)
     subprocess.run(["tar", "-xpf", tarball, "-C", destination, "--numeric-owner"], check=True)
     return destination
+
+
+@contextlib.contextmanager
+def overlay(lowers: list[str], layer_dir: str | None = None) -> Iterator[tuple[str, str]]:
+    """A private writable root over the read-only trees ``lowers`` (uppermost first): (root, its upper layer).
+
+    The upper layer (what the root's writes change) lives in ``layer_dir`` when given (a small
+    file system, to fill it), else beside the root. Where the kernel has no overlayfs, a full copy
+    of the tree is unpacked instead (slower; only for ``lowers`` that are the unpacked tarball).
+    """
+    work = tempfile.mkdtemp(prefix="cloudseed-module-root-")
+    merged = os.path.join(work, "root")
+    layers = layer_dir or work
+    upper, scratch = os.path.join(layers, "upper"), os.path.join(layers, "work")
+    for d in (merged, upper, scratch):
+        os.makedirs(d, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                              f"lowerdir={':'.join(lowers)},upperdir={upper},workdir={scratch}", merged],
+                             capture_output=True).returncode == 0
+    if not mounted:
+        if len(lowers) > 1 or layer_dir:
+            shutil.rmtree(work, ignore_errors=True)
+            raise RuntimeError("overlayfs is needed for a layered or size-limited root")
+        unpack(merged)
+        upper = merged
+    try:
+        yield merged, upper
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", merged], check=False)
+        shutil.rmtree(work, ignore_errors=True)

@@ -8,9 +8,7 @@ tests import (``run`` a module through the real framework, ``InputDatasource``) 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 
 import pytest
 
@@ -38,20 +36,6 @@ def any_target(request, target):
     return target
 
 
-@pytest.fixture(scope="session")
-def _debian_base():
-    """The cached debootstrapped tree, unpacked once per test session (read-only below overlays)."""
-    if os.geteuid() != 0 or not shutil.which("debootstrap"):
-        pytest.skip("needs root and debootstrap")
-    import debian_chroot
-
-    base = tempfile.mkdtemp(prefix="cloudseed-module-base-")
-    try:
-        yield debian_chroot.unpack(os.path.join(base, "root"))
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
 @pytest.fixture
 def debian_root(_debian_base):
     """A private, writable Debian bookworm root: an overlay over the session's unpacked tree.
@@ -59,27 +43,12 @@ def debian_root(_debian_base):
     Every test gets its own upper layer, so what one test changes no other test sees; where the
     kernel has no overlayfs, a full copy is unpacked instead (slower).
     """
-    import subprocess
+    import debian_chroot
 
     from cloudseed.core.root import TargetRoot
 
-    work = tempfile.mkdtemp(prefix="cloudseed-module-root-")
-    merged, upper, scratch = (os.path.join(work, d) for d in ("root", "upper", "work"))
-    for d in (merged, upper, scratch):
-        os.makedirs(d)
-    mounted = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                              f"lowerdir={_debian_base},upperdir={upper},workdir={scratch}", merged],
-                             capture_output=True).returncode == 0
-    if not mounted:
-        import debian_chroot
-
-        debian_chroot.unpack(merged)
-    try:
+    with debian_chroot.overlay([_debian_base]) as (merged, _upper):
         yield TargetRoot(merged)
-    finally:
-        if mounted:
-            subprocess.run(["umount", "-l", merged], check=False)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture
