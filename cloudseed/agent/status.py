@@ -37,6 +37,9 @@ def status_problem(data: Any) -> str | None:
     v1 = data.get("v1")
     if not isinstance(v1, dict):
         return "its v1 is not an object"
+    for key in ("datasource", "stage"):
+        if not isinstance(v1.get(key) or "", str):
+            return f"v1.{key} is not a name"
     for key in STAGE_KEYS.values():
         record = v1.get(key)
         if record is None:

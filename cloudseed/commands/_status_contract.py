@@ -76,6 +76,10 @@ def document(summary: dict, v1: dict, code: tuple[str, str], long: bool) -> dict
             for level, items in (kept if isinstance(kept, dict) else recoverable(record.get("warnings") or [])).items():
                 problems.setdefault(level, []).extend(items)
     errors += [e for e in summary.get("errors") or [] if e not in errors]  # found by the reader (agent gone)
+    known = {w for items in problems.values() for w in items}
+    found = [w for w in summary.get("warnings") or [] if w not in known]  # the reader's (a damaged record)
+    if found:
+        problems.setdefault("WARNING", []).extend(found)
     if word == "disabled":
         errors, problems = [], {}
     if errors or word == "error":

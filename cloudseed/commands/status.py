@@ -34,7 +34,9 @@ def _summary(root, paths) -> dict:
         except OSError:
             disabled = "disabled by the generator"
     found = load_for_reading(paths)
-    return summarize(found["status"], disabled, found["failed"], found["damaged"], found["result"])
+    summary = summarize(found["status"], disabled, found["failed"], found["damaged"], found["result"])
+    summary["_v1"] = (found["status"] or {}).get("v1") or {}  # checked: any shape of the file is answered
+    return summary
 
 
 def _stage_process_gone(root, paths) -> bool:
@@ -83,13 +85,12 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "tabular":
             print()
     from cloudseed.agent.config import read_cmdline
-    from cloudseed.agent.state import read_json
     from cloudseed.commands import _status_contract
 
     cmdline = read_cmdline(root)
-    v1 = (read_json(root, paths.status_file) or {}).get("v1") or {}
-    document = _status_contract.document(summary, v1 if isinstance(v1, dict) else {},
-                                         _status_contract.boot_status_code(root, paths, cmdline), args.long)
+    v1 = summary.pop("_v1")
+    document = _status_contract.document(summary, v1, _status_contract.boot_status_code(root, paths, cmdline),
+                                         args.long)
     _print(summary, document, args)
     return _status_contract.exit_code(document, root, cmdline)
 

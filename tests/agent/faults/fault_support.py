@@ -99,6 +99,18 @@ def start_agent(root, *args: str, env: dict | None = None) -> subprocess.Popen:
                             env={**os.environ, **(env or {})}, start_new_session=True)
 
 
+def wait_for_holder(root, what: str, timeout: float = 60) -> str:
+    """The lock holder's line once an agent running ``what`` holds the root's lock (a loaded machine
+    starts Python slowly: never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = root.read_text("/var/lib/cloudseed/lock", default="")
+        if f": {what}, since" in text:
+            return text.strip()
+        time.sleep(0.02)
+    raise AssertionError(f"no agent running {what} took the lock in {timeout}s")
+
+
 def kill_all(proc: subprocess.Popen) -> None:
     """``kill -9`` of the agent and everything it started (its process group)."""
     import signal

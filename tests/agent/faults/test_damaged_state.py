@@ -95,10 +95,10 @@ def test_a_damaged_state_file_is_set_aside_and_the_boot_converges(root_after, cl
     shown = status_never_crashes(root)
     named = [w for w in shown["warnings"] if f"state file {inner} is damaged" in w]
     if kind in warned_kinds:
-        assert named and shown["status"] == "degraded done", shown
+        assert named and shown["extended_status"] == "degraded done", shown
         assert os.path.lexists(root.path_nofollow(f"{inner}.damaged-1"))        # kept for diagnosis
     else:
-        assert shown["status"] in ("done", "degraded done"), shown
+        assert shown["extended_status"] in ("done", "degraded done"), shown
     expected = dict(clean_boot["fingerprint"])
     found = fs.fingerprint(root)
     if inner == f"{IID}/sem":
@@ -119,7 +119,7 @@ def test_a_status_file_of_every_shape_is_answered_never_crashed_on(root_after):
             handle.write(shape)
         shown = status_never_crashes(root)
         # the boot's result record is still there: it gives the verdict, the damage a warning
-        assert shown["status"] == "degraded done", (shape, shown)
+        assert shown["extended_status"] == "degraded done", (shape, shown)
         os.unlink(root.path("/run/cloudseed/result.json")) if shape == GARBAGE else None
     shown = status_never_crashes(root)
     assert shown["status"] == "error" and "damaged" in shown["errors"][0], shown
