@@ -231,24 +231,79 @@ class Semaphores:
             clear_for_file(self.paths.root, marker)
             self.paths.root.write(marker, f"{time.time():.3f}\n", mode=0o644)
 
-    def parts_dir(self, name: str, frequency: str) -> str:
-        """Where a module records the parts of its work done so far (``ModuleContext.done_before``)."""
+    def parts(self, name: str, frequency: str) -> PartsDone:
+        """The record of the parts of a module's work done so far (``ModuleContext.done_before``)."""
         marker = self._marker(name, frequency)
-        return f"{marker}.parts" if marker else self.paths.run(f"parts/{name}")
-
-    def forget_parts(self, name: str, frequency: str) -> None:
-        """The module succeeded: its record of parts done goes (a run at the next boot does all again)."""
-        directory = self.parts_dir(name, frequency)
-        try:
-            if self.paths.root.exists(directory):
-                self.paths.root.remove_tree(directory)
-        except (OSError, RootError):
-            pass  # left behind: the next successful run removes it
+        return PartsDone(self.paths.root, f"{marker}.parts" if marker else self.paths.run(f"parts/{name}"))
 
     def clear(self, name: str, frequency: str) -> None:
         marker = self._marker(name, frequency)
         if marker is not None:
             self.paths.root.remove(marker)
+
+
+class PartsDone:
+    """The parts of a module's work that runs which did not finish it have done (entries, scripts).
+
+    One empty file per part, named by a digest of it (the directory is 0700), kept until the module
+    succeeds. The directory is listed once per run; a module that never asks costs nothing.
+    """
+
+    def __init__(self, root: TargetRoot, directory: str):
+        self.root = root
+        self.directory = directory
+        self.touched = False
+        self._names: set[str] | None = None
+
+    def _known(self) -> set[str]:
+        if self._names is None:
+            import os
+
+            try:
+                self._names = set(os.listdir(self.root.path(self.directory)))
+            except OSError:
+                self._names = set()
+        return self._names
+
+    def done(self, part: str) -> bool:
+        self.touched = True
+        return _part_name(part) in self._known()
+
+    def record(self, part: str, durable: bool) -> None:
+        """Record ``part`` (OSError when it cannot be). ``durable``: on disk before returning (fsync'd),
+        for a part whose repeat would do harm (an append); else its creation alone (a kill keeps it)."""
+        import os
+
+        self.touched = True
+        name = _part_name(part)
+        inner = f"{self.directory}/{name}"
+        self.root.makedirs(self.directory, mode=0o700)  # names are digests of the entries: private
+        if durable:
+            self.root.write(inner, b"", mode=0o600)
+        else:
+            os.close(os.open(self.root.path_nofollow(inner), os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             0o600))
+        self._known().add(name)
+
+    def forget(self, part: str) -> None:
+        name = _part_name(part)
+        self.root.remove(f"{self.directory}/{name}")
+        self._known().discard(name)
+
+    def clear(self) -> None:
+        """The module succeeded: the record goes (never raises; one left behind goes at the next success)."""
+        if not self.touched:
+            return
+        try:
+            self.root.remove_tree(self.directory)
+        except (OSError, RootError):
+            pass
+
+
+def _part_name(part: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def uptime_seconds() -> float | None:

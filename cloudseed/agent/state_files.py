@@ -152,6 +152,8 @@ def ensure_dir(root: TargetRoot, inner: str, mode: int = 0o755) -> None:
 
     A link to a directory is followed, as ever (state kept on another disk); a dangling one too
     (its target is made)."""
+    if os.path.isdir(root.path(inner)):
+        return  # the common case, at the cost it always had
     host = root.path_nofollow(inner)
     try:
         info = os.lstat(host)

@@ -1,7 +1,8 @@
 """Fixtures for the drop-in tests: the Debian package built once per session, cloud-init's .deb, the chroot.
 
 ``debian_root`` is the module tests' fixture (a private overlay over the cached bookworm tree),
-loaded from tests/agent/modules/conftest.py under another name so both directories share it.
+loaded from tests/agent/modules/conftest.py (and the tree it lays over from tests/agent/conftest.py)
+under other names so the directories share them.
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ CACHE = os.environ.get("CLOUDSEED_CACHE") or os.path.expanduser("~/.cache/clouds
 DEBIAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 sys.path.insert(0, HERE)  # deb_build
 
-_spec = importlib.util.spec_from_file_location(
-    "cloudseed_modules_conftest", os.path.join(PROJECT, "tests", "agent", "modules", "conftest.py"))
-_modules_conftest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_modules_conftest)
-_debian_base = _modules_conftest._debian_base
-debian_root = _modules_conftest.debian_root
+def _conftest(name: str, *where: str):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(PROJECT, "tests", "agent", *where, "conftest.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_debian_base = _conftest("cloudseed_agent_conftest")._debian_base  # the agent tests' shared tree
+debian_root = _conftest("cloudseed_modules_conftest", "modules").debian_root
 
 
 @pytest.fixture(scope="session")

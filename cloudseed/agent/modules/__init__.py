@@ -84,8 +84,8 @@ class ModuleContext:
         self.reboot = ""
         self.again = ""
         self.reporter: Any = None  # cloudseed.agent.reporting.Reporter when events are reported
-        # where the running module records the parts of its work already done (``done_before``)
-        self.parts_dir = ""
+        # the running module's record of the parts of its work already done (``done_before``)
+        self.parts: Any = None
         # the config lacks this boot's user-data (it could not be read): modules run, none is marked done
         self.provisional = False
 
@@ -118,26 +118,26 @@ class ModuleContext:
         A module that failed part-way runs again at the next boot; what it did then is not done twice
         (a ``write_files`` append is appended once per instance). Forgotten when the module succeeds.
         """
-        return bool(self.parts_dir) and self.root.exists(f"{self.parts_dir}/{_part_name(part)}")
+        return self.parts is not None and self.parts.done(part)
 
-    def record_done(self, part: str) -> bool:
+    def record_done(self, part: str, durable: bool = False) -> bool:
         """Remember that ``part`` is done (an empty file: it fits on a nearly full disk); False if it could not.
 
-        True with nothing recorded when the module runs outside the framework (nothing to remember for)."""
-        if not self.parts_dir:
+        ``durable`` for a part a repeat would harm (an append). True with nothing recorded when the module
+        runs outside the framework (nothing to remember for)."""
+        if self.parts is None:
             return True
         try:
-            self.root.makedirs(self.parts_dir, mode=0o700)  # names are digests of the entries: private
-            self.root.write(f"{self.parts_dir}/{_part_name(part)}", b"", mode=0o600)
+            self.parts.record(part, durable)
             return True
         except Exception as e:  # noqa: BLE001 - the work itself is done; a repeat is the cost
             self.log.warning("cannot record that a part of %s is done: %s", self.module_name, e)
             return False
 
     def forget_done(self, part: str) -> None:
-        if self.parts_dir:
+        if self.parts is not None:
             try:
-                self.root.remove(f"{self.parts_dir}/{_part_name(part)}")
+                self.parts.forget(part)
             except Exception:  # noqa: BLE001,S110 - best effort
                 pass
 
@@ -171,12 +171,6 @@ class ModuleResult:
         if self.reboot:
             out["reboot"] = self.reboot
         return out
-
-
-def _part_name(part: str) -> str:
-    import hashlib
-
-    return hashlib.sha256(part.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def canonical_name(name: str) -> str:
@@ -257,7 +251,7 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
         return result
     ctx.module_name = spec.name
     ctx.reboot = ctx.again = ""
-    ctx.parts_dir = sems.parts_dir(spec.name, freq)
+    ctx.parts = sems.parts(spec.name, freq)
     warned = len(ctx.warnings)
     if ctx.reporter is not None:
         ctx.reporter.module_start(ctx.stage, spec.name, freq)
@@ -284,13 +278,13 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
     elif result.status == "ok" and not (ctx.again or ctx.reboot):  # else it goes on at the next boot
         try:
             sems.mark(spec.name, freq)
-            sems.forget_parts(spec.name, freq)
+            ctx.parts.clear()
         except Exception as e:  # noqa: BLE001 - a full or read-only disk: the module is not marked
             result.status = "failed"
             result.crash = type(e).__name__
             result.reason = f"done, but it could not be recorded as done (it runs again at the next boot): {e}"
             LOG.error("module %s: %s", spec.name, result.reason)
-    ctx.parts_dir = ""
+    ctx.parts = None
     if ctx.reporter is not None:
         ctx.reporter.module_finish(ctx.stage, result, ctx.warnings[warned:])
     return result

@@ -241,7 +241,7 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
                 continue
             mode = parse_permissions(entry.get("permissions"), where)
             owner, _, group = str(entry.get("owner") or DEFAULT_OWNER).partition(":")
-            if append and not ctx.record_done(part):
+            if append and not ctx.record_done(part, durable=True):
                 raise EntryError(f"{where}: not appended now: that it was could not be recorded (a full or "
                                  "read-only disk?), and a later run would append it again; it is appended "
                                  "when the module runs again")
