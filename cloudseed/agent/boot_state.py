@@ -81,7 +81,11 @@ class BootState:
         except Exception as e:  # noqa: BLE001 - recorded: the wait for the boot must end
             from cloudseed.agent.state import Paths as _Paths
 
-            StatusRecorder(_Paths(root)).crash(stage, f"{stage} stage: {type(e).__name__}: {e}")
+            message = f"{stage} stage: {type(e).__name__}: {e}"
+            try:
+                StatusRecorder(_Paths(root)).crash(stage, message)
+            except Exception:  # noqa: BLE001 - the console and the exit code say it then
+                console(f"cloudseed: {message} (and the status could not be recorded)")
             return None
 
     @property
