@@ -360,24 +360,28 @@ class TargetRoot:
         """
         data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
         parent = os.path.dirname(inner.rstrip("/")) or "/"
-        self.makedirs(parent)
         # The last component is not followed: a link there is replaced, never written through.
         host = self.path_nofollow(inner)
         existing: os.stat_result | None = None
         try:
             existing = os.lstat(host)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             pass
         if existing is not None and stat.S_ISDIR(existing.st_mode):
             raise RootError(f"cannot write {inner}: it is a directory")
-        if append and existing is not None and stat.S_ISREG(existing.st_mode):
-            with open(host, "rb") as f:
-                data = f.read() + data
         if keep_mode and existing is not None and stat.S_ISREG(existing.st_mode):
             mode = stat.S_IMODE(existing.st_mode)
             uid, gid = existing.st_uid, existing.st_gid
         else:
+            # an unknown owner fails the write before anything is made (not even the directory: a
+            # home made here for a user who does not exist yet would stay root's when useradd comes)
             uid, gid = self.lookup_uid(owner), self.lookup_gid(group)
+        if existing is None:
+            self.makedirs(parent)
+            host = self.path_nofollow(inner)  # resolved again now that the directories exist
+        if append and existing is not None and stat.S_ISREG(existing.st_mode):
+            with open(host, "rb") as f:
+                data = f.read() + data
         directory = os.path.dirname(host)
         prefix = f".{os.path.basename(host)}.cloudseed-"
         tmp = os.path.join(directory, f"{prefix}{writer_tag()}.tmp")

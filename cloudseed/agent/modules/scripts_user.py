@@ -38,3 +38,7 @@ script_exit_codes:
 
 def handle(ctx: ModuleContext) -> None:
     run_dirs(ctx, [f"{ctx.instance_dir}/scripts"])
+    if ctx.cfg.get("runcmd") and not ctx.again and not ctx.root.exists(f"{ctx.instance_dir}/scripts/runcmd"):
+        # the runcmd module could not put its script in place (a full disk): this module is not done
+        # until it has run it (the scripts it ran are recorded: they do not run again)
+        ctx.again = "runs again at the next boot: runcmd's script is not in place (the runcmd module failed)"
