@@ -51,7 +51,6 @@ def _run_local(state: BootState, errors: list[str], warnings: list[str]) -> int:
         state.record = {}
         state.datasource = None
         root.remove(paths.boot_datasource_file)
-        first_boot = not root.exists(paths.current_instance_file)
         ds = same_instance_as_last_boot(state) or find(state, LOCAL, errors)
         new_instance = False
         if ds is not None:
@@ -70,10 +69,6 @@ def _run_local(state: BootState, errors: list[str], warnings: list[str]) -> int:
             from cloudseed.agent import sshd_order
 
             sshd_order.consume(state, ds, new_instance)
-        if new_instance or (ds is None and first_boot):
-            # last: the key generation then overlaps with network bring-up, not with this stage
-            start_host_keys_early(state)
-        prefetch_for_network_stage(state)
     except Exception as e:  # the stage itself must finish and say what happened
         LOG.error("local stage failed", exc_info=not isinstance(e, OSError))  # a full disk is no bug
         state.status.crash("local", f"local stage: {type(e).__name__}: {e}")
@@ -89,6 +84,22 @@ def _sweep_state_dirs(state: BootState, ds: Datasource | None) -> None:
         dirs += [paths.instance_dir(ds.instance_id), f"{paths.instance_dir(ds.instance_id)}/sem"]
     for inner in dirs:
         state.root.remove_stale_temporaries(inner)
+
+
+def after_local(state: BootState) -> None:
+    """What the local stage starts for later, once networking may start (after READY: networking
+    waits for the local stage, and under emulation the key generators' starts and the read-ahead
+    took a few tenths of a second on a first boot's critical path): host key generation on a new
+    instance (it overlaps with network bring-up) and the read-ahead of the network stage's files."""
+    if state.disabled_reason():
+        return
+    root = state.root
+    try:
+        if state.record.get("new_instance") or not root.exists(state.paths.current_instance_file):
+            start_host_keys_early(state)
+        prefetch_for_network_stage(state)
+    except Exception as e:  # the network stage makes missing keys itself; the read-ahead is a hint
+        LOG.warning("after the local stage: %s: %s", type(e).__name__, e)
 
 
 def prefetch_for_network_stage(state: BootState) -> None:

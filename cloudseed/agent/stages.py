@@ -20,7 +20,7 @@ from cloudseed.agent.datasources import NETWORK
 from cloudseed.agent.instances import adopt, find, load_datasource
 from cloudseed.agent.log import console
 from cloudseed.agent.modules import STAGE_LIST_KEYS, ModuleContext, run_module, run_stage_modules
-from cloudseed.agent.stage_local import run_local
+from cloudseed.agent.stage_local import after_local, run_local
 from cloudseed.agent.state import ensure_dirs, write_json
 from cloudseed.agent.state_files import load_json, object_problem
 from cloudseed.core.root import TargetRoot
@@ -37,7 +37,7 @@ LOG = logging.getLogger("cloudseed.stages")
 
 MODULE_STAGES = {"config": "config", "final": "final"}
 
-__all__ = ["Agent", "BootState", "run_all", "run_handed_off", "run_local", "run_modules", "run_network",
+__all__ = ["Agent", "BootState", "after_local", "run_all", "run_handed_off", "run_local", "run_modules", "run_network",
            "run_single"]
 
 
@@ -231,6 +231,7 @@ def run_all(state: BootState) -> int:
     codes = [run_local(state)]
     if state.disabled_reason():
         return 0
+    after_local(state)
     codes.append(run_network(state))
     codes.append(run_modules(state, "config"))
     codes.append(run_modules(state, "final"))
@@ -257,6 +258,7 @@ def run_handed_off(state: BootState) -> int:
         for stage in LATER_STAGES:
             gate.done(stage, 0)
         return 0
+    after_local(state)  # host keys and read-ahead: networking need not wait for them
     _preload_later_stages(state, gate)
     for stage in LATER_STAGES:
         gate.wait_for(stage)

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.config import files_for_command
     from cloudseed.agent.lock import run_locked
     from cloudseed.agent.log import setup_logging
-    from cloudseed.agent.stages import BootState, run_local, run_network
+    from cloudseed.agent.stages import BootState, after_local, run_local, run_network
     from cloudseed.core.root import TargetRoot
 
     files_cfg = files_for_command(args.files, "init")
@@ -32,6 +32,10 @@ def run(args: argparse.Namespace) -> int:
         state = BootState.load_for(root, stage, files_cfg)
         if state is None:
             return 1
-        return run_local(state) if args.local else run_network(state)
+        if not args.local:
+            return run_network(state)
+        code = run_local(state)
+        after_local(state)
+        return code
 
     return run_locked(root, f"{stage} stage", run_stage)

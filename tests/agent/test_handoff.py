@@ -185,3 +185,27 @@ def test_preloading_stops_when_the_network_stage_is_asked_for(seeded):
     """Networking was quicker: the stage is not kept waiting for imports it would make itself."""
     before, after, seen, restored, _ = preload(seeded, ask_first=True)
     assert before == [] and after == [] and seen == [] and restored
+
+
+def test_host_keys_and_the_read_ahead_start_after_ready(seeded, monkeypatch):
+    """Networking waits for READY: a new instance's key generators and the read-ahead of the network
+    stage's files start once it is sent, not before (issue 30: a first boot's critical path)."""
+    from cloudseed.agent import handoff, stage_local
+    from cloudseed.agent.stages import BootState, run_handed_off
+
+    events: list[str] = []
+
+    def ready(status: str = "") -> bool:
+        events.append("ready")
+        for stage in ("network", "config", "final"):  # every later unit asks at once
+            seeded.write(f"/run/cloudseed/gate/{stage}.go", "")
+        return True
+
+    monkeypatch.setattr(handoff, "notify_ready", ready)
+    monkeypatch.setattr(stage_local, "start_host_keys_early", lambda state: events.append("keys"))
+    monkeypatch.setattr(stage_local, "prefetch_for_network_stage", lambda state: events.append("read-ahead"))
+    assert run_handed_off(BootState.load(seeded)) == 0
+    assert events == ["ready", "keys", "read-ahead"]
+    events.clear()
+    assert run_handed_off(BootState.load(seeded)) == 0  # a reboot: no keys to make
+    assert events == ["ready", "read-ahead"]
