@@ -250,6 +250,7 @@ def run_handed_off(state: BootState) -> int:
         LOG.error("no hand-off this boot (%s): each later stage runs in its unit's own process", e)
         code = run_local(state)
         notify_ready("local stage done; later stages in their own units")
+        after_local(state)
         return code
     codes = [run_local(state)]
     disabled = state.disabled_reason()
