@@ -40,7 +40,7 @@ class BootState:
     """What the stages of one boot share (no behaviour beyond reading it)."""
 
     __slots__ = ("root", "paths", "cmdline", "system_cfg", "files_cfg", "plain_cfg", "config_errors", "status",
-                 "datasource", "record", "output", "reporter", "network_ctx")
+                 "_datasource", "record", "output", "reporter", "network_ctx", "stage")
 
     def __init__(self, root: TargetRoot, paths: Paths, cmdline: str, system_cfg: dict,
                  config_errors: list[str], status: StatusRecorder, files_cfg: dict | None = None):
@@ -53,11 +53,12 @@ class BootState:
         self.system_cfg = self.with_files(system_cfg)
         self.config_errors = config_errors
         self.status = status
-        self.datasource: Datasource | None = None
+        self.reporter: Any = None  # cloudseed.agent.reporting.Reporter once ``reporting`` was configured
+        self.stage: str | None = None  # the stage running (``begin``)
+        self._datasource: Datasource | None = None
         # /run/cloudseed/boot.json: instance id, whether it is new this boot, datasource name
         self.record: dict[str, Any] = load_json(root, paths.run("boot.json"), boot_record_problem) or {}
         self.output: Any = None  # cloudseed.agent.output.Redirection once ``output`` was configured
-        self.reporter: Any = None  # cloudseed.agent.reporting.Reporter once ``reporting`` was configured
         # the network stage's module context (its merged config) once that stage ran its modules
         self.network_ctx: Any = None
 
@@ -87,6 +88,16 @@ class BootState:
             except Exception:  # noqa: BLE001 - the console and the exit code say it then
                 console(f"cloudseed: {message} (and the status could not be recorded)")
             return None
+
+    @property
+    def datasource(self) -> Datasource | None:
+        return self._datasource
+
+    @datasource.setter
+    def datasource(self, value: Datasource | None) -> None:
+        self._datasource = value
+        if self.reporter is not None:  # a handler may learn from it where to send (reporting/cloudseed.py)
+            self.reporter.locate(value, self.stage)
 
     @property
     def instance_id(self) -> str | None:
@@ -134,6 +145,12 @@ class BootState:
 
         return strict.skip_stage(self, stage, f"strict mode stopped the boot: {strict.failed(self)}")
 
+    def module_failed(self, stage: str, module: str, reason: str) -> None:
+        """A module of ``stage`` failed just now: under strict mode logins are refused at once."""
+        from cloudseed.agent import strict
+
+        strict.module_failed(self, stage, module, reason or "failed")
+
     def update_reporting(self, cfg: dict, stage: str | None = None) -> None:
         """Start or change event reporting from ``cfg``'s ``reporting`` (nothing to do: no import).
 
@@ -150,6 +167,8 @@ class BootState:
         self.reporter.configure(settings, cfg)
         if fresh and stage is not None and self.reporter.handlers:
             self.reporter.replay(self.status.v1, stage)
+        self.reporter.locate(self.datasource, self.stage)
+
     def guarded(self, stage: str, body: Callable[[], int]) -> int:
         """``body()`` (a whole stage); anything it lets out is the stage's crash, recorded, never raised."""
         try:
@@ -176,6 +195,7 @@ class BootState:
             return False
 
     def begin(self, stage: str) -> float:
+        self.stage = stage
         console(f"cloudseed: stage {stage} start")
         self.status.start(stage)
         if self.reporter is not None:

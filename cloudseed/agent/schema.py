@@ -46,7 +46,8 @@ CORE_PROPERTIES: dict[str, Any] = {
     "reporting": {"type": "object", "additionalProperties": {"type": ["object", "boolean", "null"]}},
     # fail closed (cloudseed/agent/strict.py): any error (optionally any warning) fails the boot visibly
     "strict": {"anyOf": [{"type": "boolean"}, {"type": "object", "additionalProperties": False, "properties": {
-        "enabled": {"type": "boolean"}, "warnings": {"type": "boolean"}, "allow_ssh": {"type": "boolean"}}}]},
+        "enabled": {"type": "boolean"}, "warnings": {"type": "boolean"}, "allow_ssh": {"type": "boolean"},
+        "allow_root_login": {"type": "boolean"}}}]},
     # false: sshd waits for the network stage at every boot, also the reboot of an unchanged
     # instance (cloudseed/agent/sshd_order.py, docs/lab.md)
     "sshd_early_on_reboot": {"type": "boolean"},

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("cloudseed.stages")
 
 MODULE_STAGES = {"config": "config", "final": "final"}
+MODULE_STAGE_OF = {"init": "network", "config": "config", "final": "final"}  # module list -> boot stage
 
 __all__ = ["Agent", "BootState", "after_local", "run_all", "run_handed_off", "run_local", "run_modules", "run_network",
            "run_single"]
@@ -127,6 +128,8 @@ def _module_context(state: BootState, stage: str, cfg: dict, data: dict) -> Modu
     if state.reporter is not None:
         state.reporter.add_instance_data(data)  # the datasource's secrets stay out of events too
         ctx.reporter = state.reporter
+    if stage != "single":
+        ctx.on_failure = lambda result: state.module_failed(MODULE_STAGE_OF[stage], result.name, result.reason)
     return ctx
 
 

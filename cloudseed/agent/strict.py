@@ -3,26 +3,36 @@
 Off by default. Turned on by any of (none can turn off what another turned on):
 
 - the image's configuration: ``strict: true`` or ``strict: {enabled: true, warnings: true,
-  allow_ssh: false}``;
+  allow_root_login: false, allow_ssh: false}``;
 - the kernel command line: ``cloudseed.strict`` (errors) or ``cloudseed.strict=warnings``;
 - the datasource's metadata: a key ``cloudseed-strict`` (``cloudseed_strict``) with ``true`` or
   ``warnings``, at the top of the metadata, in OpenStack's ``meta``, among EC2's instance
   ``tags`` or Azure's ``tagsList``: the platform asks for it per instance.
+
+What logins remain is the image's choice alone (``allow_*`` are read from its configuration,
+never from user-data or the platform's metadata).
 
 When a stage ends with an error (with ``warnings``: also a warning), ``fail``:
 
 1. makes it the boot's error in the status (``status`` says ``error``, exit 1), even for a warning;
 2. leaves ``/run/cloudseed/strict-failed`` holding the reason; the later stages run no module
    (each records why), so nothing builds on a half-provisioned machine;
-3. stops and masks sshd for this boot (``systemctl mask --runtime --now``: ``ssh.service``,
-   ``sshd.service``, ``ssh.socket``) unless ``allow_ssh: true``; a failure in the local or network
-   stage comes before sshd starts (the network stage is ordered before it), a later one stops it;
+3. refuses logins (``refuse_logins``), already when a module fails, before its stage ends:
+   ``/run/nologin`` holds the reason, so PAM's ``pam_nologin`` (in the sshd and login stacks of
+   Debian and the RHEL family) refuses every user but root, with that text; and sshd is stopped
+   and masked for this boot (``systemctl mask --runtime --now``: ``ssh.service``,
+   ``sshd.service``, ``ssh.socket``), which refuses root too. ``allow_root_login: true`` keeps
+   sshd for root's key (the operator's way in to see what failed); ``allow_ssh: true`` leaves
+   logins alone. A failure in the local or network stage comes before sshd and
+   ``systemd-user-sessions.service`` (the network stage is ordered before both): the latter,
+   which would remove ``/run/nologin`` once the boot allows logins, is masked for this boot too;
+   a later failure stops a running sshd;
 4. says why on the console;
 5. tells the platform: a ``FAIL`` event ``<stage>/strict`` to every reporting handler (the
    cloudseed metadata server, webhooks), and on Azure a ``NotReady`` health report with the
    reason (``ProvisioningFailed``) through the wire server.
 
-Imported only when strict mode is on and a stage failed (``BootState.end``).
+Imported only when strict mode is on and a module or a stage failed.
 """
 
 from __future__ import annotations
@@ -38,6 +48,10 @@ if TYPE_CHECKING:
 LOG = logging.getLogger("cloudseed.strict")
 MARKER = "strict-failed"
 SSH_UNITS = ("ssh.service", "sshd.service", "ssh.socket")
+NOLOGIN = "/run/nologin"  # pam_nologin's first choice (then /etc/nologin); /run is this boot's
+USER_SESSIONS = "systemd-user-sessions.service"  # removes /run/nologin when it starts
+EARLY_STAGES = ("local", "network")  # ordered before sshd and systemd-user-sessions.service
+MASKED = "strict-masked"  # /run/cloudseed/...: the units masked so far this boot, one a line
 METADATA_KEYS = ("cloudseed-strict", "cloudseed_strict")
 STAGE_EVENTS = {"local": "init-local", "network": "init-network", "config": "modules-config",
                 "final": "modules-final"}
@@ -53,7 +67,7 @@ def _words(value: Any) -> dict | None:
 
 
 def settings(system_cfg: dict, cmdline: str, datasource: Any) -> dict | None:
-    """Strict mode's settings ({"warnings", "allow_ssh", "by"}), or None when it is off."""
+    """Strict mode's settings ({"warnings", "allow_ssh", "allow_root_login", "by"}), or None when it is off."""
     found: list[tuple[str, dict]] = []
     cfg = system_cfg.get("strict")
     if isinstance(cfg, dict) and cfg.get("enabled", True) is True:
@@ -71,9 +85,9 @@ def settings(system_cfg: dict, cmdline: str, datasource: Any) -> dict | None:
                 found.append(("datasource metadata", _words(place.get(key)) or {}))
     if not found:
         return None
-    allow_ssh = isinstance(cfg, dict) and cfg.get("allow_ssh") is True
-    return {"warnings": any(f["warnings"] for _, f in found), "allow_ssh": allow_ssh,
-            "by": sorted({by for by, _ in found})}
+    allowed = cfg if isinstance(cfg, dict) else {}
+    return {"warnings": any(f["warnings"] for _, f in found), "allow_ssh": allowed.get("allow_ssh") is True,
+            "allow_root_login": allowed.get("allow_root_login") is True, "by": sorted({by for by, _ in found})}
 
 
 def _metadata_places(datasource: Any) -> list[dict]:
@@ -113,8 +127,7 @@ def fail(state: BootState, stage: str, errors: list[str], warnings: list[str], c
     console(f"cloudseed: STRICT MODE: provisioning FAILED in the {stage} stage")
     for problem in problems[:10]:
         console(f"cloudseed:   {problem}")
-    ssh = "allowed by strict.allow_ssh" if config["allow_ssh"] else _stop_ssh(state)
-    console(f"cloudseed: ssh logins: {ssh}")
+    console(f"cloudseed: logins: {refuse_logins(state, stage, reason, config)}")
     if state.reporter is not None:
         name = f"{STAGE_EVENTS[stage]}/strict"
         state.reporter.start(name, "strict mode: the boot fails closed")
@@ -131,20 +144,60 @@ def skip_stage(state: BootState, stage: str, why: str) -> int:
 
     message = f"the {stage} stage ran no module: {why}"
     started = state.begin(stage)
+    if not _allowed(state.system_cfg).get("allow_ssh"):
+        # again: the boot's tmpfiles may have written its own /run/nologin after the local stage
+        _write_nologin(state, failed(state))
     console(f"cloudseed: {message}")
     state.end(stage, started, [message], [], [])
     return 1
 
 
-def _stop_ssh(state: BootState) -> str:
+def module_failed(state: BootState, stage: str, module: str, reason: str) -> None:
+    """A module failed: under strict mode, logins are refused now, not when the stage ends."""
+    config = settings(state.system_cfg, state.cmdline, state.datasource)
+    if config is None or failed(state):
+        return
+    why = (f"strict mode ({', '.join(config['by'])}): the {stage} stage's module {module} failed: {reason}")[:1000]
+    LOG.error("%s; logins: %s", why, refuse_logins(state, stage, why, config))
+
+
+def refuse_logins(state: BootState, stage: str, reason: str, config: dict) -> str:
+    """Refuse logins as the image's strict settings say (the module docstring); what became of them."""
+    if config["allow_ssh"]:
+        return "left alone (strict.allow_ssh)"
+    _write_nologin(state, reason)
+    units = [] if config["allow_root_login"] else list(SSH_UNITS)
+    if stage in EARLY_STAGES:
+        units.append(USER_SESSIONS)  # it would remove /run/nologin when the boot allows logins
+    users = "user logins refused (/run/nologin)"
+    root = ("root's key logins allowed (strict.allow_root_login)" if config["allow_root_login"]
+            else "sshd stopped and masked for this boot (strict mode)")
     if not state.root.is_live:
-        return "left alone (not the running system)"
+        return f"{users}; services left alone (not the running system)"
     if not state.root.which("systemctl"):
-        return "left alone (no systemctl)"
-    result = state.root.run(["systemctl", "mask", "--runtime", "--now", *SSH_UNITS], check=False, timeout=30)
-    if result.returncode != 0:
-        LOG.warning("stopping sshd: %s", result.stderr.strip())
-    return "sshd stopped and masked for this boot (strict mode)"
+        return f"{users}; services left alone (no systemctl)"
+    done_file = state.paths.run(MASKED)
+    done = set(state.root.read_text(done_file, default="").split())
+    todo = [u for u in units if u not in done]
+    if todo:
+        result = state.root.run(["systemctl", "mask", "--runtime", "--now", *todo], check=False, timeout=30)
+        if result.returncode != 0:
+            LOG.warning("strict mode: masking %s: %s", " ".join(todo), result.stderr.strip())
+        state.root.write(done_file, "".join(f"{u}\n" for u in sorted(done | set(todo))), mode=0o644)
+    return f"{users}; {root}"
+
+
+def _allowed(system_cfg: dict) -> dict:
+    cfg = system_cfg.get("strict")
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def _write_nologin(state: BootState, reason: str) -> None:
+    """``/run/nologin`` with the reason: what pam_nologin shows each user it refuses."""
+    text = (f"This instance failed to provision: {reason}\n"
+            "Logins are refused (cloudseed strict mode); the boot's status says more.\n")
+    if state.root.read_text(NOLOGIN, default="") != text:
+        state.root.write(NOLOGIN, text, mode=0o644)
 
 
 def _azure_not_ready(state: BootState, reason: str) -> None:

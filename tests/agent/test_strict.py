@@ -81,7 +81,7 @@ def test_an_error_fails_the_boot_closed_and_tells_the_platform(shell_target, hoo
     assert boot(root, FAILING_BOOTCMD, system=system) == 1
     console = capfd.readouterr().err
     assert "STRICT MODE: provisioning FAILED in the network stage" in console and "no disk" in console
-    assert "ssh logins: left alone (not the running system)" in console
+    assert "logins: user logins refused (/run/nologin); services left alone (not the running system)" in console
     reason = root.read_text("/run/cloudseed/strict-failed")
     assert reason.startswith("strict mode (configuration): the network stage ended with 1 error(s): bootcmd")
     assert not root.exists("/var/tmp/ran")  # nothing built on the failed boot
@@ -92,6 +92,43 @@ def test_an_error_fails_the_boot_closed_and_tells_the_platform(shell_target, hoo
     strict_events = [e for e in received if e["name"] == "init-network/strict"]
     assert [e["event_type"] for e in strict_events] == ["start", "finish"]
     assert strict_events[1]["result"] == "FAIL" and "bootcmd" in strict_events[1]["description"]
+
+
+def test_logins_are_refused_when_a_module_fails_not_when_its_stage_ends(shell_target):
+    root = shell_target
+    # final stage: a per-boot script fails, then the user's runcmd script looks at /run/nologin
+    root.write("/etc/cloudseed/cloud.cfg.d/10-final.cfg", "cloud_final_modules: [scripts_per_boot, scripts_user]\n")
+    root.write("/var/lib/cloud/scripts/per-boot/fails", "#!/bin/sh\nexit 4\n", mode=0o755)
+    user = "#cloud-config\nruncmd: ['cp /run/nologin /var/tmp/seen']\n"
+    assert boot(root, user, system="strict: {allow_root_login: true}\n") == 1
+    seen = root.read_text("/var/tmp/seen")  # already there while the stage went on
+    assert seen.startswith("This instance failed to provision: strict mode (configuration): "
+                           "the final stage's module scripts_per_boot failed"), seen
+    final = root.read_text("/run/nologin")  # the stage's end: the whole reason
+    assert "the final stage ended with 1 error(s): scripts_per_boot" in final
+    assert "Logins are refused (cloudseed strict mode)" in final
+
+
+def test_allow_ssh_leaves_logins_alone(shell_target, capfd):
+    root = shell_target
+    assert boot(root, FAILING_BOOTCMD, system="strict: {allow_ssh: true}\n") == 1
+    assert root.exists("/run/cloudseed/strict-failed") and not root.exists("/run/nologin")
+    assert "logins: left alone (strict.allow_ssh)" in capfd.readouterr().err
+
+
+def test_the_reason_is_put_back_after_the_boot_wrote_its_own_nologin(shell_target):
+    root = shell_target
+    root.write("/etc/cloudseed/cloud.cfg.d/00-modules.cfg", MODULES + "strict: true\n")
+    root.write(f"{SEED}/meta-data", "instance-id: iid-strict-tmpfiles\n")
+    root.write(f"{SEED}/user-data", FAILING_BOOTCMD)
+    agent = Agent(root)
+    assert agent.run_local() == 0 and agent.run_network() == 1
+    assert "bootcmd" in root.read_text("/run/nologin")
+    # what systemd-tmpfiles writes at boot (f+! /run/nologin), when it runs after the agent
+    root.write("/run/nologin", "System is booting up. Unprivileged users are not permitted to log in yet.\n")
+    assert Agent(root).run_modules("config") == 1  # a stage after the failure: runs nothing
+    assert "strict mode (configuration): the network stage ended with 1 error(s): bootcmd" in \
+        root.read_text("/run/nologin")
 
 
 def test_warnings_fail_only_when_asked_by_the_kernel_command_line(shell_target):

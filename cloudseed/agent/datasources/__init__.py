@@ -134,6 +134,20 @@ class Datasource:
         by default. Changes made here are saved with the cache."""
 
     # -- derived facts
+    def service_url(self) -> str | None:
+        """The http(s) URL of the service this instance was read from; None when it came from local
+        media, files or a socket. Read from ``subplatform`` (``metadata (URL)``, NoCloud's
+        ``seed-dir (cmdline,URL)``), which the cache keeps for the later stages' processes."""
+        start = min((i for i in (self.subplatform.find("http://"), self.subplatform.find("https://")) if i >= 0),
+                    default=-1)
+        if start < 0:
+            return None
+        end = len(self.subplatform)
+        for stop in (",", ")", " "):
+            found = self.subplatform.find(stop, start)
+            end = found if 0 <= found < end else end
+        return self.subplatform[start:end]
+
     @property
     def instance_id(self) -> str:
         value = self.metadata.get("instance-id") or self.metadata.get("instance_id")

@@ -245,6 +245,12 @@ class Azure(Datasource):
         read_signatures(self, {"user-data": (url, {"Metadata": "true"})},
                         lambda sig_url, headers: get_signature(sig_url, headers, limits))
 
+    def service_url(self) -> str | None:
+        """IMDS when it answered (``subplatform`` ends ``+ IMDS``); the provisioning media alone: None."""
+        if "IMDS" not in self.subplatform.split(" + "):
+            return None
+        return str(self.ctx.ds_cfg(self.name).get("imds_url") or IMDS_URL)
+
     def _fill(self, found: tuple[Any, str] | None, imds: dict) -> None:
         ovf, where = found if found else (None, "")
         compute = imds.get("compute") if isinstance(imds.get("compute"), dict) else {}

@@ -88,6 +88,8 @@ class ModuleContext:
         self.parts: Any = None
         # the config lacks this boot's user-data (it could not be read): modules run, none is marked done
         self.provisional = False
+        # called with each failed module's ModuleResult as it fails (a boot's stages: strict mode)
+        self.on_failure: Any = None
 
     @property
     def log(self) -> logging.Logger:
@@ -313,4 +315,6 @@ def run_stage_modules(ctx: ModuleContext, entries: list) -> list[ModuleResult]:
         LOG.info("module %s: %s%s (%.3fs)", result.name, result.status,
                  f" ({result.reason})" if result.reason else "", result.seconds)
         results.append(result)
+        if result.status == "failed" and ctx.on_failure is not None:
+            ctx.on_failure(result)
     return results

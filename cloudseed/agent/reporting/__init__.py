@@ -100,6 +100,7 @@ class Reporter:
         self._told = 0  # how many of them the status has been given
         self.settings: dict[str, Any] = {}  # name -> the settings its handler was made from
         self.started: dict[str, float] = {}  # event name -> monotonic start, for durations
+        self.finished: set[str] = set()  # stages whose finish this process published
         self._closed = False
         import atexit
 
@@ -161,6 +162,10 @@ class Reporter:
         new, self._told = self.problems[self._told:], len(self.problems)
         return new
 
+    def problem(self, message: str) -> None:
+        """A setting a handler cannot use (said in the status once, at the stage's end)."""
+        self._problem(message)
+
     def _problem(self, message: str) -> None:
         LOG.warning("%s", message)
         if message not in self.problems:
@@ -205,8 +210,31 @@ class Reporter:
         else:
             description = f"{STAGE_EVENTS[stage]} finished"
         self.finish(STAGE_EVENTS[stage], description, result, duration, timestamp, datasource=datasource or "")
-        if self.sent_file and self.handlers:
-            self.root.write(self.sent_file, "".join(f"{s}\n" for s in sorted(self._sent() | {stage})), mode=0o644)
+        self.finished.add(stage)
+        self._note_sent()
+
+    def _note_sent(self) -> None:
+        """The stages finished here are sent, once no handler still holds events (a handler that
+        waits for the datasource to say where to send): a reporter made by a later process replays
+        the others (a separate local stage's process ending before the datasource is known)."""
+        if not self.sent_file or not self.handlers or not self.finished:
+            return
+        if any(getattr(h, "holding", False) for h in self.handlers.values()):
+            return
+        sent = self._sent()
+        if not self.finished <= sent:
+            self.root.write(self.sent_file, "".join(f"{s}\n" for s in sorted(sent | self.finished)), mode=0o644)
+
+    def locate(self, datasource: Any, stage: str | None) -> None:
+        """Where the boot is (the datasource found so far, the stage running): handlers that send
+        to the platform learn from it where the platform is (``locate``)."""
+        for name, handler in list(self.handlers.items()):
+            if hasattr(handler, "locate"):
+                try:
+                    handler.locate(datasource, stage)
+                except Exception as e:  # a handler's failure never reaches the boot
+                    LOG.warning("reporting handler %s: %s: %s", name, type(e).__name__, e)
+        self._note_sent()
 
     def _sent(self) -> set[str]:
         if not self.sent_file or not self.root.exists(self.sent_file):

@@ -52,6 +52,23 @@ def debian_root(_debian_base):
 
 
 @pytest.fixture
+def netns():
+    """A network namespace of this test's own (a unique name), its loopback up; deleted after."""
+    import subprocess
+    import uuid
+
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("needs root and iproute2 for a network namespace")
+    name = f"cs-mod-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+@pytest.fixture
 def chroot(debian_root):
     """``debian_root`` ready for sshd (``/run/sshd``): the name the chroot tests of the identity modules use."""
     os.makedirs(debian_root.path("/run/sshd"), exist_ok=True)

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
-import uuid
 
-import pytest
 from module_support import run
 
 GUEST_CODE = """
@@ -22,19 +18,6 @@ ctx = ModuleContext(root, Paths(root), {"disable_ec2_metadata": True}, "i-test",
 handle(ctx)
 handle(ctx)   # every boot runs it; twice in one boot is harmless
 """
-
-
-@pytest.fixture
-def netns():
-    if os.geteuid() != 0 or not shutil.which("ip"):
-        pytest.skip("needs root and iproute2 for a network namespace")
-    name = f"cs-ec2md-{uuid.uuid4().hex[:8]}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "delete", name], check=False)
 
 
 def test_prohibit_route_is_set_in_the_running_system(netns):
