@@ -1,12 +1,17 @@
 """A VM on the Azure emulation, strict mode asked by the platform, a boot that fails: fail closed, visibly.
 
 The instance's record carries the tag ``cloudseed-strict: true`` (Azure IMDS ``tagsList``) and its
-user-data a ``bootcmd`` that fails and a ``reporting`` handler for the metadata server. The VM
+user-data a ``bootcmd`` that fails and a ``reporting`` handler for the metadata server (no
+endpoint: the host of the IMDS the datasource read). The image's configuration (the kernel
+command line's ``cc:``) leaves turning strict mode on to the platform and keeps root's key
+logins (``strict: {enabled: false, allow_root_login: true}``, ``disable_root: false``). The VM
 boots the lab image with Azure's DMI strings and provisioning media against ``cloudseed serve``;
 then, from outside: the wire server recorded ``NotReady`` / ``ProvisioningFailed`` with the
-reason, SSH never answered (sshd masked before it started), the console says why, and the
-registry holds the boot's whole timeline with the instance ``failed`` (what the fleet pages and
-the admin API show). The one VM test of issue 25 in the default e2e set.
+reason, the console says why, the user is refused over SSH with the reason (``/run/nologin``,
+which ``systemd-user-sessions.service`` would have removed had the agent not masked it) while
+root logs in by key, and the registry holds the boot's whole timeline with the instance
+``failed`` (what the fleet pages and the admin API show). The one VM test of issue 25 in the
+default e2e set.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from guest import BOOT_TIMEOUT, spec  # noqa: E402
+from guest import BOOT_TIMEOUT, spec, ssh  # noqa: E402
 
 USER_DATA = b"""#cloud-config
 bootcmd:
@@ -28,6 +33,7 @@ runcmd:
 reporting:
   platform: {type: cloudseed}
 """
+IMAGE_CONFIG = "cc: {strict: {enabled: false, allow_root_login: true}, disable_root: false} end_cc"
 
 
 def test_strict_azure_boot_fails_closed_and_tells_the_platform(lab, ssh_key, tmp_path):
@@ -45,7 +51,14 @@ def test_strict_azure_boot_fails_closed_and_tells_the_platform(lab, ssh_key, tmp
                                 capture_output=True, text=True, timeout=60)
         assert tagged.returncode == 0, tagged.stderr
         result = run_boot(image, str(tmp_path), accel=accel, accel_reason=reason, seeds=[media],
-                          metadata_port=server.port, platform="azure", timeout=BOOT_TIMEOUT, ssh_timeout=15)
+                          metadata_port=server.port, platform="azure", timeout=BOOT_TIMEOUT, ssh_timeout=60,
+                          kernel_args=IMAGE_CONFIG, keep=True)
+        try:
+            user = ssh(result, ssh_key[0], "azureuser", "true")
+            operator = ssh(result, ssh_key[0], "root", "cat /run/nologin; systemctl is-enabled systemd-user-sessions."
+                           "service; test -e /var/tmp/runcmd-ran && echo runcmd ran || echo no runcmd")
+        finally:
+            result.vm.stop()
         health = server.azure_health()
         shown = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", server.db, "provisioning",
                                 instance.instance_id, "--json"], capture_output=True, text=True, timeout=60)
@@ -56,8 +69,15 @@ def test_strict_azure_boot_fails_closed_and_tells_the_platform(lab, ssh_key, tmp
         (health, result.console_log)
     assert "strict mode (datasource metadata)" in health["description"] and "bootcmd" in health["description"]
     assert "STRICT MODE: provisioning FAILED in the network stage" in console
-    assert "sshd stopped and masked for this boot" in console
-    assert result.ssh_ready_at is None, "sshd answered although the boot failed closed"
+    assert "logins: user logins refused (/run/nologin); root's key logins allowed (strict.allow_root_login)" in console
+    assert user.returncode == 255 and "This instance failed to provision: strict mode (datasource metadata)" \
+        in user.stderr, user
+    assert operator.returncode == 0, operator
+    *nologin, sessions, runcmd = operator.stdout.splitlines()  # /run/nologin's two lines, then the others
+    assert nologin[0].startswith("This instance failed to provision: strict mode (datasource metadata): the network "
+                                 "stage ended with") and "bootcmd" in nologin[0], operator.stdout
+    assert nologin[1:] == ["Logins are refused (cloudseed strict mode); the boot's status says more."]
+    assert (sessions, runcmd) == ("masked-runtime", "no runcmd"), operator.stdout
     assert (result.status or {}).get("status") == "error", result.status
     provisioning = json.loads(shown.stdout)
     state = provisioning["provisioning"]
