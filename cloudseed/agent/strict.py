@@ -19,14 +19,15 @@ When a stage ends with an error (with ``warnings``: also a warning), ``fail``:
    (each records why), so nothing builds on a half-provisioned machine;
 3. refuses logins (``refuse_logins``), already when a module fails, before its stage ends:
    ``/run/nologin`` holds the reason, so PAM's ``pam_nologin`` (in the sshd and login stacks of
-   Debian and the RHEL family) refuses every user but root, with that text; and sshd is stopped
-   and masked for this boot (``systemctl mask --runtime --now``: ``ssh.service``,
+   Debian and the RHEL family) refuses every user but root, with that text; and sshd is masked
+   and stopped for this boot (``systemctl mask --runtime``, ``stop``: ``ssh.service``,
    ``sshd.service``, ``ssh.socket``), which refuses root too. ``allow_root_login: true`` keeps
    sshd for root's key (the operator's way in to see what failed); ``allow_ssh: true`` leaves
-   logins alone. A failure in the local or network stage comes before sshd and
-   ``systemd-user-sessions.service`` (the network stage is ordered before both): the latter,
-   which would remove ``/run/nologin`` once the boot allows logins, is masked for this boot too;
-   a later failure stops a running sshd;
+   logins alone. ``systemd-user-sessions.service``, which removes ``/run/nologin`` when it
+   starts, is masked for the boot (never stopped: its stop writes a nologin of its own): a first
+   boot's network stage comes before it, a reboot's may not (docs/lab.md), and the file is
+   written again after the mask and at each later stage (the boot's tmpfiles may replace it
+   after the local stage);
 4. says why on the console;
 5. tells the platform: a ``FAIL`` event ``<stage>/strict`` to every reporting handler (the
    cloudseed metadata server, webhooks), and on Azure a ``NotReady`` health report with the
@@ -50,7 +51,6 @@ MARKER = "strict-failed"
 SSH_UNITS = ("ssh.service", "sshd.service", "ssh.socket")
 NOLOGIN = "/run/nologin"  # pam_nologin's first choice (then /etc/nologin); /run is this boot's
 USER_SESSIONS = "systemd-user-sessions.service"  # removes /run/nologin when it starts
-EARLY_STAGES = ("local", "network")  # ordered before sshd and systemd-user-sessions.service
 MASKED = "strict-masked"  # /run/cloudseed/...: the units masked so far this boot, one a line
 METADATA_KEYS = ("cloudseed-strict", "cloudseed_strict")
 STAGE_EVENTS = {"local": "init-local", "network": "init-network", "config": "modules-config",
@@ -127,7 +127,7 @@ def fail(state: BootState, stage: str, errors: list[str], warnings: list[str], c
     console(f"cloudseed: STRICT MODE: provisioning FAILED in the {stage} stage")
     for problem in problems[:10]:
         console(f"cloudseed:   {problem}")
-    console(f"cloudseed: logins: {refuse_logins(state, stage, reason, config)}")
+    console(f"cloudseed: logins: {refuse_logins(state, reason, config)}")
     if state.reporter is not None:
         name = f"{STAGE_EVENTS[stage]}/strict"
         state.reporter.start(name, "strict mode: the boot fails closed")
@@ -158,17 +158,14 @@ def module_failed(state: BootState, stage: str, module: str, reason: str) -> Non
     if config is None or failed(state):
         return
     why = (f"strict mode ({', '.join(config['by'])}): the {stage} stage's module {module} failed: {reason}")[:1000]
-    LOG.error("%s; logins: %s", why, refuse_logins(state, stage, why, config))
+    LOG.error("%s; logins: %s", why, refuse_logins(state, why, config))
 
 
-def refuse_logins(state: BootState, stage: str, reason: str, config: dict) -> str:
+def refuse_logins(state: BootState, reason: str, config: dict) -> str:
     """Refuse logins as the image's strict settings say (the module docstring); what became of them."""
     if config["allow_ssh"]:
         return "left alone (strict.allow_ssh)"
     _write_nologin(state, reason)
-    units = [] if config["allow_root_login"] else list(SSH_UNITS)
-    if stage in EARLY_STAGES:
-        units.append(USER_SESSIONS)  # it would remove /run/nologin when the boot allows logins
     users = "user logins refused (/run/nologin)"
     root = ("root's key logins allowed (strict.allow_root_login)" if config["allow_root_login"]
             else "sshd stopped and masked for this boot (strict mode)")
@@ -178,13 +175,23 @@ def refuse_logins(state: BootState, stage: str, reason: str, config: dict) -> st
         return f"{users}; services left alone (no systemctl)"
     done_file = state.paths.run(MASKED)
     done = set(state.root.read_text(done_file, default="").split())
-    todo = [u for u in units if u not in done]
+    # systemd-user-sessions.service: masked, never stopped (its stop writes a nologin of its own);
+    # whether it ran already depends on the boot (a reboot's sshd and logins may go early)
+    todo = [u for u in ([] if config["allow_root_login"] else list(SSH_UNITS)) + [USER_SESSIONS] if u not in done]
     if todo:
-        result = state.root.run(["systemctl", "mask", "--runtime", "--now", *todo], check=False, timeout=30)
-        if result.returncode != 0:
-            LOG.warning("strict mode: masking %s: %s", " ".join(todo), result.stderr.strip())
+        _systemctl(state, "mask", "--runtime", *todo)
+        running = [u for u in todo if u in SSH_UNITS]
+        if running:
+            _systemctl(state, "stop", *running)
         state.root.write(done_file, "".join(f"{u}\n" for u in sorted(done | set(todo))), mode=0o644)
+        _write_nologin(state, reason)  # again: a systemd-user-sessions.service starting meanwhile removed it
     return f"{users}; {root}"
+
+
+def _systemctl(state: BootState, *argv: str) -> None:
+    result = state.root.run(["systemctl", *argv], check=False, timeout=30)
+    if result.returncode != 0:
+        LOG.warning("strict mode: systemctl %s: %s", " ".join(argv), result.stderr.strip())
 
 
 def _allowed(system_cfg: dict) -> dict:
