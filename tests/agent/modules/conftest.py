@@ -54,6 +54,7 @@ def debian_root(_debian_base):
 @pytest.fixture
 def netns():
     """A network namespace of this test's own (a unique name), its loopback up; deleted after."""
+    import shutil
     import subprocess
     import uuid
 
