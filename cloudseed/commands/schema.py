@@ -91,7 +91,8 @@ def check_network_text(text: str, source: str):
         return [Problem(path, message, line=key_lines(text).get(path))], 1
     found = cloud_init_problems(cfg)
     lines = key_lines(text) if found else {}
-    return [Problem(path, message, line=lines.get(path)) for path, message in found], len(found)
+    return ([Problem(path, message, level, line=lines.get(path)) for path, message, level in found],
+            sum(level == "error" for _, _, level in found))
 
 
 def render_template(text: str, source: str, instance_data_file: str | None, root_dir: str):

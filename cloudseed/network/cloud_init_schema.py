@@ -9,10 +9,10 @@ read the same way: an MTU in quotes, ``prefix`` where the schema knows only ``ne
 written as one string, a bridge without ``params``, an unquoted ``bridge_stp: off`` (a YAML
 boolean)... The message says what to write. The agent itself applies every one of these forms.
 
-Not reported, because no such spelling exists (cloudseed differs from 26.x there on purpose,
-``tests/network/test_net_schema_reference.py`` names each case): v1 ``wakeonlan``, v1 bond options
-of two words spelled with hyphens (``bond-xmit-hash-policy``: cloud-init's networkd and sysconfig
-renderers read only that spelling, its NetworkManager renderer only the schema's
+Only warned about, because no such spelling exists (cloudseed's verdict differs from 26.x's there
+on purpose, ``tests/network/test_net_schema_reference.py`` names each case): v1 ``wakeonlan``, v1
+bond options of two words spelled with hyphens (``bond-xmit-hash-policy``: cloud-init's networkd
+and sysconfig renderers read only that spelling, its NetworkManager renderer only the schema's
 ``bond-xmit_hash_policy``), v2 routes with ``on-link`` or ``table``, v2 bridge ``path-cost`` per
 port (netplan's form; the schema wants one number, which netplan refuses).
 """
@@ -46,8 +46,9 @@ _V2_OVERRIDE_TYPES = {"route-metric": int, "send-hostname": bool, "use-dns": boo
                       "use-mtu": bool, "use-ntp": bool, "use-routes": bool, "use-domains": str}
 
 
-def problems(cfg: dict) -> list[tuple[str, str]]:
-    """(key path, message) for each form of ``cfg`` (a document the parser accepted) 26.x's schema refuses."""
+def problems(cfg: dict) -> list[tuple[str, str, str]]:
+    """(key path, message, level) for each form of ``cfg`` (a document the parser accepted) 26.x's schema
+    refuses: ``error`` where a spelling both accept exists, ``warning`` where none does."""
     prefix = ""
     if isinstance(cfg.get("network"), dict):
         cfg, prefix = cfg["network"], "network"
@@ -59,7 +60,12 @@ def problems(cfg: dict) -> list[tuple[str, str]]:
         _v1(cfg, prefix, found)
     elif str(version) == "2":
         _v2(cfg, prefix, found)
-    return found
+    return [(entry[0], entry[1], entry[2] if len(entry) > 2 else "error") for entry in found]
+
+
+def _kept(found: list, path: str, why: str) -> None:
+    """A form kept although 26.x's schema refuses it: a warning, the verdict unchanged."""
+    found.append((path, f"{RELEASE}'s schema refuses this and its boot warns about it; kept: {why}", "warning"))
 
 
 def _want(value, kind) -> str:
@@ -109,6 +115,8 @@ def _v1(cfg: dict, prefix: str, found: list) -> None:
         for key in ("mtu", "vlan_id", "metric"):
             if item.get(key) is not None:
                 _typed(found, fmt_path(path, key), item[key], int)
+        if "wakeonlan" in item:
+            _kept(found, fmt_path(path, "wakeonlan"), "its renderers apply it, its v1 schema forgot it")
         if kind == "nameserver":
             if "address" not in item:
                 found.append((path, f"{RELEASE} needs address in a nameserver entry (its boot skips the "
@@ -165,8 +173,10 @@ def _v1_bond(params: dict, path: str, found: list) -> None:
             continue
         schema_key = "bond-" + key[5:].replace("-", "_")
         if key != schema_key:
-            if "_" in schema_key[5:]:
-                continue    # a two-word option: cloud-init's renderers disagree on the spelling (see above)
+            if "_" in schema_key[5:]:  # a two-word option: cloud-init's renderers disagree on the spelling
+                _kept(found, fmt_path(path, key), f"its schema spells it {schema_key}, which only its NetworkManager "
+                                                  "renderer reads; its networkd and sysconfig renderers read this one")
+                continue
             found.append((fmt_path(path, key), f"{RELEASE}'s schema spells it {schema_key} (every renderer of "
                                                f"cloud-init reads that): write {schema_key}"))
             continue
@@ -204,6 +214,9 @@ def _v2(cfg: dict, prefix: str, found: list) -> None:
             elif section == "bridges":
                 for key, kind in _V2_BRIDGE_TYPES.items():
                     _typed(found, fmt_path(ppath, key), params.get(key), kind)
+                if isinstance(params.get("path-cost"), dict):
+                    _kept(found, fmt_path(ppath, "path-cost"), "netplan's cost per port; the schema wants one "
+                                                               "number, which netplan refuses")
             elif section == "vlans":
                 _typed(found, fmt_path(path, "id"), dev.get("id"), int)
 
@@ -222,4 +235,9 @@ def _v2_device(dev: dict, path: str, found: list) -> None:
             _typed(found, fmt_path(fmt_path(path, key), name), overrides.get(name), kind)
     for i, route in enumerate(dev.get("routes") or []):
         if isinstance(route, dict):
-            _typed(found, fmt_path(fmt_path(fmt_path(path, "routes"), i), "metric"), route.get("metric"), int)
+            rpath = fmt_path(fmt_path(path, "routes"), i)
+            _typed(found, fmt_path(rpath, "metric"), route.get("metric"), int)
+            for key in ("on-link", "table"):
+                if key in route:
+                    _kept(found, fmt_path(rpath, key), "netplan takes it (and so does cloud-init where netplan "
+                                                       "is installed); the schema allows only to, via and metric")

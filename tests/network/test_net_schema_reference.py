@@ -280,6 +280,20 @@ def test_cli_valid_and_empty_network_config(tmp_path):
     assert result.returncode == 0 and "empty network-config: nothing to check" in result.stdout
 
 
+@pytest.mark.parametrize("name", sorted(NO_SPELLING))
+def test_a_form_kept_although_26_refuses_it_is_a_warning(name):
+    """The user learns that an image's cloud-init 26.x will boot degraded on it, and why it is kept."""
+    from cloudseed.commands.schema import check_network_text
+
+    path = next(p for p in CORPUS if os.path.basename(p) == name)
+    with open(path) as f:
+        problems, errors = check_network_text(f.read(), path)
+    warnings = [p for p in problems if p.level == "warning"]
+    assert errors == 0 and warnings and all(
+        p.message.startswith("cloud-init 26.x's schema refuses this and its boot warns about it; kept: ")
+        and p.line for p in warnings), [str(p) for p in problems]
+
+
 def test_a_form_26_refuses_is_an_error_that_says_what_to_write_though_the_agent_applies_it(tmp_path):
     from cloudseed.network import parse
 
