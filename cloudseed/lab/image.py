@@ -8,12 +8,14 @@ at 1 MiB, made by ``mke2fs -d`` from the tree: no loop device, no root mount nee
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import os
 import shutil
 import struct
 import subprocess
+import time
 from dataclasses import dataclass
 
 from cloudseed.lab import agent_install
@@ -86,6 +88,8 @@ def lab_image(agent: str = "cloudseed", deb: str | None = None) -> Image:
     with build_lock(f"image-{agent}"):
         if not os.path.exists(disk):
             _build(agent, base, disk, key, deb)
+        else:
+            os.utime(disk)  # in use: _prune of another checkout's build keeps it
         kernel = os.path.join(images, f"{key}.vmlinuz")
         initrd = os.path.join(images, f"{key}.initrd")
         method_file = os.path.join(images, f"{key}.method")
@@ -169,8 +173,25 @@ def write_mbr(disk: str, start_sector: int, sectors: int) -> None:
         handle.write(entry + b"\0" * 48 + b"\x55\xaa")
 
 
+KEEP_RECENT_IMAGES = 4  # per agent, besides the one just built
+IN_USE_SECONDS = 3600  # an image used this recently may back a running VM's overlay
+
+
 def _prune(images: str, agent: str, keep: str) -> None:
-    """Drop older images of the same agent (the cloudseed image changes with every source edit)."""
-    for path in glob.glob(os.path.join(images, f"{agent}-*")):
-        if not os.path.basename(path).startswith(keep):
-            os.unlink(path)
+    """Drop older images of the same agent (the cloudseed image changes with every source edit).
+
+    Several checkouts (worktrees, a CI clone) can share one cache, each with its own image: the
+    few most recently used images, and any used within the hour, are kept, so one checkout's
+    build never deletes the disk under another's running VM.
+    """
+    now = time.time()
+    disks = [path for path in glob.glob(os.path.join(images, f"{agent}-*.raw"))
+             if not os.path.basename(path).startswith(keep)]
+    disks.sort(key=os.path.getmtime, reverse=True)
+    for disk in disks[KEEP_RECENT_IMAGES:]:
+        if now - os.path.getmtime(disk) < IN_USE_SECONDS:
+            continue
+        stem = disk[:-len(".raw")]
+        for path in (disk, f"{stem}.vmlinuz", f"{stem}.initrd", f"{stem}.method"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)

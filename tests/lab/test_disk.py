@@ -55,3 +55,31 @@ def test_read_back_through_a_qcow2_overlay(disk, tmp_path):
         assert reader.text("/etc/hostname") == "lab\n"
         flat = reader.raw
     assert not os.path.exists(flat)  # the flattened copy is removed
+
+
+def test_prune_keeps_recent_and_in_use_images_of_other_checkouts(tmp_path):
+    """Two checkouts sharing one cache each build their own image: a build must not delete the
+    image under the other's running VM (it did: every build removed all other images)."""
+    import time
+
+    from cloudseed.lab import image
+
+    def make(name: str, age: float) -> str:
+        for ext in (".raw", ".vmlinuz", ".initrd", ".method"):
+            path = tmp_path / f"{name}{ext}"
+            path.write_text("x")
+            os.utime(path, (time.time() - age, time.time() - age))
+        return str(tmp_path / f"{name}.raw")
+
+    fresh = make("cloudseed-new", 0)
+    recent = [make(f"cloudseed-r{i}", 7200 + i) for i in range(image.KEEP_RECENT_IMAGES)]
+    in_use = make("cloudseed-inuse", 60)
+    make("cloudseed-old", 86400)
+    other_agent = make("reference-old", 86400)
+    image._prune(str(tmp_path), "cloudseed", keep="cloudseed-new")
+    left = {p.name for p in tmp_path.iterdir()}
+    assert os.path.basename(fresh) in left and os.path.basename(in_use) in left
+    # the in-use one is the most recent, so one of the 'recent' ones falls out of the kept few
+    assert sum(os.path.basename(r) in left for r in recent) == image.KEEP_RECENT_IMAGES - 1
+    assert not any(n.startswith("cloudseed-old") for n in left)
+    assert os.path.basename(other_agent) in left
