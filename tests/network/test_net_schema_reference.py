@@ -19,6 +19,7 @@ works for all of them.
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -90,6 +91,12 @@ NO_SPELLING = {
 DELIBERATE = {**STRICTER_V2, **STRICTER_V1, **NO_SPELLING}
 
 
+@functools.cache
+def their_verdicts() -> dict:
+    """cloud-init 26.x's verdict on every corpus document (one reference process for the module)."""
+    return json.loads(NEW.python(DRIVER, *CORPUS).stdout)
+
+
 def ours(path: str) -> tuple[bool, list[str]]:
     from cloudseed.commands.schema import check_network_text
 
@@ -127,7 +134,7 @@ def test_our_verdict(path):
 
 @pytest.mark.reference
 def test_verdicts_agree_with_the_newer_release():
-    theirs = json.loads(NEW.python(DRIVER, *CORPUS).stdout)
+    theirs = their_verdicts()
     disagree, compared = {}, {1: 0, 2: 0}
     for path in CORPUS:
         assert theirs[path] is not None, path
@@ -151,7 +158,7 @@ def test_verdicts_agree_with_the_newer_release():
 def test_where_both_reject_they_name_the_same_key():
     """Where both refuse a document, one of our errors is at (or above, or below) a key of one of
     theirs (26.x reports one branch of an ``anyOf`` only, so its first error may not be ours)."""
-    theirs = json.loads(NEW.python(DRIVER, *SCHEMA_CORPUS).stdout)
+    theirs = their_verdicts()
     for path in SCHEMA_CORPUS:
         if expected_valid(path) or os.path.basename(path) in DELIBERATE:
             continue
@@ -187,7 +194,7 @@ def test_every_v2_verdict_is_26_with_or_without_netplan():
     """Where we refuse beyond 26.x's v2 schema, netplan refuses too (so does 26.x where netplan is
     installed); no v2 verdict of ours differs from both 26.x's schema and netplan."""
     _need_netplan()
-    theirs = json.loads(NEW.python(DRIVER, *CORPUS).stdout)
+    theirs = their_verdicts()
     v2 = [p for p in CORPUS if version_of(p) == 2]
     with_netplan = agree_netplan = 0
     for path in v2:
