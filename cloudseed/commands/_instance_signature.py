@@ -39,8 +39,8 @@ def configure(sub: Any) -> None:
     parser.add_argument("--api", choices=apis(), default=DEFAULT_API, metavar="API",
                         help=f"the API it is served on, which decides the instance-id the guest reads and, for "
                              f"vendor data, the form (openstack: the vendor_data.json document, maas: its YAML); "
-                             f"default "
-                             f"{DEFAULT_API} (the same as ec2, nocloud and seeds). One of: {', '.join(apis())}")
+                             f"default {DEFAULT_API} (its guests read the record's own instance-id, as on ec2, "
+                             f"nocloud and seeds). One of: {', '.join(apis())}")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the signature to FILE instead of printing it")
     parser.add_argument("--public-key", action="store_true",
                         help="print the registry's public user-data key instead (as 'cloudseed userdata key')")
