@@ -222,8 +222,10 @@ class RequestParser:
         length = int(raw_length) if raw_length else 0  # llhttp checked it is digits, and only one
         if length == 0 and not collector.complete:
             self._fail(400, "malformed request head")
-        if length:
-            self._llhttp = None  # it waits for the body; a new one parses the next head
+        if length or upgrade or not collector.keep_alive:
+            # it waits for the body, or holds the connection as closed: a new one parses the next
+            # head, so a head is judged the same whether the one before came from _HEADS or not
+            self._llhttp = None
         return Head(llhttp.get_method().decode("ascii"), target, f"HTTP/{version}", headers, length,
                     collector.keep_alive and not upgrade)
 
