@@ -64,6 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
     verb_parser = sub.add_parser(verb, help=module.HELP, description=module.HELP)
     module.configure(verb_parser)
+    _accept_global_options_after(verb_parser)
     args = parser.parse_args(argv)
     try:
         return int(module.run(args) or 0)
@@ -79,6 +80,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if known.root != "/":
             _wait_for_background_commands()
+
+
+def _accept_global_options_after(verb_parser: argparse.ArgumentParser) -> None:
+    """``cloudseed plan --root DIR`` as well as ``cloudseed --root DIR plan`` (the docs use both).
+
+    Given after the verb, ``--root`` and ``--debug`` mean what they mean before it; a verb that
+    defines one of them itself (``install --root``) keeps its own.
+    """
+    own = {option for action in verb_parser._actions for option in action.option_strings}
+    if "--root" not in own:
+        verb_parser.add_argument("--root", default=argparse.SUPPRESS, metavar="DIR",
+                                 help="the same as the global --root: work on the root DIR instead of /")
+    if "--debug" not in own:
+        verb_parser.add_argument("--debug", action="count", default=argparse.SUPPRESS,
+                                 help="the same as the global --debug")
 
 
 def _wait_for_background_commands() -> None:

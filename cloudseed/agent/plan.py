@@ -104,9 +104,11 @@ def _users(root: TargetRoot, cfg: dict, out: dict) -> None:
     from cloudseed.agent.users import UsersConfigError, normalize_groups, normalize_users
 
     existing_users, existing_groups = _names(root, "/etc/passwd"), _names(root, "/etc/group")
-    default = (cfg.get("system_info") or {}).get("default_user") if isinstance(cfg.get("system_info"), dict) else None
+    from cloudseed.agent.distros import get_distro
+
+    default = get_distro(root, cfg).default_user()  # system_info's, else the distro's own (as the boot)
     try:
-        users, notes = normalize_users(cfg, default if isinstance(default, dict) else None)
+        users, notes = normalize_users(cfg, default or None)
         groups = normalize_groups(cfg.get("groups")) if cfg.get("groups") else []
     except UsersConfigError as e:
         out["problems"].append(str(e))

@@ -16,7 +16,8 @@ HELP = "remove agent state so the next boot runs as a new instance"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--logs", "-l", action="store_true", help="also remove the agent's logs")
-    parser.add_argument("--seed", "-s", action="store_true", help="also remove seed directories")
+    parser.add_argument("--seed", "-s", action="store_true", help="also remove the seed directories "
+                                                                "(cloudseed's and cloud-init's /var/lib/cloud/seed)")
     parser.add_argument("--configs", "-c", nargs="+", choices=CONFIG_KINDS, metavar="KIND", default=[],
                         help=f"also remove generated configuration: {', '.join(CONFIG_KINDS)}")
     parser.add_argument("--reboot", "-r", action="store_true", help="reboot afterwards")
@@ -33,6 +34,7 @@ _NETWORK_FILES = (
     "/etc/NetworkManager/conf.d/99-cloud-init.conf", "/etc/NetworkManager/conf.d/30-cloud-init-ip6-addr-gen-mode.conf",
     "/etc/NetworkManager/system-connections/cloud-init-*.nmconnection", "/etc/systemd/network/10-cloud-init-*.network",
 )
+CLOUD_INIT_SEED_DIR = "/var/lib/cloud/seed"  # cloud-init clean --seed removes it; NoCloud & co. read it
 _SSH_FILES = ("/etc/ssh/sshd_config.d/50-cloudseed.conf", "/etc/ssh/sshd_config.d/50-cloud-init.conf")
 _FSTAB = "/etc/fstab"
 _FSTAB_MARKER = "comment=cloudconfig"
@@ -97,6 +99,9 @@ def _clean(root, args: argparse.Namespace) -> int:
     for name in root.listdir(RUN_DIR):
         if name not in ("enabled", "disabled"):
             root.remove_tree(f"{RUN_DIR}/{name}")
+    if args.seed and root.isdir(CLOUD_INIT_SEED_DIR):  # cloud-init's seeds, which the datasources read too
+        root.remove_tree(CLOUD_INIT_SEED_DIR)
+        removed.append(CLOUD_INIT_SEED_DIR)
     removed += remove_configs(root, args.configs)
     if args.logs:
         for log in (LOG_FILE, OUTPUT_LOG):

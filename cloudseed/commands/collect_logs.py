@@ -25,6 +25,7 @@ import argparse
 import io
 import os
 import sys
+import tempfile
 import time
 
 HELP = "collect logs, status and instance data into a tarball for support (cloud-init collect-logs)"
@@ -181,15 +182,26 @@ def run(args: argparse.Namespace) -> int:
         files = {name: _redact(data, secrets) for name, data in files.items()}
     top = "cloud-init-logs-" + time.strftime("%Y-%m-%d", time.gmtime())
     tarball = os.path.abspath(args.tarfile)
-    fd = os.open(tarball, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # may hold user-data: private
-    with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w:gz") as tar:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size = len(data)
-            info.mtime = int(time.time())
-            info.mode = 0o600 if name.startswith(("run/", "var/lib/")) or args.include_userdata else 0o644
-            tar.addfile(info, io.BytesIO(data))
-            if args.verbose:
-                print(f"collect-logs: {name} ({len(data)} bytes)", file=sys.stderr)
+    # may hold user-data: private, and a new file (an existing tarball's mode is not kept), whole or nothing
+    try:
+        fd, partial = tempfile.mkstemp(prefix=".collect-logs-", dir=os.path.dirname(tarball))
+    except OSError as e:
+        print(f"collect-logs: cannot write {tarball}: {e.strerror}", file=sys.stderr)
+        return 1
+    try:
+        with os.fdopen(fd, "wb") as out, tarfile.open(fileobj=out, mode="w:gz") as tar:
+            for name, data in sorted(files.items()):
+                info = tarfile.TarInfo(f"{top}/{name}")
+                info.size = len(data)
+                info.mtime = int(time.time())
+                info.mode = 0o600 if name.startswith(("run/", "var/lib/")) or args.include_userdata else 0o644
+                tar.addfile(info, io.BytesIO(data))
+                if args.verbose:
+                    print(f"collect-logs: {name} ({len(data)} bytes)", file=sys.stderr)
+        os.replace(partial, tarball)
+    except OSError as e:
+        os.unlink(partial)
+        print(f"collect-logs: cannot write {tarball}: {e.strerror}", file=sys.stderr)
+        return 1
     print(f"Wrote {tarball}")
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 HELP = "show what a cloud-config would change on an image (files, users, packages...) without changing it"
@@ -32,6 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.userdata import process_userdata
     from cloudseed.core.root import TargetRoot
 
+    if not os.path.isdir(args.root):
+        print(f"cloudseed plan: --root {args.root}: no such directory", file=sys.stderr)
+        return 1
     root = TargetRoot(args.root)
     problems: list[str] = []
     system = load_system_config(root, errors=problems)

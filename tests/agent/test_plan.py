@@ -103,3 +103,23 @@ def test_plan_reads_the_images_own_seed_and_says_so_in_text(target):
     bad = subprocess.run([sys.executable, "-m", "cloudseed", "--root", root.top, "plan", "--user-data",
                           "/nonexistent/ud"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and "cannot read /nonexistent/ud" in bad.stderr
+
+
+def test_plan_as_documented_root_after_the_verb_and_the_distros_own_default_user(target, tmp_path):
+    """``cloudseed plan --root DIR`` (the docs' form) works; ``users: [default]`` on a Debian image without
+    ``system_info`` plans Debian's built-in default user, as the boot creates it (no false 'no default user')."""
+    root = target
+    root.write("/etc/os-release", "ID=debian\nVERSION_ID=12\n")
+    root.write("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n")
+    user_data = tmp_path / "user-data"
+    user_data.write_text("#cloud-config\nusers: [default]\n")
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "plan", "--root", root.top, "--user-data",
+                           str(user_data), "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["root"] == root.top
+    assert [(u["name"], u["action"]) for u in plan["users"]] == [("debian", "create")]
+    assert not any("no default user" in p for p in plan["problems"]), plan["problems"]
+    missing = subprocess.run([sys.executable, "-m", "cloudseed", "plan", "--root", str(tmp_path / "nope")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no such directory" in missing.stderr and "Traceback" not in missing.stderr

@@ -187,6 +187,21 @@ def test_collect_logs_keeps_secrets_out(target, tmp_path, monkeypatch):
     # cloud-init 24.3's spelling: --redact-sensitive / -r
     assert ci(root, "collect-logs", "-t", str(full), "-u", "-r") == 0
     assert USER_PASS.encode() not in contents(full) and ADMIN_PASS.encode() not in contents(full)
+    # an existing world-readable file is replaced by a private one, not rewritten keeping its mode
+    os.chmod(default, 0o644)
+    assert ci(root, "collect-logs", "-t", str(default)) == 0
+    assert os.stat(default).st_mode & 0o077 == 0
+
+
+def test_collect_logs_to_a_directory_that_does_not_exist_says_so(target, tmp_path, capsys):
+    root = target
+    seed(root)
+    boot(root)
+    capsys.readouterr()
+    assert ci(root, "collect-logs", "-t", str(tmp_path / "nope" / "logs.tgz")) == 1
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "nope/logs.tgz" in err and "No such file or directory" in err
+    assert not (tmp_path / "nope").exists()
 
 
 def test_collect_logs_gathers_what_cloud_init_24_3_gathers(target, tmp_path):
@@ -227,6 +242,10 @@ def test_clean_logs_seed_machine_id(target, capsys):
     assert root.exists("/var/lib/cloud/seed/nocloud/meta-data")  # seeds stay without --seed
     assert root.read_text("/etc/machine-id") == "uninitialized\n"
     assert ci(root, "status") == 0 and "not started" in capsys.readouterr().out
+    # --seed removes cloud-init's seed directory too (an image cleaned by Packer's `cloud-init clean --seed`
+    # must not boot its build's NoCloud seed again)
+    assert ci(root, "clean", "--seed") == 0
+    assert not root.exists("/var/lib/cloud/seed")
 
 
 def test_make_mime_builds_multipart_user_data(tmp_path, capsys):
