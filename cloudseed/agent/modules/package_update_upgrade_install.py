@@ -59,6 +59,14 @@ MODULE = ModuleSpec(
         "apt_get_command": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "apt_get_upgrade_subcommand": {"type": "string"},
         "apt_get_wrapper": _WRAPPER,
+        # cloudseed's own package command settings (docs/packages.md; system_info or the top level)
+        "package_lock_timeout": {"type": "number", "minimum": 0,
+                                 "description": "Seconds to wait for a dpkg/apt lock another process holds."},
+        "package_retries": {"type": "integer", "minimum": 0,
+                            "description": "Retries of a transient package manager failure."},
+        "package_retry_delay": {"type": "number", "minimum": 0, "description": "Seconds between retries."},
+        "package_command_timeout": {"type": "number", "minimum": 0,
+                                    "description": "Seconds one package command may take."},
     }},
     examples=(
         "packages:\n  - curl\n  - [jq, 1.6-2.1]\n  - htop=3.2.2-2\npackage_update: true\npackage_upgrade: true\n"

@@ -459,3 +459,13 @@ def test_bad_package_entries_are_named(target):
     assert result.status == "failed" and result.reason == "packages[1].pip: not a package manager (apt, snap)"
     result, _ = _run(target, {"packages": ["ok", "two words"]})
     assert result.status == "failed" and result.reason == "packages[1]: 'two words' is not a package name"
+
+
+def test_package_command_settings_at_the_top_level_are_known_to_the_schema():
+    """docs/packages.md: the settings work at the top level too, so the schema must not call them unknown."""
+    cfg = {"package_retries": 0, "package_retry_delay": 1.5, "package_lock_timeout": 60,
+           "package_command_timeout": 600, "apt_get_upgrade_subcommand": "upgrade"}
+    assert [str(p) for p in validate_config(cfg)] == []
+    bad = [str(p) for p in validate_config({"package_retries": -1, "package_retry_delay": "soon"})]
+    assert any("package_retries" in p and "minimum" in p for p in bad), bad
+    assert any("package_retry_delay" in p for p in bad), bad
