@@ -151,6 +151,10 @@ def test_single_runs_one_module_with_a_frequency_override(shell_target):
     again = cli("single", "--name", "write_files", "--frequency", "always", root=root)
     assert again.returncode == 0 and root.exists("/etc/demo/app.conf")
     assert "unknown frequency" in cli("single", "--name", "runcmd", "--frequency", "weekly", root=root).stdout
+    # a name no module has exits 1 (cloud-init: "Did not run X, does it exist?"), with a did-you-mean
+    typo = cli("single", "--name", "write_file", root=root)
+    assert typo.returncode == 1 and "no module named 'write_file' (did you mean 'write_files'?)" in typo.stderr
+    assert cli("single", "--name", "no_such_thing", root=root).returncode == 1
 
 
 def test_analyze_blame_lists_modules_by_time(shell_target):
