@@ -38,6 +38,8 @@ class AliasExpansionError(yaml.YAMLError):
 def load_yaml(text: str | bytes) -> Any:
     """Parse one YAML document (text, or bytes in UTF-8/16); raises ``yaml.YAMLError``
     (``AliasExpansionError`` for an alias bomb)."""
+    if isinstance(text, str):
+        _refuse_undecoded_bytes(text)
     loader = UserDataLoader(text)
     try:
         node = _bounded_node(loader)
@@ -46,8 +48,27 @@ def load_yaml(text: str | bytes) -> Any:
         loader.dispose()
 
 
+class NotUtf8Error(yaml.YAMLError):
+    """The document held bytes that are not UTF-8 (kept as surrogates when it was decoded)."""
+
+
+def _refuse_undecoded_bytes(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        before = text[:e.start]
+        line = before.count("\n") + 1
+        column = e.start - (before.rfind("\n") + 1) + 1
+        byte = ord(text[e.start]) - 0xDC00 if "\udc80" <= text[e.start] <= "\udcff" else None
+        what = f"byte 0x{byte:02x}" if byte is not None else "a character that is no Unicode scalar"
+        raise NotUtf8Error(f"line {line}, column {column}: {what} is not UTF-8 (YAML must be "
+                           f"UTF-8; re-save the file as UTF-8)") from None
+
+
 def compose_yaml(text: str | bytes) -> yaml.Node | None:
     """The node graph of one document (to find where keys are), alias bombs refused as by ``load_yaml``."""
+    if isinstance(text, str):
+        _refuse_undecoded_bytes(text)
     loader = UserDataLoader(text)
     try:
         return _bounded_node(loader)

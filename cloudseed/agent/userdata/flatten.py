@@ -33,6 +33,7 @@ MAX_EXPANDED_BYTES = 64 * 1024 * 1024   # gzip expansion and fetched includes, e
 MAX_TOTAL_BYTES = 64 * 1024 * 1024      # all parts of one user-data (or vendor-data) together
 MAX_INCLUDE_DEPTH = 8
 MAX_FETCHES = 64                        # #include URLs fetched for one user-data, at all levels
+_UTF8_BOM = b"\xef\xbb\xbf"
 _MIME_MARKER = b"mime-version:"
 _ARCHIVE_RESERVED_KEYS = ("content", "filename", "type", "launch-index", "content-disposition",
                           "number-attachments", "content-type")
@@ -114,6 +115,8 @@ class Flattener:
                 data = gunzip(data)
             except ValueError as e:
                 self.errors.append(f"{origin}: looks gzip-compressed but {e}; using it as it is")
+        if data[:3] == _UTF8_BOM:  # editors on Windows start files with one; cloud-init then sees no format marker
+            data = data[3:]
         if _MIME_MARKER in data[:4096].lower():
             yield from self._mime_leaves(data, origin)
             return

@@ -128,3 +128,26 @@ def test_ten_megabyte_binary_is_quick():
     r = process_userdata(os.urandom(10 * 1024 * 1024))
     assert time.monotonic() - start < 10 and len(r.errors) == 1
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 2 * 1024 * 1024
+
+
+def test_cloud_config_with_bytes_that_are_not_utf8_names_the_byte_line_and_column():
+    """A file saved as Latin-1: that part is ignored with an error naming the byte and where it is
+    (it used to stop all user-data processing on an encode error), the next part still applies."""
+    latin1 = '#cloud-config\nwrite_files:\n  - path: /etc/x\n    content: "caf\xe9"\n'.encode("latin-1")
+    blob = mime(("Content-Type: text/cloud-config", "LATIN1"),
+                ("Content-Type: text/cloud-config", "#cloud-config\nhostname: ok"))
+    r = process_userdata(blob.replace(b"LATIN1", latin1))
+    assert r.cloud_config == {"hostname": "ok"} and "byte 0xe9 is not UTF-8" in r.errors[0]
+    r = process_userdata(latin1)
+    assert r.cloud_config == {}
+    assert r.errors == ["part-001 (text/cloud-config): invalid YAML, part ignored: line 4, column 18: "
+                        "byte 0xe9 is not UTF-8 (YAML must be UTF-8; re-save the file as UTF-8)"]
+
+
+def test_a_utf8_byte_order_mark_before_the_format_marker_is_read_past():
+    """Deliberately unlike cloud-init, which sees no '#cloud-config' behind a BOM and ignores the whole
+    blob: Notepad and PowerShell's UTF8 encoding write one."""
+    r = process_userdata(b"\xef\xbb\xbf#cloud-config\nhostname: bom\n")
+    assert r.errors == [] and r.cloud_config == {"hostname": "bom"}
+    r = process_userdata(gzip.compress(b"\xef\xbb\xbf#!/bin/sh\necho hi\n"))
+    assert r.errors == [] and [p.content for p in r.scripts] == [b"#!/bin/sh\necho hi\n"]
