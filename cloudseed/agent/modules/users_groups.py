@@ -9,6 +9,7 @@ check is installed. Passwords go to ``chpasswd`` on stdin and never appear in lo
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from cloudseed.agent.distros import DistroError, file_header
@@ -32,6 +33,9 @@ from cloudseed.agent.users import (
 )
 from cloudseed.core.root import RootError
 from cloudseed.core.values import as_bool
+
+# present when the running kernel has SELinux enabled (what useradd -Z checks); a kernel fact, not the target's
+SELINUXFS_ENFORCE = "/sys/fs/selinux/enforce"
 
 _NAMES = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1},
                     {"type": "object", "additionalProperties": {"type": "null"}, "deprecated": True,
@@ -161,6 +165,11 @@ def _spec_for_useradd(ctx: ModuleContext, request: UserRequest, problems: list[s
             if not isinstance(spec[key], (str, int)) or "\n" in str(spec[key]) or ":" in str(spec[key]):
                 raise UserApplyError(f"{where}.{key}: expected a single-line value without ':'")
             out[key] = str(spec[key])
+    if "selinux_user" in out and not os.path.exists(SELINUXFS_ENFORCE):
+        # useradd refuses -Z on a kernel without SELinux, and the user would not be made at all
+        # (cloud-init passes it anyway and loses the user; its own example has selinux_user)
+        ctx.warn(f"{where}.selinux_user: SELinux is not enabled on this kernel; {request.name!r} is "
+                 f"created without the SELinux user {out.pop('selinux_user')!r}")
     if spec.get("uid") not in (None, ""):
         if isinstance(spec["uid"], bool) or not str(spec["uid"]).isdigit():
             raise UserApplyError(f"{where}.uid: {spec['uid']!r} is not a number")

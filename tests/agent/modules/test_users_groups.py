@@ -174,3 +174,32 @@ def test_sudoers_matches(target, tmp_path, sudoers_base):
     ours_base = normalise_stamps(target.read_text("/etc/sudoers"))
     theirs_base = normalise_stamps(base.read_text()).replace(str(drop_dir), "/etc/sudoers.d")
     assert ours_base == theirs_base
+
+
+@pytest.mark.root
+def test_selinux_user_on_a_kernel_without_selinux_still_creates_the_user(chroot, monkeypatch):
+    """Deliberately unlike cloud-init, which passes --selinux-user anyway: useradd refuses it on a kernel
+    without SELinux and the user (of cloud-init's own documented example) is never made."""
+    from cloudseed.agent.modules import users_groups
+
+    assert not os.path.exists(users_groups.SELINUXFS_ENFORCE), "this test needs a kernel without SELinux"
+    cfg = {"users": [{"name": "foobar", "gecos": "Foo B. Bar", "selinux_user": "staff_u"}]}
+    result, ctx = run(chroot, "users_groups", cfg)
+    assert result.status == "ok", result.reason
+    assert chroot.user_entry("foobar")[4] == "Foo B. Bar"
+    assert ctx.warnings == ["users_groups: users[0].selinux_user: SELinux is not enabled on this kernel; "
+                            "'foobar' is created without the SELinux user 'staff_u'"]
+    # where the kernel has SELinux, the option is passed on to useradd as given
+    monkeypatch.setattr(users_groups, "SELINUXFS_ENFORCE", "/")
+    assert "--selinux-user" in chroot_useradd_argv(chroot, users_groups, {"name": "x", "selinux_user": "staff_u"})
+
+
+def chroot_useradd_argv(chroot, users_groups, entry: dict) -> list[str]:
+    from cloudseed.agent.modules import ModuleContext
+    from cloudseed.agent.state import Paths
+    from cloudseed.agent.users import UserRequest
+
+    ctx = ModuleContext(root=chroot, paths=Paths(chroot), cfg={}, instance_id="i-test", stage="config",
+                        datasource=None, instance_data={})
+    spec = users_groups._spec_for_useradd(ctx, UserRequest(name=entry["name"], where="users[0]", spec=entry), [])
+    return ctx.distro.useradd_argv(entry["name"], spec)
