@@ -194,7 +194,9 @@ def main() -> int:
         command += ["-m", "cProfile", "-o", args.profile]
     settings = os.path.join(tmp, "server.yaml")
     with open(settings, "w") as handle:  # under callgrind a registry read may take seconds
-        handle.write("registry_wait: 600\n" if args.callgrind else "{}\n")
+        with open(os.path.join(args.tree, "cloudseed/provider/server/config.py")) as source:
+            knows = "registry_wait" in source.read()  # an older tree (--tree) may not have the setting
+        handle.write("registry_wait: 600\n" if args.callgrind and knows else "{}\n")
     command += ["-m", "cloudseed", "serve", "--db", db, "--listen", f"127.0.0.1:{port}", "--rate-limit", "0",
                 "--config", settings,
                 "--access-log", os.path.join(tmp, "access.log") if args.access_log else ""]

@@ -96,6 +96,9 @@ class Connection:
         self.limits = limits
         self.out: list[bytes] = []  # encoded answers not yet written
         self.done: list[tuple[Request, Response]] = []  # their requests, for on_response after the write
+        # read on every request: kept on the instance (a read falling through to the class costs more)
+        self.busy = self.closing = self.scheduled = False
+        self.reading = True
 
     # -- called by the transport ---------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:

@@ -1,8 +1,11 @@
 """In-memory view of the registry for the hot path: who is at an address, rendered responses.
 
 A hit costs two dict lookups. Misses are loaded from the registry on one worker thread, and a
-load that takes longer than ``load_wait`` seconds (a database cut off) is answered 503 instead
-of holding the client (behind a balancer, another server answers). A watcher thread follows
+request waiting for a load while that thread has finished nothing for ``load_wait`` seconds (a
+database cut off) is answered 503 instead of being held (behind a balancer, another server
+answers); a thread that is merely busy (a storm of new instances) is waited for. Requests for an
+address already being loaded share that load, and its result is cached when it lands even if
+every request waiting for it has given up, so their retries are hits. A watcher thread follows
 the registry's change log (``changes_since``; PostgreSQL NOTIFY wakes it at once) and drops
 changed instances; loads that raced with a change are used once, not cached. A changed instance
 that was cached is loaded again at once, in the background, so that the instances a server has
@@ -108,6 +111,8 @@ class InstanceCache:
         self.unknown = 0  # addresses remembered as belonging to nobody
         self._seq = -1
         self._contact = time.monotonic()  # when the watcher last heard from the registry
+        self._finished = time.monotonic()  # when the registry thread last finished a job
+        self._inflight: dict[tuple[Optional[str], str], asyncio.Future] = {}  # address loads under way
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
 
@@ -124,30 +129,45 @@ class InstanceCache:
 
     # -- loads -----------------------------------------------------------------------------
     async def by_address(self, network: Optional[str], address: str) -> Any:
-        generation = self.generation
-        # one trip to the registry thread: who holds the address and, if it is one instance
-        # not cached yet, its record and events too
-        ids, loaded = await self.load(self._load_address, address, network)
-        if len(ids) > 1:
-            found: Any = AMBIGUOUS
-        else:
-            found = ids[0] if ids else None
-        if generation == self.generation:
-            if found is None:
-                self.unknown += 1
-                if self.unknown > MAX_UNKNOWN_ADDRESSES:  # a scan of unused addresses: start over
-                    self._forget_unknown()
-                    self.unknown = 1
-            self.addresses[(network, address)] = found
+        # one trip to the registry thread: who holds the address and, if it is one instance not
+        # cached yet, its record and timeline too. Requests for an address already being loaded
+        # wait for that load, and the load is cached when it lands, whoever still waits for it
+        # (a request that gave up with a 503 leaves its retry a cache hit).
+        key = (network, address)
+        pending = self._inflight.get(key)
+        if pending is None:
+            loop = asyncio.get_running_loop()
+            pending = self._inflight[key] = loop.run_in_executor(self.executor, self._job, self._load_address,
+                                                                 address, network)
+            generation = self.generation
+            pending.add_done_callback(lambda future: self._landed(key, generation, future))
+        ids, loaded = await self._wait(pending)
+        found = AMBIGUOUS if len(ids) > 1 else (ids[0] if ids else None)
         if found is None or found is AMBIGUOUS:
             return found
         cached = self.instances.get(found, MISSING)
-        if cached is not MISSING or loaded is None:
-            return cached if cached is not MISSING else await self.by_id(found)
-        entry = CachedInstance(*loaded) if loaded[0] is not None else None
-        if generation == self.generation:
-            self.instances[found] = entry
-        return entry
+        if cached is not MISSING:
+            return cached
+        if loaded is None:
+            return await self.by_id(found)
+        return CachedInstance(*loaded) if loaded[0] is not None else None  # raced with a change: used once
+
+    def _landed(self, key: tuple[Optional[str], str], generation: int, future: asyncio.Future) -> None:
+        """Keep what an address load found, unless the registry changed while it ran."""
+        if self._inflight.get(key) is future:
+            del self._inflight[key]
+        if future.cancelled() or future.exception() is not None or generation != self.generation:
+            return
+        ids, loaded = future.result()
+        found = AMBIGUOUS if len(ids) > 1 else (ids[0] if ids else None)
+        if found is None:
+            self.unknown += 1
+            if self.unknown > MAX_UNKNOWN_ADDRESSES:  # a scan of unused addresses: start over
+                self._forget_unknown()
+                self.unknown = 1
+        self.addresses[key] = found
+        if loaded is not None and found not in (None, AMBIGUOUS) and found not in self.instances:
+            self.instances[found] = CachedInstance(*loaded) if loaded[0] is not None else None
 
     async def by_id(self, instance_id: str) -> Optional[CachedInstance]:
         cached = self.instances.get(instance_id, MISSING)
@@ -178,20 +198,33 @@ class InstanceCache:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
 
     async def load(self, function: Callable, *args: Any) -> Any:
-        """``run`` for a read a request waits on: RegistryUnavailable after ``load_wait`` seconds
-        (a timer on the executor's future: no Task per load)."""
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self.executor, function, *args)
-        timer = loop.call_later(self.load_wait, future.cancel)
+        """``run`` for a read a request waits on (``_wait``)."""
+        future = asyncio.get_running_loop().run_in_executor(self.executor, self._job, function, *args)
         try:
-            return await future
-        except asyncio.CancelledError:
-            if not timer.cancelled() and future.cancelled() and loop.time() >= timer.when():
-                raise RegistryUnavailable(f"the registry did not answer within {self.load_wait:g}s; retry "
-                                          "shortly") from None
+            return await self._wait(future)
+        except RegistryUnavailable:
+            future.cancel()  # not begun yet: off the thread's queue (a dead database queues nothing)
             raise
+
+    def _job(self, function: Callable, *args: Any) -> Any:
+        """A registry job (in its thread), noting when it finished: the thread is alive."""
+        try:
+            return function(*args)
         finally:
-            timer.cancel()
+            self._finished = time.monotonic()
+
+    async def _wait(self, future: asyncio.Future) -> Any:
+        """``future``'s result; RegistryUnavailable once the registry thread has finished nothing
+        for ``load_wait`` seconds (a database that stopped answering). A thread that is busy with
+        other loads (a storm of new instances) is waited for: it is slow, not gone."""
+        waited_since = time.monotonic()
+        while not future.done():
+            idle = time.monotonic() - max(self._finished, waited_since)
+            if idle >= self.load_wait:
+                raise RegistryUnavailable(f"the registry did not answer within {self.load_wait:g}s; retry "
+                                          "shortly")
+            await asyncio.wait((future,), timeout=self.load_wait - idle)
+        return future.result()
 
     def contact_age(self) -> float:
         """Seconds since the watcher last read the registry's change log."""
@@ -202,6 +235,7 @@ class InstanceCache:
         """Forget these instances and every address mapping that might involve them."""
         self.generation += 1
         self.invalidations += len(instance_ids)
+        self._inflight.clear()  # loads under way may hold the old state: later requests load again
         changed = set(instance_ids)
         seen = [k for k, v in self.addresses.items() if v in changed][:MAX_REFRESH]
         cached = [i for i in changed if self.instances.get(i) is not None][:MAX_REFRESH]
@@ -235,6 +269,7 @@ class InstanceCache:
     def forget_all(self) -> None:
         """Drop every cached instance and address (after an outage longer than the change log keeps)."""
         self.generation += 1
+        self._inflight.clear()
         self.instances.clear()
         self.addresses.clear()
         self.unknown = 0

@@ -60,6 +60,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     metrics = Metrics()
     metrics.gauges["cached_instances"] = lambda: len(cache.instances)
     metrics.gauges["cache_invalidations_total"] = lambda: cache.invalidations
+    metrics.gauges["registry_contact_age_seconds"] = lambda: round(cache.contact_age(), 3)  # > 3: unhealthy
     key = registry.shared_setting("imds_token_key", lambda: os.urandom(32).hex())
     tokens = TokenIssuer(bytes.fromhex(key))
     limiter = RateLimiter(config.rate_limit, config.rate_burst)

@@ -57,6 +57,7 @@ def served_by(cloud: Deployment, instance_id: str) -> list[int]:
     return found
 
 
+@pytest.mark.reference
 def test_cloud_init_22_4_boots_through_the_balancer(cloud, tmp_path):
     """Debian's cloud-init datasource classes as the clients: OpenStack, and EC2 with IMDSv2 required."""
     from test_reference_clients import COMMON, run_reference_in

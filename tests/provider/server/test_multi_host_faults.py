@@ -146,6 +146,8 @@ def test_faults_during_a_storm_lose_no_instance_and_no_change(cloud, tmp_path):
         until(start_at, CUT)
         cloud.cut_database(3)
         timeline["s3 out of the healthy set"] = cloud.wait_states({"s3": "DOWN"}) + time.time() - start_at - CUT
+        assert cloud.metric(3, "cloudseed_registry_contact_age_seconds") > 3  # what monitoring sees
+        assert cloud.metric(1, "cloudseed_registry_contact_age_seconds") < 3
         until(start_at, RESTORE)
         cloud.cut_database(3, cut=False)
         timeline["s3 healthy again"] = cloud.wait_states({"s3": "UP"}) + time.time() - start_at - RESTORE

@@ -1,0 +1,140 @@
+"""Registry loads of the server's instance cache under a storm and a stalled database.
+
+A real SQLite registry on the cache's one worker thread; the registry's address lookup is wrapped
+only to count calls and to hold them (as a database that is slow or has stopped answering holds
+them). Checks: requests for one address share one load; a load lands in the cache even when every
+request waiting for it gave up with 503 (their retries are hits); a busy registry thread is waited
+for, a stalled one is answered RegistryUnavailable after ``load_wait`` seconds; a load that raced
+with a change is used, never cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+
+import pytest
+
+from cloudseed.provider.registry import InstanceRecord, RegistryUnavailable, open_registry
+from cloudseed.provider.server.instance_cache import MISSING, CachedInstance, InstanceCache
+
+
+class HeldLookups:
+    """Counts the registry's address lookups and holds each until ``gate`` is set."""
+
+    def __init__(self, registry, delay: float = 0.0):
+        self.real = registry.find_by_address
+        self.calls = 0
+        self.delay = delay
+        self.gate = threading.Event()
+        self.gate.set()
+        registry.find_by_address = self
+
+    def __call__(self, address, network):
+        self.calls += 1
+        self.gate.wait(30)
+        time.sleep(self.delay)
+        return self.real(address, network)
+
+
+@pytest.fixture
+def cache(tmp_path):
+    registry = open_registry(str(tmp_path / "registry.db"))
+    registry.add_many([InstanceRecord(instance_id=f"i-load-{n}", hostname=f"load-{n}",
+                                      addresses=[{"address": f"10.61.0.{n + 1}", "network": None}])
+                       for n in range(20)])
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        yield InstanceCache(registry, executor, load_wait=0.5)
+    finally:
+        executor.shutdown()
+        registry.close()
+
+
+def test_requests_for_one_address_share_one_load(cache):
+    held = HeldLookups(cache.registry)
+    held.gate.clear()
+
+    async def storm():
+        asks = [asyncio.ensure_future(cache.by_address(None, "10.61.0.3")) for _ in range(50)]
+        await asyncio.sleep(0.1)
+        held.gate.set()
+        return await asyncio.gather(*asks)
+
+    found = asyncio.run(storm())
+    assert held.calls == 1
+    assert {entry.instance_id for entry in found} == {"i-load-2"}
+    assert len({id(entry) for entry in found}) == 1  # the very entry that was cached
+    assert cache.cached_by_address(None, "10.61.0.3") is found[0]
+
+
+def test_a_load_that_lands_after_its_requests_gave_up_is_cached(cache):
+    held = HeldLookups(cache.registry)
+    held.gate.clear()
+
+    async def scenario():
+        started = time.monotonic()
+        with pytest.raises(RegistryUnavailable, match="did not answer within 0.5s"):
+            await cache.by_address(None, "10.61.0.4")
+        waited = time.monotonic() - started
+        assert cache.cached_by_address(None, "10.61.0.4") is MISSING
+        with pytest.raises(RegistryUnavailable):  # the retry joins the load still under way
+            await cache.by_address(None, "10.61.0.4")
+        held.gate.set()
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if cache.cached_by_address(None, "10.61.0.4") is not MISSING:
+                break
+        return waited
+
+    waited = asyncio.run(scenario())
+    assert 0.45 <= waited < 2.0
+    entry = cache.cached_by_address(None, "10.61.0.4")
+    assert isinstance(entry, CachedInstance) and entry.instance_id == "i-load-3"
+    assert held.calls == 1  # one lookup for both requests; the next request is a hit
+
+
+def test_a_busy_registry_thread_is_waited_for_a_stalled_one_is_not(cache):
+    held = HeldLookups(cache.registry, delay=0.2)  # each load 0.2 s: twelve queued take 2.4 s
+
+    async def busy():
+        started = time.monotonic()
+        found = await asyncio.gather(*(cache.by_address(None, f"10.61.0.{n + 1}") for n in range(12)))
+        return found, time.monotonic() - started
+
+    found, took = asyncio.run(busy())
+    assert [entry.instance_id for entry in found] == [f"i-load-{n}" for n in range(12)]
+    assert took > 2 * cache.load_wait  # longer than load_wait, and still no 503: the thread was working
+
+    held.delay = 0.0
+    held.gate.clear()  # now nothing finishes
+
+    async def stalled():
+        started = time.monotonic()
+        results = await asyncio.gather(*(cache.by_address(None, f"10.61.0.{n + 13}") for n in range(4)),
+                                       cache.by_id("i-load-19"), return_exceptions=True)
+        return results, time.monotonic() - started
+
+    results, took = asyncio.run(stalled())
+    held.gate.set()
+    assert all(isinstance(result, RegistryUnavailable) for result in results), results
+    assert took < 4 * cache.load_wait
+
+
+def test_a_load_that_raced_with_a_change_is_used_but_not_cached(cache):
+    held = HeldLookups(cache.registry)
+    held.gate.clear()
+
+    async def scenario():
+        ask = asyncio.ensure_future(cache.by_address(None, "10.61.0.6"))
+        await asyncio.sleep(0.1)
+        cache.invalidate(["i-load-5"])  # a change reported while the load runs
+        held.gate.set()
+        return await ask
+
+    entry = asyncio.run(scenario())
+    assert entry.instance_id == "i-load-5"
+    assert cache.cached_by_address(None, "10.61.0.6") is MISSING
+    assert cache.cached("i-load-5") is MISSING
