@@ -55,6 +55,8 @@ printf '%s done\\n' "{mark}" > $out
 _COLLECT_UNIT = """[Unit]
 Description=cloudseed lab: report the agent's results on the serial console
 After=multi-user.target cloudseed-final.service cloud-final.service
+# a try restored from a snapshot asks the gate's process instead (labguest.py)
+ConditionKernelCommandLine=!cloudseed.lab.gate
 
 [Service]
 Type=oneshot
@@ -113,6 +115,65 @@ def _write_fallback_units(tree: str) -> None:
     multi = os.path.join(unit_dir, "multi-user.target.wants")
     os.makedirs(multi, exist_ok=True)
     _symlink("/etc/systemd/system/cloudseed.target", os.path.join(multi, "cloudseed.target"))
+
+
+GUEST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guest")
+GUEST_FILES = ("labguest.py", "labstate.py")
+HELPER = "/usr/local/lib/cloudseed-lab/labguest.py"
+
+# The snapshot point of `lab --repeat` (lab images only): with cloudseed.lab.gate on the kernel command
+# line, the agent's local unit runs its command through the guest helper, which holds it before it
+# reads anything (labguest.py agent-gate). Without that word this generator writes nothing: a lab
+# boot pays one shell start beside the other generators; an image outside the lab has none of it.
+_GATE_GENERATOR = f"""#!/bin/sh
+read -r cmdline < /proc/cmdline
+case " $cmdline " in *" cloudseed.lab.gate "*) ;; *) exit 0 ;; esac
+gate() {{
+    mkdir -p "$1/$2.d"
+    printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/python3 {HELPER} agent-gate %s\\n' "$3" \\
+        > "$1/$2.d/cloudseed-lab-gate.conf"
+}}
+gate "$1" cloudseed-local.service "/usr/bin/cloudseed boot --hand-off"
+gate "$1" cloud-init-local.service "/usr/bin/cloud-init init --local"
+"""
+
+# Answers the lab's questions (--expect facts, --compare state) once the agent is done; on a
+# restored try the gate's process does this instead (already in memory).
+_EXEC_UNIT = f"""[Unit]
+Description=cloudseed lab: answer the lab's questions about the finished boot
+After=multi-user.target cloudseed-lab-collect.service
+ConditionKernelCommandLine=cloudseed.lab.exec
+
+[Service]
+ExecStart=/usr/bin/python3 {HELPER} serve
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def guest_files_hash() -> str:
+    """A hash of what ``install_lab_helper`` puts in an image (part of every lab image's key)."""
+    from cloudseed.lab.cache import digest
+
+    items: list[str | bytes] = [_GATE_GENERATOR, _EXEC_UNIT, _COLLECT_SCRIPT, _COLLECT_UNIT]
+    for name in GUEST_FILES:
+        with open(os.path.join(GUEST_DIR, name), "rb") as handle:
+            items.append(handle.read())
+    return digest(items)
+
+
+def install_lab_helper(tree: str) -> None:
+    """The guest helper (gate, exec loop, state), its generator and its unit, in every lab image."""
+    for name in GUEST_FILES:
+        with open(os.path.join(GUEST_DIR, name)) as handle:
+            _write(os.path.join(tree, os.path.dirname(HELPER).lstrip("/"), name), handle.read(), 0o755)
+    _write(os.path.join(tree, "etc/systemd/system-generators/cloudseed-lab-gate"), _GATE_GENERATOR, 0o755)
+    unit_dir = os.path.join(tree, "etc/systemd/system")
+    _write(os.path.join(unit_dir, "cloudseed-lab-exec.service"), _EXEC_UNIT)
+    wants = os.path.join(unit_dir, "multi-user.target.wants")
+    os.makedirs(wants, exist_ok=True)
+    _symlink("/etc/systemd/system/cloudseed-lab-exec.service", os.path.join(wants, "cloudseed-lab-exec.service"))
 
 
 def install_collector(tree: str) -> None:

@@ -23,9 +23,16 @@ STAGE_START = re.compile(r"cloudseed: stage (\w+) start")
 STAGE_DONE = re.compile(r"cloudseed: stage (\w+) finished in ([0-9.]+)s \((\d+) modules?, (\d+) errors?\)")
 AGENT_DONE = re.compile(r"cloudseed: finished\b")
 REF_STAGE = re.compile(r"Cloud-init v\. \S+ running '([\w:-]+)' at")
+# cloud-init's names for its stages, as the lab names them for both agents (local, network, config, final)
+REF_STAGE_NAMES = {"init-local": "local", "init": "network", "modules:config": "config", "modules:final": "final"}
 REF_DONE = re.compile(r"Cloud-init v\. \S+ finished at")
 COLLECTED = re.compile(r"cloudseed-lab: (status|result|done) ?(.*)$")
 KERNEL = re.compile(r"Linux version \d")
+GATE = re.compile(r"cloudseed-lab: gate: (ready|released)")
+# systemd's status lines (long unit names are cut with "…" on the console; the description is whole)
+TARGET = re.compile(r"Reached target (\S+) - (.+?)\.?$")
+STARTED = re.compile(r"\] (?:Started|Finished) (\S+) - (.+?)\.?$")
+STARTING = re.compile(r"^\s*Starting (\S+) - (.+?)\.\.\.$")
 LOGIN = re.compile(r"login: *$")
 
 
@@ -37,7 +44,7 @@ class Line:
 
 @dataclass
 class Event:
-    kind: str  # kernel, stage-start, stage-done, agent-done, collected, login
+    kind: str  # kernel, stage-start, stage-done, agent-done, collected, login, gate, target, unit, unit-start
     at: float
     stage: str = ""
     seconds: float = 0.0
@@ -60,7 +67,7 @@ def parse_event(line: Line) -> Optional[Event]:
         return Event("agent-done", line.at, text=text)
     match = REF_STAGE.search(text)
     if match:
-        return Event("stage-start", line.at, stage=match.group(1), text=text)
+        return Event("stage-start", line.at, stage=REF_STAGE_NAMES.get(match.group(1), match.group(1)), text=text)
     match = COLLECTED.search(text)
     if match:
         data: Any = None
@@ -72,9 +79,35 @@ def parse_event(line: Line) -> Optional[Event]:
         return Event("collected", line.at, stage=match.group(1), data=data, text=text)
     if KERNEL.search(text):
         return Event("kernel", line.at, text=text)
+    match = GATE.search(text)
+    if match:
+        return Event("gate", line.at, stage=match.group(1), text=text)
+    match = TARGET.search(text)
+    if match:
+        return Event("target", line.at, stage=match.group(1), data=match.group(2), text=text)
+    match = STARTED.search(text)
+    if match:
+        return Event("unit", line.at, stage=match.group(1), data=match.group(2), text=text)
+    match = STARTING.search(text)
+    if match:
+        return Event("unit-start", line.at, stage=match.group(1), data=match.group(2), text=text)
     if LOGIN.search(text):
         return Event("login", line.at, text=text)
     return None
+
+
+def read_log(path: str) -> list[Line]:
+    """The lines of a console log the lab wrote (``[  12.345] text``), with their times."""
+    lines = []
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for raw in handle:
+            stamp, _, text = raw.rstrip("\n").partition("] ")
+            try:
+                lines.append(Line(float(stamp.lstrip("[ ")), text))
+            except ValueError:
+                if lines:  # a line of the guest's that held a newline of its own
+                    lines[-1] = Line(lines[-1].at, lines[-1].text + "\n" + raw.rstrip("\n"))
+    return lines
 
 
 @dataclass

@@ -74,7 +74,7 @@ def lab_image(agent: str = "cloudseed", deb: str | None = None) -> Image:
     if (agent == "deb") != bool(deb):
         raise ImageBuildError("a .deb is given with agent 'deb', and only then")
     base = base_rootfs()
-    parts = [IMAGE_VERSION, os.path.basename(base), agent]
+    parts = [IMAGE_VERSION, os.path.basename(base), agent, agent_install.guest_files_hash()]
     if agent == "cloudseed":
         parts.append(package_hash())
     if agent == "none":
@@ -132,6 +132,7 @@ def _build(agent: str, base: str, disk: str, key: str, deb: str | None = None) -
         else:
             agent_install.install_host_keygen(stage)
     agent_install.install_collector(stage)
+    agent_install.install_lab_helper(stage)
     try:
         kernel, initrd = kernel_files(stage)
         shutil.copyfile(kernel, os.path.join(images, f"{key}.vmlinuz"))

@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from cloudseed.lab.channel import EXEC_PORT, GATE_PORT
 from cloudseed.lab.console import Console, Event
 from cloudseed.lab.image import Image
 
@@ -55,16 +57,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _opt(path: str) -> str:
+    """A path inside a qemu option string (a comma there is written twice)."""
+    return path.replace(",", ",,")
+
+
 def _format(path: str) -> str:
     """qcow2 or raw, from the file's magic."""
     with open(path, "rb") as handle:
         return "qcow2" if handle.read(4) == b"QFI\xfb" else "raw"
 
 
-def accel_args(accel: str) -> list[str]:
+def accel_args(accel: str, cpu: Optional[str] = None) -> list[str]:
     if accel == "kvm":
-        return ["-accel", "kvm", "-cpu", "host"]
-    return ["-accel", "tcg,thread=multi", "-cpu", "max"]
+        return ["-accel", "kvm", "-cpu", cpu or "host"]
+    return ["-accel", "tcg,thread=multi", "-cpu", cpu or "max"]
 
 
 @dataclass
@@ -84,6 +91,10 @@ class VmSpec:
     # more guest addresses forwarded to host loopback ports: (guest ip, guest port, host port);
     # the guest ip must be in the user network (10.0.2.0/24, or 169.254.0.0/16 with a metadata port)
     forwards: list[tuple[str, int, int]] = field(default_factory=list)
+    channels: bool = False  # the lab's virtio-serial ports (gate and exec: lab/channel.py)
+    backing: Optional[str] = None  # what a new overlay is made on (default: the image's disk)
+    incoming: Optional[str] = None  # a saved VM state file to resume from instead of booting
+    cpu: Optional[str] = None  # qemu's -cpu (default: host under KVM, max under TCG)
 
 
 _RUNNING: list[VirtualMachine] = []
@@ -106,6 +117,8 @@ class VirtualMachine:
         self.overlay = spec.overlay or os.path.join(spec.workdir, "overlay.qcow2")
         self.qmp_path = os.path.join(spec.workdir, "qmp.sock")
         self.serial_path = os.path.join(spec.workdir, "serial.out")
+        self.gate_path = os.path.join(spec.workdir, "gate.sock")
+        self.exec_path = os.path.join(spec.workdir, "exec.sock")
         self.ssh_port = free_port()
         self.on_event = on_event
         self.process: Optional[subprocess.Popen] = None
@@ -128,11 +141,11 @@ class VirtualMachine:
         for guest_ip, guest_port, host_port in spec.forwards:
             socat = shutil.which("socat") or "socat"
             netdev += f",guestfwd=tcp:{guest_ip}:{guest_port}-cmd:{socat} STDIO TCP:127.0.0.1:{host_port}"
-        argv = ["qemu-system-x86_64", *accel_args(spec.accel), "-smp", str(spec.cpus),
+        argv = ["qemu-system-x86_64", *accel_args(spec.accel, spec.cpu), "-smp", str(spec.cpus),
                 "-m", str(spec.memory_mib), "-display", "none", "-monitor", "none",
-                "-serial", f"file:{self.serial_path}",
-                "-qmp", f"unix:{self.qmp_path},server=on,wait=off",
-                "-drive", f"file={self.overlay},if=virtio,format=qcow2,cache=unsafe",
+                "-serial", f"file:{_opt(self.serial_path)}",
+                "-qmp", f"unix:{_opt(self.qmp_path)},server=on,wait=off",
+                "-drive", f"file={_opt(self.overlay)},if=virtio,format=qcow2,cache=unsafe",
                 "-netdev", netdev, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56",
                 "-object", "rng-random,filename=/dev/urandom,id=rng0",
                 "-device", "virtio-rng-pci,rng=rng0"]
@@ -140,22 +153,31 @@ class VirtualMachine:
             argv += ["-kernel", spec.image.kernel, "-initrd", spec.image.initrd,
                      "-append", f"root=/dev/vda1 ro console=ttyS0,115200 {spec.kernel_args}".strip()]
         for extra in spec.disks:
-            argv += ["-drive", f"file={extra},if=virtio,format={_format(extra)},cache=unsafe"]
+            argv += ["-drive", f"file={_opt(extra)},if=virtio,format={_format(extra)},cache=unsafe"]
         for seed in spec.seeds:
-            argv += ["-drive", f"file={seed},if=virtio,format=raw,readonly=on"]
+            argv += ["-drive", f"file={_opt(seed)},if=virtio,format=raw,readonly=on"]
         smbios = PLATFORMS.get(spec.platform or "", spec.platform)
         for entry in (smbios,) if isinstance(smbios, str) else smbios or ():
             argv += ["-smbios", entry]
+        if spec.channels:
+            argv += ["-device", "virtio-serial-pci,id=labser"]
+            for ident, path, name in (("labgate", self.gate_path, GATE_PORT), ("labexec", self.exec_path, EXEC_PORT)):
+                argv += ["-chardev", f"socket,id={ident},path={_opt(path)},server=on,wait=off",
+                         "-device", f"virtserialport,bus=labser.0,chardev={ident},name={name}"]
+        if spec.incoming:
+            argv += ["-incoming", "defer"]
         return argv
 
-    def start(self) -> None:
+    def start(self, origin: Optional[float] = None) -> None:
+        """Start qemu; console times count from ``origin`` (a ``time.monotonic()``; default: now)."""
         if not os.path.exists(self.overlay):
-            proc = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", _format(self.spec.image.disk), "-b",
-                                   self.spec.image.disk, self.overlay, self.spec.overlay_size],
+            backing = self.spec.backing or self.spec.image.disk
+            proc = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", _format(backing), "-b",
+                                   backing, self.overlay, self.spec.overlay_size],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 raise LabError(f"qemu-img create {self.overlay}: {proc.stderr.strip()}")
-        for stale in (self.qmp_path, self.serial_path):
+        for stale in (self.qmp_path, self.serial_path, self.gate_path, self.exec_path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(stale)
         boot = 1
@@ -163,14 +185,32 @@ class VirtualMachine:
             boot += 1
         self.console_log = os.path.join(self.spec.workdir, f"console-{boot}.log")
         self._log = open(self.console_log, "w")  # noqa: SIM115 - open for the VM's lifetime
-        self.started = time.monotonic()
+        self.started = origin or time.monotonic()
         with open(os.path.join(self.spec.workdir, "qemu.err"), "a") as errors:
             self.process = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=errors,
                                             stderr=errors, start_new_session=True)
         _RUNNING.append(self)
+        if self.spec.incoming:
+            self._resume(self.spec.incoming)
         self.console = Console(self.started, self._log, self.on_event)
         self.console.follow_file(self.serial_path, self.running)
         threading.Thread(target=self._watch_ssh, daemon=True).start()
+
+    def _resume(self, state: str) -> None:
+        """Load the saved state into the waiting qemu and run it (it was saved stopped)."""
+        from cloudseed.lab.qmp import Qmp, QmpError
+
+        try:
+            qmp = Qmp(self.qmp_path)
+            try:
+                qmp.command("migrate-incoming", uri=f"exec:cat {shlex.quote(state)}")
+                qmp.wait_migration(120)
+                qmp.command("cont")
+            finally:
+                qmp.close()
+        except QmpError as e:
+            self.kill()
+            raise LabError(f"cannot restore the VM from {state}: {e}") from None
 
     def _watch_ssh(self) -> None:
         while not self._stop.is_set() and self.process and self.process.poll() is None:

@@ -1,0 +1,364 @@
+"""The lab's helper inside the guest (lab images only; never part of the agent's package).
+
+Installed as ``/usr/local/lib/cloudseed-lab/labguest.py`` and run by the guest's own python3
+(standard library only, Python 3.9+). Two jobs, each over a virtio-serial port the lab adds:
+
+``agent-gate COMMAND...``: the snapshot point. With ``cloudseed.lab.gate`` on the kernel command
+line, the lab's generator makes this the agent's local unit's command (``cloudseed boot
+--hand-off``, or ``cloud-init init --local``). It imports the agent's entry modules, waits until
+the rest of the early boot is quiet, says ``ready`` and blocks: the agent has not read anything
+yet. The lab saves the VM there; each try restores it and sends the release: the host's clock
+and fresh entropy, which are applied (wall clock set, entropy credited and the kernel's generator
+reseeded, Python's ``random`` reseeded, so no two tries share keys or names); the seed disks'
+cached blocks are dropped (each try attaches a new seed at the same place). Then the agent runs
+in this process, as its own command would (systemd's notifications come from the unit's main
+process, as before). A child stays behind as the ``serve`` loop.
+
+``serve``: answers the host's questions after the agent has finished, one JSON line each way:
+the agent's records, facts for ``--expect`` checks and the system state for ``--compare``
+(``labstate.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import glob
+import json
+import os
+import stat
+import struct
+import subprocess
+import sys
+import time
+
+GATE_PORT = "org.cloudseed.lab.gate"
+EXEC_PORT = "org.cloudseed.lab.exec"
+RUN_DIR = "/run/cloudseed-lab"
+RNDADDENTROPY = 0x40085203
+RNDRESEEDCRNG = 0x5207
+BLKFLSBUF = 0x1261
+
+
+def console(message: str) -> None:
+    """A line on the serial console (the lab's timeline reads it)."""
+    try:
+        with open("/dev/ttyS0", "w") as tty:
+            tty.write(f"cloudseed-lab: {message}\n")
+    except OSError:
+        print(f"cloudseed-lab: {message}", flush=True)
+
+
+def find_port(name: str, timeout: float) -> str | None:
+    """The character device of the virtio-serial port called ``name`` (the module loaded if needed)."""
+    deadline = time.monotonic() + timeout
+    subprocess.run(["modprobe", "-q", "virtio_console"], check=False)
+    while True:
+        for entry in glob.glob("/sys/class/virtio-ports/*/name"):
+            try:
+                with open(entry) as handle:
+                    if handle.read().strip() == name:
+                        device = "/dev/" + entry.split("/")[-2]
+                        if os.path.exists(device):
+                            return device
+            except OSError:
+                pass
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.1)
+
+
+class Port:
+    """A virtio-serial port as a line channel (JSON messages, one per line)."""
+
+    def __init__(self, device: str | int):
+        self.fd = device if isinstance(device, int) else os.open(device, os.O_RDWR)
+        self.buffer = b""
+        # a virtio port reads as empty while no host is connected; anything else ends there
+        self.wait_at_end = stat.S_ISCHR(os.fstat(self.fd).st_mode)
+
+    def send(self, message: dict) -> None:
+        data = json.dumps(message).encode() + b"\n"
+        while data:
+            try:
+                data = data[os.write(self.fd, data):]
+            except BlockingIOError:
+                time.sleep(0.01)
+            except OSError:  # the host is not connected yet (EAGAIN on some kernels)
+                time.sleep(0.05)
+
+    def receive(self) -> dict:
+        while b"\n" not in self.buffer:
+            chunk = os.read(self.fd, 65536)
+            if not chunk:  # no host connected: reads return 0 until one is
+                if not self.wait_at_end:
+                    raise EOFError
+                time.sleep(0.05)
+                continue
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except ValueError:
+            return {"op": "invalid", "line": line[:200].decode("utf-8", "replace")}
+
+
+def _cpu_idle_fraction(interval: float) -> float:
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as handle:
+            fields = [int(v) for v in handle.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]
+
+    total0, idle0 = sample()
+    time.sleep(interval)
+    total1, idle1 = sample()
+    return (idle1 - idle0) / max(1, total1 - total0)
+
+
+def _jobs_settled(own: str) -> bool:
+    """Every queued systemd job is waiting (for this gate), none running but this unit's own."""
+    proc = subprocess.run(["systemctl", "list-jobs", "--no-legend", "--no-pager"],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return False
+    for line in proc.stdout.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[3] == "running" and fields[1] != own:
+            return False
+    return True
+
+
+def wait_quiet(own: str, limit: float = 90.0) -> None:
+    """Until udev's queue is empty, systemd's jobs all wait and the CPUs idle (or ``limit``)."""
+    deadline = time.monotonic() + limit
+    subprocess.run(["udevadm", "settle", f"--timeout={int(limit)}"], check=False)
+    quiet = 0
+    while time.monotonic() < deadline and quiet < 3:
+        quiet = quiet + 1 if _jobs_settled(own) and _cpu_idle_fraction(0.3) > 0.85 else 0
+
+
+def _unmounted_disks() -> list[str]:
+    """Whole disks with nothing mounted from them: where seeds are attached."""
+    with open("/proc/mounts") as handle:
+        mounted = " ".join(line.split()[0] for line in handle)
+    disks = []
+    for path in sorted(glob.glob("/sys/block/*")):
+        name = os.path.basename(path)
+        if name.startswith(("vd", "sr", "sd")) and f"/dev/{name}" not in mounted:
+            disks.append(f"/dev/{name}")
+    return disks
+
+
+def release(message: dict) -> dict:
+    """Apply the host's clock and entropy, forget cached seed blocks; what was done."""
+    done: dict = {}
+    if isinstance(message.get("time"), (int, float)):
+        before = time.time()
+        time.clock_settime(time.CLOCK_REALTIME, float(message["time"]))
+        done["clock_step"] = round(message["time"] - before, 3)
+    entropy = base64.b64decode(message.get("entropy") or "")
+    if entropy:
+        with open("/dev/random", "wb") as rng:
+            request = struct.pack("ii", len(entropy) * 8, len(entropy)) + entropy
+            fcntl.ioctl(rng, RNDADDENTROPY, request)
+            fcntl.ioctl(rng, RNDRESEEDCRNG)
+        done["entropy_bytes"] = len(entropy)
+    flushed = []
+    for disk in _unmounted_disks():
+        try:
+            fd = os.open(disk, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue  # an empty drive
+        try:
+            fcntl.ioctl(fd, BLKFLSBUF)
+            flushed.append(disk)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    done["flushed"] = flushed
+    os.makedirs(RUN_DIR, exist_ok=True)
+    with open(os.path.join(RUN_DIR, "released"), "w") as handle:
+        json.dump({"at": time.time(), **done}, handle)
+    return done
+
+
+def _own_unit() -> str:
+    """The systemd unit this process runs in (from its cgroup)."""
+    try:
+        with open("/proc/self/cgroup") as handle:
+            return handle.read().strip().rsplit("/", 1)[-1]
+    except OSError:
+        return ""
+
+
+def _warm(argv: list[str]) -> None:
+    """Import what the agent's command imports first, and read its package into the page cache."""
+    import importlib
+
+    modules = []
+    try:
+        with open(argv[0]) as handle:
+            for line in handle:
+                words = line.split()
+                if len(words) >= 4 and words[0] == "from" and words[2] == "import":
+                    modules.append(words[1])
+    except OSError:
+        return
+    modules += {"cloudseed.cli": ["cloudseed.commands.boot", "cloudseed.agent.stages", "cloudseed.core.root"],
+                "cloudinit.cmd.main": []}.get(modules[0] if modules else "", [])
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - warming is best effort: the agent reports its own failures
+            continue
+        package = os.path.dirname(getattr(module, "__file__", "") or "")
+        if name.count(".") == 1 and package:
+            for dirpath, _, filenames in os.walk(package):
+                for filename in filenames:
+                    if filename.endswith(".pyc"):
+                        with open(os.path.join(dirpath, filename), "rb") as handle:
+                            handle.read()
+
+
+def agent_gate(argv: list[str]) -> int:
+    """Hold the agent's command at the snapshot point, then run it in this process."""
+    with open("/proc/cmdline") as handle:
+        gated = "cloudseed.lab.gate" in handle.read().split()
+    device = find_port(GATE_PORT, 60) if gated else None
+    if device is None:
+        if gated:
+            console("gate: no gate port; the agent starts at once")
+        os.execv(argv[0], argv)
+    _warm(argv)
+    port = Port(device)
+    console("gate: waiting for the boot to settle")
+    wait_quiet(_own_unit())
+    port.send({"event": "ready", "uptime": _uptime()})
+    console("gate: ready")
+    while True:
+        message = port.receive()
+        if message.get("op") == "release":
+            break
+    done = release(message)
+    port.send({"event": "released", **done})
+    console(f"gate: released ({done.get('clock_step', 0)}s clock step)")
+    os.close(port.fd)
+    exec_device = find_port(EXEC_PORT, 0)
+    if exec_device and os.fork() == 0:  # the exec loop, a child already started
+        os.setsid()
+        serve(exec_device)
+        os._exit(0)
+    if "random" in sys.modules:
+        sys.modules["random"].seed()
+    import runpy
+
+    sys.argv = list(argv)
+    sys.path[0] = os.path.dirname(argv[0])
+    runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+def _uptime() -> float:
+    with open("/proc/uptime") as handle:
+        return float(handle.read().split()[0])
+
+
+def _run(request: dict) -> dict:
+    argv = request.get("argv")
+    shell = request.get("shell")
+    try:
+        proc = subprocess.run(argv if argv else ["/bin/sh", "-c", shell], capture_output=True,
+                              timeout=float(request.get("timeout") or 60),
+                              input=(request.get("input") or "").encode())
+    except subprocess.TimeoutExpired:
+        return {"rc": None, "error": "timed out"}
+    except OSError as e:
+        return {"rc": None, "error": str(e)}
+    return {"rc": proc.returncode, "stdout": proc.stdout.decode("utf-8", "replace"),
+            "stderr": proc.stderr.decode("utf-8", "replace")}
+
+
+def _json_file(path: str):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _agent_finished() -> dict | None:
+    """The agent's records once it is done with this boot (None while it still runs)."""
+    status = _json_file("/run/cloudseed/status.json")
+    if isinstance(status, dict):
+        v1 = status.get("v1") or {}
+        final = v1.get("modules-final") or {}
+        crashed = any(isinstance(r, dict) and r.get("crashed") for r in v1.values())
+        if v1.get("disabled") or (v1.get("stage") is None and (final.get("finished") or crashed)):
+            return {"agent": "cloudseed", "status": status, "result": _json_file("/run/cloudseed/result.json")}
+        return None
+    result = _json_file("/run/cloud-init/result.json")
+    if result is not None or os.path.exists("/run/cloud-init/disabled"):
+        log = None
+        try:
+            with open("/var/log/cloud-init.log", errors="replace") as handle:
+                log = handle.read()
+        except OSError:
+            pass
+        return {"agent": "cloud-init", "status": _json_file("/run/cloud-init/status.json"), "result": result,
+                "log": log}
+    return None
+
+
+def wait_agent(timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = _agent_finished()
+        if found is not None:
+            return {**found, "uptime": _uptime(), "time": time.time()}
+        if time.monotonic() > deadline:
+            return {"error": f"the agent did not finish within {timeout:.0f}s"}
+        time.sleep(0.1)
+
+
+def handle(request: dict) -> dict:
+    op = request.get("op")
+    if op == "ping":
+        return {"pong": True, "uptime": _uptime()}
+    if op == "agent":
+        return wait_agent(float(request.get("timeout") or 600))
+    if op == "exec":
+        return _run(request)
+    if op in ("facts", "state"):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import labstate
+
+        if op == "facts":
+            return {"facts": [labstate.fact(query) for query in request.get("queries") or []]}
+        return {"state": labstate.collect(request.get("since"))}
+    return {"error": f"unknown op {op!r}"}
+
+
+def serve(device: str | int | None = None) -> int:
+    """Answer requests until the host goes away (end of input on a socket; a port is kept)."""
+    device = device if device is not None else find_port(EXEC_PORT, 60)
+    if device is None:
+        return 0
+    port = Port(device)
+    while True:
+        try:
+            request = port.receive()
+        except EOFError:
+            return 0
+        try:
+            reply = handle(request)
+        except Exception as e:  # noqa: BLE001 - the host gets every failure as an answer
+            reply = {"error": f"{type(e).__name__}: {e}"}
+        reply["id"] = request.get("id")
+        port.send(reply)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "agent-gate":
+        sys.exit(agent_gate(sys.argv[2:]))
+    sys.exit(serve())

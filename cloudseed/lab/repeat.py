@@ -1,0 +1,91 @@
+"""``lab --repeat [N]`` and ``lab --watch``: try a cloud-config again and again, seconds apart.
+
+The snapshot is made (or found) once; each try restores it with the files as they are now and
+prints the report, the timeline and the checks. ``--repeat`` waits for Enter between tries (``q``
+or end of input stops), ``--repeat N`` runs N tries, ``--watch`` starts a try whenever one of
+the given files is saved (Ctrl-C stops). The exit code is the last try's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Callable, Optional
+
+from cloudseed.lab.checks import summary
+from cloudseed.lab.report import format_report, report_dict
+from cloudseed.lab.timeline import build, render_text
+from cloudseed.lab.tries import Try, TrySession
+
+
+def _stamp(paths: list[str]) -> tuple:
+    stamps = []
+    for path in paths:
+        try:
+            info = os.stat(path)
+            stamps.append((path, info.st_mtime_ns, info.st_size))
+        except OSError:
+            stamps.append((path, None, None))
+    return tuple(stamps)
+
+
+def verdict(outcome: Try) -> int:
+    """0: the agent finished and every check held; 1 otherwise."""
+    if outcome.error or outcome.result.timed_out:
+        return 1
+    return 1 if outcome.checks and any(not c.ok for c in outcome.checks) else 0
+
+
+def describe(outcome: Try, as_json: bool = False) -> str:
+    """The report of one try: the boot report, its timeline, its checks and how long it took."""
+    result = outcome.result
+    took = (f"try {outcome.number}: {outcome.seconds:.1f}s from reading the files to the report "
+            f"(VM restored and released after {outcome.restored_in:.1f}s, agent done after "
+            f"{outcome.timings.get('agent', 0):.1f}s)")
+    if as_json:
+        data = report_dict(result)
+        data.update({"try": outcome.number, "seconds": round(outcome.seconds, 3),
+                     "restored_in": round(outcome.restored_in, 3),
+                     "timings": {k: round(v, 3) for k, v in outcome.timings.items()}, "error": outcome.error,
+                     "checks": [vars(c) for c in outcome.checks] if outcome.checks is not None else None})
+        return json.dumps(data, default=str)
+    parts = [format_report(result), "", render_text([build(result, result.image.agent)])]
+    if outcome.error:
+        parts += ["", f"error: {outcome.error}"]
+    if outcome.checks is not None:
+        parts += ["", summary(outcome.checks)]
+    parts += ["", took]
+    return "\n".join(parts)
+
+
+def run(session: TrySession, count: Optional[int], watch: bool, watched: list[str],
+        after_try: Callable[[Try], None], as_json: bool = False, poll: float = 0.2) -> int:
+    session.prepare()
+    number, code = 0, 0
+    stamps = _stamp(watched)
+    while True:
+        number += 1
+        outcome = session.run_try(number)
+        code = verdict(outcome)
+        print(describe(outcome, as_json), flush=True)
+        after_try(outcome)
+        if count is not None:
+            if number >= count:
+                return code
+            continue
+        if watch:
+            print(f"\nwatching {', '.join(watched)}: save to try again (Ctrl-C stops)", file=sys.stderr, flush=True)
+            try:
+                while _stamp(watched) == stamps:
+                    time.sleep(poll)
+            except KeyboardInterrupt:
+                return code
+            stamps = _stamp(watched)
+            continue
+        print("\npress Enter to try again with the files as they are now, q to stop: ", end="", file=sys.stderr,
+              flush=True)
+        line = sys.stdin.readline()
+        if not line or line.strip().lower() in ("q", "quit", "exit"):
+            return code

@@ -1,0 +1,233 @@
+"""``cloudseed lab`` as a user drives it: tries from a snapshot, checks, JUnit, HTML, parallel runs.
+
+Each test runs the ``lab`` command in a subprocess against the cached lab image, as a person
+iterating on a cloud-config would. The default (ci) set: ``--repeat`` answering Enter between
+tries while the user-data changes (the second try fails its checks: exit 1, JUnit and HTML say
+why; the page is opened in Chromium), ``--watch`` re-running on a save, ``--parallel`` over a
+directory, and ``--expect`` on a full boot. ``CLOUDSEED_E2E=all`` adds ``--compare`` (both agents,
+full boots) and tries through the OpenStack metadata service.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lab"))
+
+from browser import Browser, chromium  # noqa: E402
+
+TIMEOUT = float(os.environ.get("CLOUDSEED_E2E_TIMEOUT", "480"))
+
+
+def user_data(host: str, note: str, key: str) -> str:
+    return f"""#cloud-config
+hostname: {host}
+users:
+  - default
+  - name: tester
+    shell: /bin/bash
+    groups: [adm]
+    sudo: ALL=(ALL) NOPASSWD:ALL
+    ssh_authorized_keys: [{key}]
+write_files:
+  - path: /etc/lab/note
+    content: "{note}\\n"
+    permissions: '0640'
+runcmd:
+  - echo ran > /var/tmp/lab-runcmd
+"""
+
+
+def expect(key: str) -> str:
+    return f"""hostname: try-one
+files:
+  /etc/lab/note: {{content: "one\\n", mode: "0640", owner: root}}
+  /var/tmp/lab-runcmd: {{content: "ran\\n"}}
+users:
+  tester: {{shell: /bin/bash, groups: [adm], sudo: "ALL=(ALL) NOPASSWD:ALL", authorized_keys: ["{key}"],
+            password: locked}}
+services:
+  ssh: {{enabled: true, active: true}}
+packages:
+  openssh-server: true
+mounts:
+  /: {{fstype: ext4}}
+commands:
+  - {{name: identity, run: "cat /etc/ssh/ssh_host_ed25519_key.pub; date +%s", exit: 0}}
+"""
+
+
+class Lab:
+    """One ``cloudseed lab`` process whose output is read as it comes."""
+
+    def __init__(self, *args: str, cwd: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "cloudseed", "lab", *args], cwd=cwd,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, bufsize=1)
+        self.output = ""
+
+    def until(self, text: str, timeout: float = TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0 and self.proc.poll() is None or text in self.output, \
+                f"no {text!r} from the lab:\n{self.output[-3000:]}"
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(remaining, 1.0))
+            if ready:
+                line = self.proc.stdout.readline()
+                if line:
+                    self.output += line
+        return self.output
+
+    def say(self, line: str) -> None:
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout: float = 120) -> int:
+        out, _ = self.proc.communicate(timeout=timeout)
+        self.output += out or ""
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def key(ssh_key):
+    return ssh_key[1]
+
+
+def test_repeat_tries_the_saved_file_again_checks_it_and_reports(lab, key, tmp_path):
+    ud, exp = tmp_path / "user-data", tmp_path / "expect.yaml"
+    ud.write_text(user_data("try-one", "one", key))
+    exp.write_text(expect(key))
+    junit, html, work = tmp_path / "junit.xml", tmp_path / "report.html", tmp_path / "work"
+    run = Lab("--user-data", str(ud), "--repeat", "--expect", str(exp), "--junit", str(junit), "--html", str(html),
+              "--workdir", str(work), cwd=str(tmp_path))
+    first = run.until("try 1: ")
+    assert "checks: 19 passed, 0 failed" in first, first[-3000:]
+    assert "stage final" in first and "restore" in first  # the report and its timeline
+    ud.write_text(user_data("try-two", "two", key))
+    run.say("")
+    second = run.until("try 2: ")[len(first):]
+    run.say("q")
+    assert run.finish() == 1, run.output[-2000:]  # the last try's checks failed
+    assert "FAIL  hostname: is: expected 'try-one', found 'try-two' (line 1)" in second
+    assert "FAIL  file /etc/lab/note: content: expected 'one\\n', found 'two\\n' (line 3)" in second
+    assert "checks: 17 passed, 2 failed" in second
+    seconds = float(second.split("try 2: ")[1].split("s ")[0])
+    assert seconds < TIMEOUT
+    # each try is its own instance of the same saved VM: fresh host keys, the host's clock
+    identities = []
+    for number in (1, 2):
+        with open(work / f"try-{number}" / "facts.json") as handle:
+            command = json.load(handle)[-1]
+        host_key, clock = command["stdout"].split("\n")[:2]
+        assert abs(int(clock) - time.time()) < 120, command
+        identities.append(host_key)
+    assert identities[0].startswith("ssh-ed25519 ") and identities[0] != identities[1]
+    suites = ET.parse(junit).getroot()
+    assert (suites.get("tests"), suites.get("failures")) == ("20", "2")  # and "agent finished without errors"
+    failures = [c.find("failure").get("message") for c in suites.iter("testcase") if c.find("failure") is not None]
+    assert failures == ["expected 'try-one', found 'try-two'", "expected 'one\\n', found 'two\\n'"]
+    if chromium():
+        with Browser() as browser:
+            browser.open(html.as_uri())
+            drawn = browser.evaluate("[...document.querySelectorAll('#timeline g.bar.stage')].map(g => "
+                                     "[g.dataset.label, g.querySelector('rect').getBoundingClientRect().width])")
+            summary = browser.evaluate("document.getElementById('checks-summary').textContent")
+            artifacts = os.environ.get("CLOUDSEED_TEST_ARTIFACTS") or os.path.join(
+                os.path.dirname(os.path.dirname(HERE)), "out", "test-artifacts")
+            os.makedirs(artifacts, exist_ok=True)
+            browser.screenshot(os.path.join(artifacts, "lab-try-2.png"))
+        assert [label for label, _ in drawn] == ["local", "network", "config", "final"]
+        assert all(width > 0 for _, width in drawn)
+        assert summary == "17 passed, 2 failed"
+
+
+def test_watch_runs_again_when_the_file_is_saved(lab, key, tmp_path):
+    ud, exp = tmp_path / "user-data", tmp_path / "expect.yaml"
+    ud.write_text(user_data("try-two", "one", key))
+    exp.write_text("hostname: try-one\n")
+    run = Lab("--user-data", str(ud), "--watch", "--expect", str(exp), "--workdir", str(tmp_path / "w"),
+              cwd=str(tmp_path))
+    first = run.until("try 1: ")
+    assert "FAIL  hostname: is: expected 'try-one', found 'try-two'" in first
+    run.until("save to try again")
+    ud.write_text(user_data("try-one", "one", key))
+    second = run.until("try 2: ")[len(first):]
+    assert "checks: 1 passed, 0 failed" in second
+    run.proc.send_signal(signal.SIGTERM)
+    run.finish()
+    leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "w")], capture_output=True, text=True).stdout
+    assert leftovers.strip() == "", "a VM outlived the lab"
+
+
+def test_parallel_runs_every_file_of_a_directory_in_its_own_vm(lab, key, tmp_path):
+    directory = tmp_path / "configs"
+    directory.mkdir()
+    for name in ("alpha", "beta"):
+        (directory / f"{name}.yaml").write_text(f"#cloud-config\nhostname: {name}\n")
+    (directory / "broken.yaml").write_text("#cloud-config\nhostname: [unclosed\n")
+    exp = tmp_path / "expect.yaml"
+    exp.write_text("commands:\n  - {run: hostname}\n")
+    run = Lab("--user-data", str(directory), "--parallel", "2", "--expect", str(exp), "--workdir",
+              str(tmp_path / "w"), "--junit", str(tmp_path / "junit.xml"), cwd=str(tmp_path))
+    code = run.finish(timeout=TIMEOUT * 2)
+    table = run.output[run.output.index("file "):].splitlines()
+    rows = {line.split()[0]: line.split() for line in table[1:4]}
+    assert set(rows) == {"alpha.yaml", "beta.yaml", "broken.yaml"}, run.output[-2000:]
+    assert rows["alpha.yaml"][1] == "done" and rows["beta.yaml"][1] == "done"
+    assert rows["alpha.yaml"][4] == "1/1" and rows["beta.yaml"][4] == "1/1"
+    assert rows["broken.yaml"][1] != "done"  # the invalid user-data is this file's verdict, nobody else's
+    for number, name in ((1, "alpha"), (2, "beta")):  # each VM ran its own file
+        with open(tmp_path / "w" / f"{number:03d}-{name}.yaml" / "facts.json") as handle:
+            assert json.load(handle)[0]["stdout"] == f"{name}\n"
+    assert code == 1
+    suites = {s.get("name"): s for s in ET.parse(tmp_path / "junit.xml").getroot()}
+    assert set(suites) == {"alpha.yaml", "beta.yaml", "broken.yaml"}
+
+
+def test_expect_on_a_full_boot(lab, key, tmp_path):
+    ud, exp = tmp_path / "user-data", tmp_path / "expect.yaml"
+    ud.write_text(user_data("try-one", "one", key))
+    exp.write_text(expect(key))
+    run = Lab("--user-data", str(ud), "--expect", str(exp), "--junit", str(tmp_path / "junit.xml"),
+              "--workdir", str(tmp_path / "w"), cwd=str(tmp_path))
+    assert run.finish(timeout=TIMEOUT) == 0, run.output[-3000:]
+    assert "checks: 19 passed, 0 failed" in run.output
+    assert "kernel" in run.output.split("timeline (")[1]
+
+
+@pytest.mark.e2e_extra
+def test_compare_boots_both_agents_and_lists_what_differs(lab, key, tmp_path):
+    ud = tmp_path / "user-data"
+    ud.write_text(user_data("cmp-host", "one", key))
+    run = Lab("--user-data", str(ud), "--compare", "--json", "--html", str(tmp_path / "compare.html"),
+              "--workdir", str(tmp_path / "w"), cwd=str(tmp_path))
+    assert run.finish(timeout=TIMEOUT * 3) == 0, run.output[-3000:]
+    data = json.loads(run.output[run.output.index("{\n"):])
+    assert [r["name"] for r in data["runs"]] == ["cloudseed", "cloud-init"]
+    assert all(r["error"] is None and r["agent_seconds"] for r in data["runs"])
+    categories = {d["category"] for d in data["differences"]}
+    assert "hostname" not in categories and "hosts" not in categories and "sudoers" not in categories
+    assert not any(d["item"].startswith("tester ") for d in data["differences"]), data["differences"]
+
+
+@pytest.mark.e2e_extra
+def test_tries_through_the_openstack_metadata_service(lab, key, tmp_path):
+    ud, exp = tmp_path / "user-data", tmp_path / "expect.yaml"
+    ud.write_text(user_data("try-one", "one", key))
+    exp.write_text("hostname: try-one\nfiles:\n  /etc/lab/note: {content: \"one\\n\"}\n")
+    run = Lab("--datasource", "openstack", "--user-data", str(ud), "--repeat", "2", "--expect", str(exp),
+              "--workdir", str(tmp_path / "w"), cwd=str(tmp_path))
+    assert run.finish(timeout=TIMEOUT * 2) == 0, run.output[-3000:]
+    assert run.output.count("checks: 2 passed, 0 failed") == 2
+    assert "datasource: OpenStack" in run.output
