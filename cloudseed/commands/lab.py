@@ -174,18 +174,13 @@ def _outputs(args: argparse.Namespace, title: str, runs: list[tuple[str, object,
     """--html and --junit for ``runs``: (name, BootResult, checks or None, error or None)."""
     if args.junit:
         from cloudseed.lab import junit
-        from cloudseed.lab.agent_report import summarize
-        from cloudseed.lab.checks import Check
+        from cloudseed.lab.checks import agent_check
 
         suites = []
         for name, result, checks, error in runs:
-            agent = summarize(result.status, result.result, result.agent_log)
-            listed = list(checks or [])
-            if error is None and not result.timed_out:
-                errors = agent["errors"]
-                listed.insert(0, Check("agent", "finished without errors", not errors, "no errors",
-                                       "; ".join(str(e) for e in errors) or "no errors"))
-            suites.append(junit.SuiteRun(name, listed, result.agent_seconds or 0.0,
+            listed = list(checks) if checks is not None else \
+                [agent_check(result.status, result.result, result.agent_log)]
+            suites.append(junit.SuiteRun(name, [] if error or result.timed_out else listed, result.agent_seconds or 0.0,
                                          error or ("the agent did not finish" if result.timed_out else None)))
         junit.write(args.junit, suites)
     if args.html:
@@ -201,7 +196,7 @@ def _outputs(args: argparse.Namespace, title: str, runs: list[tuple[str, object,
 
 
 def _boot(args: argparse.Namespace, delivery, expect, workdir: str) -> int:
-    from cloudseed.lab.checks import evaluate, queries, summary
+    from cloudseed.lab.checks import judge, queries, summary
     from cloudseed.lab.image import external_image, lab_image
     from cloudseed.lab.report import format_report, report_dict
     from cloudseed.lab.session import run_boot
@@ -234,7 +229,7 @@ def _boot(args: argparse.Namespace, delivery, expect, workdir: str) -> int:
         if "error" in inspected:
             error = inspected["error"]
         else:
-            checks = evaluate(expect, inspected.get("facts") or [])
+            checks = judge(expect, inspected.get("facts") or [], result.status, result.result, result.agent_log)
     if args.json:
         data = report_dict(result)
         data["checks"] = [vars(c) for c in checks] if checks is not None else None

@@ -314,6 +314,23 @@ def evaluate(expect: Expectations, facts: list[dict[str, Any]]) -> list[Check]:
     return out
 
 
+def agent_check(status: Any, result: Any = None, log: Optional[str] = None) -> Check:
+    """The check every --expect run has first: the agent finished, and without errors."""
+    from cloudseed.lab.agent_report import summarize
+
+    own = summarize(status, result, log)
+    errors = [str(e) for e in own["errors"]]
+    finished = own["status"] not in (None, "running")
+    return Check("agent", "finished without errors", finished and not errors, "no errors",
+                 "; ".join(errors)[:300] if errors else ("no errors" if finished else f"status {own['status']}"))
+
+
+def judge(expect: Expectations, facts: list[dict[str, Any]], status: Any, result: Any = None,
+          log: Optional[str] = None) -> list[Check]:
+    """The agent's own verdict, then each check of the file."""
+    return [agent_check(status, result, log), *evaluate(expect, facts)]
+
+
 def fact_unit(name: str) -> str:
     return name if "." in name else f"{name}.service"
 

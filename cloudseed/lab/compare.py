@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from cloudseed.lab.checks import Check, Expectations, evaluate, queries
+from cloudseed.lab.checks import Check, Expectations, judge, queries
 from cloudseed.lab.delivery import Delivery
 from cloudseed.lab.session import BootResult, run_boot
 from cloudseed.lab.state_diff import Difference, diff
@@ -75,7 +75,7 @@ def _full_boot(agent: str, name: str, delivery: Delivery, accel: str, reason: st
     else:
         run.state = inspected.get("state")
         if expect is not None:
-            run.checks = evaluate(expect, inspected.get("facts") or [])
+            run.checks = judge(expect, inspected.get("facts") or [], result.status, result.result, result.agent_log)
     if os.path.exists(result.overlay):
         os.unlink(result.overlay)
     return run

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from cloudseed.lab.channel import ChannelError
-from cloudseed.lab.checks import Check, Expectations, evaluate, queries
+from cloudseed.lab.checks import Check, Expectations, judge, queries
 from cloudseed.lab.console import Event
 from cloudseed.lab.delivery import Delivery
 from cloudseed.lab.image import Image
@@ -108,7 +108,7 @@ class TrySession:
             if self.expect is not None:
                 facts = channel.request("facts", queries=queries(self.expect))["facts"]
                 _keep(workdir, "facts.json", facts)
-                outcome.checks = evaluate(self.expect, facts)
+                outcome.checks = judge(self.expect, facts, result.status, result.result, result.agent_log)
                 outcome.timings["checks"] = time.monotonic() - started
             if collect_state:  # what changed since the release (the snapshot's own boot is older)
                 outcome.state = channel.request("state", since=_released_time(channel))["state"]

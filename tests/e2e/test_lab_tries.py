@@ -68,35 +68,41 @@ commands:
 
 
 class Lab:
-    """One ``cloudseed lab`` process whose output is read as it comes."""
+    """One ``cloudseed lab`` process whose output is read as it comes (unbuffered: select() and a
+    buffered reader would hide lines already read from the pipe)."""
 
     def __init__(self, *args: str, cwd: str):
         self.proc = subprocess.Popen([sys.executable, "-m", "cloudseed", "lab", *args], cwd=cwd,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, bufsize=1)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.output = ""
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            return True
+        chunk = os.read(self.proc.stdout.fileno(), 65536)
+        self.output += chunk.decode("utf-8", "replace")
+        return bool(chunk)
 
     def until(self, text: str, timeout: float = TIMEOUT) -> str:
         deadline = time.monotonic() + timeout
         while text not in self.output:
             remaining = deadline - time.monotonic()
-            assert remaining > 0 and self.proc.poll() is None or text in self.output, \
-                f"no {text!r} from the lab:\n{self.output[-3000:]}"
-            ready, _, _ = select.select([self.proc.stdout], [], [], min(remaining, 1.0))
-            if ready:
-                line = self.proc.stdout.readline()
-                if line:
-                    self.output += line
+            assert remaining > 0, f"no {text!r} from the lab within {timeout:.0f}s:\n{self.output[-3000:]}"
+            assert self._read(min(remaining, 1.0)), f"the lab ended before {text!r}:\n{self.output[-3000:]}"
         return self.output
 
     def say(self, line: str) -> None:
-        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.write(line.encode() + b"\n")
         self.proc.stdin.flush()
 
     def finish(self, timeout: float = 120) -> int:
-        out, _ = self.proc.communicate(timeout=timeout)
-        self.output += out or ""
-        return self.proc.returncode
+        deadline = time.monotonic() + timeout
+        while self._read(max(0.1, min(1.0, deadline - time.monotonic()))):
+            if self.proc.poll() is not None and not select.select([self.proc.stdout], [], [], 0)[0]:
+                break
+            assert time.monotonic() < deadline, f"the lab did not end within {timeout:.0f}s:\n{self.output[-3000:]}"
+        return self.proc.wait(30)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +118,7 @@ def test_repeat_tries_the_saved_file_again_checks_it_and_reports(lab, key, tmp_p
     run = Lab("--user-data", str(ud), "--repeat", "--expect", str(exp), "--junit", str(junit), "--html", str(html),
               "--workdir", str(work), cwd=str(tmp_path))
     first = run.until("try 1: ")
-    assert "checks: 19 passed, 0 failed" in first, first[-3000:]
+    assert "checks: 20 passed, 0 failed" in first, first[-3000:]  # the agent's verdict and 19 of the file's
     assert "stage final" in first and "restore" in first  # the report and its timeline
     ud.write_text(user_data("try-two", "two", key))
     run.say("")
@@ -121,7 +127,7 @@ def test_repeat_tries_the_saved_file_again_checks_it_and_reports(lab, key, tmp_p
     assert run.finish() == 1, run.output[-2000:]  # the last try's checks failed
     assert "FAIL  hostname: is: expected 'try-one', found 'try-two' (line 1)" in second
     assert "FAIL  file /etc/lab/note: content: expected 'one\\n', found 'two\\n' (line 3)" in second
-    assert "checks: 17 passed, 2 failed" in second
+    assert "checks: 18 passed, 2 failed" in second
     seconds = float(second.split("try 2: ")[1].split("s ")[0])
     assert seconds < TIMEOUT
     # each try is its own instance of the same saved VM: fresh host keys, the host's clock
@@ -134,7 +140,7 @@ def test_repeat_tries_the_saved_file_again_checks_it_and_reports(lab, key, tmp_p
         identities.append(host_key)
     assert identities[0].startswith("ssh-ed25519 ") and identities[0] != identities[1]
     suites = ET.parse(junit).getroot()
-    assert (suites.get("tests"), suites.get("failures")) == ("20", "2")  # and "agent finished without errors"
+    assert (suites.get("tests"), suites.get("failures")) == ("20", "2")
     failures = [c.find("failure").get("message") for c in suites.iter("testcase") if c.find("failure") is not None]
     assert failures == ["expected 'try-one', found 'try-two'", "expected 'one\\n', found 'two\\n'"]
     if chromium():
@@ -149,7 +155,7 @@ def test_repeat_tries_the_saved_file_again_checks_it_and_reports(lab, key, tmp_p
             browser.screenshot(os.path.join(artifacts, "lab-try-2.png"))
         assert [label for label, _ in drawn] == ["local", "network", "config", "final"]
         assert all(width > 0 for _, width in drawn)
-        assert summary == "17 passed, 2 failed"
+        assert summary == "18 passed, 2 failed"
 
 
 def test_watch_runs_again_when_the_file_is_saved(lab, key, tmp_path):
@@ -163,7 +169,7 @@ def test_watch_runs_again_when_the_file_is_saved(lab, key, tmp_path):
     run.until("save to try again")
     ud.write_text(user_data("try-one", "one", key))
     second = run.until("try 2: ")[len(first):]
-    assert "checks: 1 passed, 0 failed" in second
+    assert "checks: 2 passed, 0 failed" in second
     run.proc.send_signal(signal.SIGTERM)
     run.finish()
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "w")], capture_output=True, text=True).stdout
@@ -185,8 +191,8 @@ def test_parallel_runs_every_file_of_a_directory_in_its_own_vm(lab, key, tmp_pat
     rows = {line.split()[0]: line.split() for line in table[1:4]}
     assert set(rows) == {"alpha.yaml", "beta.yaml", "broken.yaml"}, run.output[-2000:]
     assert rows["alpha.yaml"][1] == "done" and rows["beta.yaml"][1] == "done"
-    assert rows["alpha.yaml"][4] == "1/1" and rows["beta.yaml"][4] == "1/1"
-    assert rows["broken.yaml"][1] != "done"  # the invalid user-data is this file's verdict, nobody else's
+    assert rows["alpha.yaml"][4] == "2/2" and rows["beta.yaml"][4] == "2/2"
+    assert rows["broken.yaml"][1] == "error" and rows["broken.yaml"][4] == "1/2"  # its own verdict, nobody else's
     for number, name in ((1, "alpha"), (2, "beta")):  # each VM ran its own file
         with open(tmp_path / "w" / f"{number:03d}-{name}.yaml" / "facts.json") as handle:
             assert json.load(handle)[0]["stdout"] == f"{name}\n"
@@ -202,7 +208,7 @@ def test_expect_on_a_full_boot(lab, key, tmp_path):
     run = Lab("--user-data", str(ud), "--expect", str(exp), "--junit", str(tmp_path / "junit.xml"),
               "--workdir", str(tmp_path / "w"), cwd=str(tmp_path))
     assert run.finish(timeout=TIMEOUT) == 0, run.output[-3000:]
-    assert "checks: 19 passed, 0 failed" in run.output
+    assert "checks: 20 passed, 0 failed" in run.output
     assert "kernel" in run.output.split("timeline (")[1]
 
 
@@ -229,5 +235,5 @@ def test_tries_through_the_openstack_metadata_service(lab, key, tmp_path):
     run = Lab("--datasource", "openstack", "--user-data", str(ud), "--repeat", "2", "--expect", str(exp),
               "--workdir", str(tmp_path / "w"), cwd=str(tmp_path))
     assert run.finish(timeout=TIMEOUT * 2) == 0, run.output[-3000:]
-    assert run.output.count("checks: 2 passed, 0 failed") == 2
+    assert run.output.count("checks: 3 passed, 0 failed") == 2
     assert "datasource: OpenStack" in run.output

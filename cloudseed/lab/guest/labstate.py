@@ -26,7 +26,7 @@ TEXT_LIMIT = 64 << 10  # state: text content kept for a readable difference up t
 
 # what the state's "files" leave out: agents' own records and logs, and what changes at every boot
 # whichever agent runs (other categories report the users, groups, sudo, hosts, fstab, network files)
-AGENT_OWN = ("/var/lib/cloud", "/var/lib/cloudseed", "/var/log/cloud-init", "/var/log/cloudseed",
+AGENT_OWN = ("/var/lib/cloud", "/var/lib/cloudseed", "/var/log/cloud-init", "/var/log/cloudseed", "/var/tmp/cloud-init",
              "/etc/cloud/cloud.cfg.d/90_dpkg.cfg", "/usr/local/lib/cloudseed-lab/")  # and the lab's own helper
 VOLATILE = ("/var/log/", "/var/lib/systemd/", "/tmp/.X11-unix", "/tmp/.ICE-unix", "/tmp/.XIM-unix",
             "/tmp/.font-unix", "/var/lib/dhcp/", "/var/cache/", "/var/lib/apt/lists/",
@@ -324,9 +324,17 @@ def _network_files() -> dict[str, str]:
 def _units(argv: list[str]) -> list[str] | None:
     """The first column of systemctl's listing (None when systemctl did not answer)."""
     code, out = _run(argv)
-    if code != 0:
-        return None
-    return sorted(line.split()[0] for line in out.splitlines() if line.strip())
+    units = sorted(line.split()[0] for line in out.splitlines() if line.strip())
+    return units if units or code == 0 else None
+
+
+def _enabled_units() -> list[str]:
+    """Units enabled in /etc (the links ``systemctl enable`` makes), read without asking systemd,
+    which can be slow to list unit files on a busy machine."""
+    found = set()
+    for link in glob.glob("/etc/systemd/system/*.wants/*") + glob.glob("/etc/systemd/system/*.requires/*"):
+        found.add(os.path.basename(link))
+    return sorted(found)
 
 
 def _not_agents(units: list[str] | None) -> list[str] | None:
@@ -375,8 +383,7 @@ def collect(since: float | None = None) -> dict:
                                                 "hugetlbfs", "configfs", "fusectl", "autofs", "binfmt_misc",
                                                 "efivarfs", "ramfs", "rpc_pipefs")),
         "fstab": [" ".join(entry) for entry in _fstab()],
-        "services_enabled": _not_agents(_units(["systemctl", "list-unit-files", "--state=enabled", "--no-legend",
-                                                "--no-pager"])),
+        "services_enabled": _not_agents(_enabled_units()),
         "services_active": _not_agents(_units(["systemctl", "list-units", "--type=service", "--state=active",
                                                "--no-legend", "--no-pager", "--plain"])),
         "packages_installed": _packages_since(since),
