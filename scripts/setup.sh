@@ -10,8 +10,6 @@ APT_PACKAGES=(
   qemu-system-x86 qemu-utils debootstrap e2fsprogs dosfstools mtools xorriso genisoimage
   udftools  # mkudffs/udfinfo: other UDF writers and readers beside cloudseed's (Azure's media)
   socat openssh-client busybox-static
-  # the lab's HTML report is checked in a real browser (headless, over the DevTools protocol)
-  chromium
   # network namespaces, DHCP, real network tools
   iproute2 dnsmasq-base isc-dhcp-client
   # the metadata server's PostgreSQL backend and the load generator / static baseline
@@ -25,7 +23,7 @@ APT_PACKAGES=(
   python3-jsonpatch python3-netifaces python3-oauthlib
   # the Debian package (dpkg-buildpackage, lintian) and the RPM spec (rpmbuild)
   dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools lintian fakeroot rpm
-  # the fleet pages are tested in a real browser (headless, over the DevTools protocol)
+  # the fleet pages and the lab's HTML report are tested in a real browser (headless, DevTools protocol)
   chromium
   # the real tools that check rendered files
   netplan.io ifupdown

@@ -35,7 +35,7 @@ from cloudseed.lab.qmp import Qmp, QmpError
 from cloudseed.lab.vm import LabError, VirtualMachine, VmSpec
 
 SEED_BYTES = 16 << 20  # every seed of a snapshot's tries is padded to this (the guest saw this size)
-SNAPSHOT_VERSION = "1"
+SNAPSHOT_VERSION = "2"
 GATE_TIMEOUT = 300.0
 
 
@@ -103,12 +103,20 @@ class Snapshot:
                 self.info = json.load(handle)
         return self
 
+    def _files(self, directory: str) -> Image:
+        """The image as the snapshot keeps it: hard links to its disk, kernel and initrd in the
+        snapshot's directory, so a newer image replacing them in the cache does not break it."""
+        from dataclasses import replace
+
+        return replace(self.image, disk=os.path.join(directory, "base.raw"),
+                       kernel=os.path.join(directory, "vmlinuz"), initrd=os.path.join(directory, "initrd"))
+
     def _spec(self, workdir: str, overlay: str, seeds: list[str], metadata_port: Optional[int],
               incoming: Optional[str] = None, backing: Optional[str] = None) -> VmSpec:
         shape = self.shape
         if shape.metadata and metadata_port is None:
             raise LabError("this snapshot has a metadata service: a port is needed")
-        return VmSpec(image=self.image, workdir=workdir, seeds=seeds, overlay=overlay, backing=backing,
+        return VmSpec(image=self._files(self.directory), workdir=workdir, seeds=seeds, overlay=overlay, backing=backing,
                       metadata_port=metadata_port if shape.metadata else None, platform=shape.platform,
                       accel=shape.accel, memory_mib=shape.memory_mib, cpus=shape.cpus, cpu=shape.cpu,
                       kernel_args="cloudseed.lab.gate", channels=True, incoming=incoming)
@@ -118,11 +126,25 @@ class Snapshot:
         partial = self.directory + ".partial"
         shutil.rmtree(partial, ignore_errors=True)
         os.makedirs(partial)
+        kept = self._files(partial)
+        for source, link in ((self.image.disk, kept.disk), (self.image.kernel, kept.kernel),
+                             (self.image.initrd, kept.initrd)):
+            try:
+                os.link(source, link)
+            except OSError as e:
+                raise LabError(f"cannot keep {source} with the snapshot: {e.strerror}") from None
         seeds = placeholders(partial)
         for seed in seeds:
             pad_seed(seed)
         started = time.monotonic()
-        vm = VirtualMachine(self._spec(partial, os.path.join(partial, "disk.qcow2"), seeds, metadata_port))
+        # the disk names its base relatively: the directory is renamed when the snapshot is ready
+        made = subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", "base.raw", "disk.qcow2",
+                               VmSpec.overlay_size], cwd=partial, capture_output=True, text=True)
+        if made.returncode != 0:
+            raise LabError(f"qemu-img create {partial}/disk.qcow2: {made.stderr.strip()}")
+        spec = self._spec(partial, os.path.join(partial, "disk.qcow2"), seeds, metadata_port)
+        spec.image = kept
+        vm = VirtualMachine(spec)
         vm.start()
         if progress:
             progress("booting the image to the point before the agent reads its seed (once)")
@@ -138,7 +160,7 @@ class Snapshot:
             vm.kill()
         for seed in seeds:
             os.unlink(seed)
-        info = {"agent": self.image.agent, "image": self.image.key,
+        info = {"version": SNAPSHOT_VERSION, "agent": self.image.agent, "image": self.image.key,
                 "boot_to_gate": round(time.monotonic() - started, 1), "guest_uptime": ready.get("uptime"),
                 "state_bytes": os.path.getsize(os.path.join(partial, "state")), **saved}
         with open(os.path.join(partial, "ready.json"), "w") as handle:
@@ -149,8 +171,8 @@ class Snapshot:
         self._prune()
 
     def _prune(self) -> None:
-        """Drop snapshots of older images of the same agent (each is a few hundred MB, and their
-        images are gone: the lab keeps one image per agent)."""
+        """Drop snapshots of older images of the same agent, and those an older lab made (each is a
+        few hundred MB; the lab keeps one image per agent)."""
         for ready in glob.glob(os.path.join(os.path.dirname(self.directory), "*", "ready.json")):
             directory = os.path.dirname(ready)
             try:
@@ -158,7 +180,8 @@ class Snapshot:
                     info = json.load(handle)
             except (OSError, ValueError):
                 continue
-            if info.get("agent") == self.image.agent and info.get("image") != self.image.key:
+            if info.get("version") != SNAPSHOT_VERSION or \
+                    (info.get("agent") == self.image.agent and info.get("image") != self.image.key):
                 shutil.rmtree(directory, ignore_errors=True)
 
     def start_try(self, workdir: str, seeds: list[str], metadata_port: Optional[int] = None,

@@ -22,9 +22,9 @@ import xml.etree.ElementTree as ET
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "lab"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "provider", "server"))  # the fleet tests' browser
 
-from browser import Browser, chromium  # noqa: E402
+from browser import CHROMIUM, Browser  # noqa: E402
 
 TIMEOUT = float(os.environ.get("CLOUDSEED_E2E_TIMEOUT", "480"))
 
@@ -143,17 +143,18 @@ def test_repeat_tries_the_saved_file_again_checks_it_and_reports(lab, key, tmp_p
     assert (suites.get("tests"), suites.get("failures")) == ("20", "2")
     failures = [c.find("failure").get("message") for c in suites.iter("testcase") if c.find("failure") is not None]
     assert failures == ["expected 'try-one', found 'try-two'", "expected 'one\\n', found 'two\\n'"]
-    if chromium():
-        with Browser() as browser:
-            browser.open(html.as_uri())
-            drawn = browser.evaluate("[...document.querySelectorAll('#timeline g.bar.stage')].map(g => "
-                                     "[g.dataset.label, g.querySelector('rect').getBoundingClientRect().width])")
+    if CHROMIUM:
+        browser = Browser()
+        try:
+            browser.navigate(html.as_uri())
+            drawn = browser.evaluate("[...document.querySelectorAll('svg.timeline g.bar.depth0')].map(g => "
+                                     "[g.dataset.name, g.querySelector('rect').getBoundingClientRect().width])")
             summary = browser.evaluate("document.getElementById('checks-summary').textContent")
-            artifacts = os.environ.get("CLOUDSEED_TEST_ARTIFACTS") or os.path.join(
-                os.path.dirname(os.path.dirname(HERE)), "out", "test-artifacts")
-            os.makedirs(artifacts, exist_ok=True)
-            browser.screenshot(os.path.join(artifacts, "lab-try-2.png"))
-        assert [label for label, _ in drawn] == ["local", "network", "config", "final"]
+            browser.screenshot(os.path.join(os.environ.get("CLOUDSEED_ARTEFACTS") or str(tmp_path), "lab-try-2.png"))
+        finally:
+            browser.close()
+        stages = [name for name, _ in drawn if name.endswith(" stage")]
+        assert stages == ["local stage", "network stage", "config stage", "final stage"]
         assert all(width > 0 for _, width in drawn)
         assert summary == "18 passed, 2 failed"
 

@@ -3,10 +3,11 @@
 The console logs and agent records in ``recorded/`` were kept from real lab runs (a full boot of
 each agent for the same user-data by ``lab --compare``, and a try restored from a snapshot). They
 are replayed into the lab's ``BootResult`` as the lab reads them while a VM runs; the timeline is
-built and drawn; the page is opened in Debian's headless Chromium, a screenshot kept as a test
-artefact (``$CLOUDSEED_TEST_ARTIFACTS``, default ``out/test-artifacts``), and what is drawn is read
-back through the DevTools protocol: each bar where its times put it, no label outside the drawing,
-no sideways scrolling, a table row per module, both agents on one axis.
+built and drawn (the fleet page's drawing); the page is opened in Debian's headless Chromium (the
+fleet tests' driver, ``tests/provider/server/browser.py``), a screenshot kept as a test artefact
+(``$CLOUDSEED_ARTEFACTS``, default the test's temporary directory), and what is drawn is read back
+through the DevTools protocol: each bar in its row where its times put it, labels in the label
+column, nothing outside a drawing, no sideways scrolling, a table row per module, one axis for both.
 """
 
 from __future__ import annotations
@@ -14,20 +15,22 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 import tempfile
 
 import pytest
-from browser import Browser, chromium
 
 from cloudseed.lab import report_html
 from cloudseed.lab.image import Image
 from cloudseed.lab.report import report_dict
 from cloudseed.lab.session import replay
 from cloudseed.lab.timeline import build, render_text
+from cloudseed.provider.server import timeline_svg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-ARTIFACTS = os.environ.get("CLOUDSEED_TEST_ARTIFACTS") or os.path.join(REPO, "out", "test-artifacts")
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "provider", "server"))  # the fleet tests' browser
+
+from browser import CHROMIUM, Browser  # noqa: E402
 
 
 def recorded(name: str) -> str:
@@ -101,26 +104,22 @@ def test_terminal_timeline_rows_and_marks():
 
 
 LAYOUT = """(() => {
-  const svg = document.getElementById('timeline');
-  const box = svg.getBoundingClientRect();
-  const origin = +svg.dataset.origin, scale = +svg.dataset.scale;
-  const bars = [...svg.querySelectorAll('g.bar')].map(g => {
-    const r = g.querySelector('rect').getBoundingClientRect();
-    return {label: g.dataset.label, kind: g.dataset.kind, start: +g.dataset.start, end: +g.dataset.end,
-            x: r.left - box.left, width: r.width, height: r.height};
+  const lanes = [...document.querySelectorAll('div.lane')].map(div => {
+    const svg = div.querySelector('svg.timeline');
+    const box = svg.getBoundingClientRect();
+    const bars = [...svg.querySelectorAll('g.bar')].map(g => {
+      const r = g.querySelector('rect').getBoundingClientRect();
+      const t = g.querySelector('text').getBoundingClientRect();
+      return {name: g.dataset.name, status: g.dataset.status, x: r.left - box.left, width: r.width,
+              height: r.height, top: r.top, label: [t.left - box.left, t.right - box.left, t.top, t.bottom]};
+    });
+    const outside = [...svg.querySelectorAll('text')].filter(t => {
+      const r = t.getBoundingClientRect();
+      return r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.width === 0;
+    }).map(t => t.textContent);
+    return {name: div.dataset.lane, span: +div.dataset.span, bars, outside};
   });
-  const marks = [...svg.querySelectorAll('g.mark')].map(g => {
-    const r = g.querySelector('line').getBoundingClientRect();
-    const t = g.querySelector('text').getBoundingClientRect();
-    return {label: g.dataset.label, at: +g.dataset.at, x: r.left - box.left,
-            text: [t.left, t.top, t.right, t.bottom]};
-  });
-  const outside = [...svg.querySelectorAll('text')].filter(t => {
-    const r = t.getBoundingClientRect();
-    return r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.width === 0;
-  }).map(t => t.textContent);
-  return {origin, scale, bars, marks, outside, lanes: [...svg.querySelectorAll('.lane-title')].map(t => t.textContent),
-          sideways: document.documentElement.scrollWidth > window.innerWidth,
+  return {lanes, sideways: document.documentElement.scrollWidth > window.innerWidth,
           moduleRows: document.querySelectorAll('tr.module').length,
           checks: (document.getElementById('checks-summary') || {}).textContent || null,
           differences: (document.getElementById('differences') || {}).textContent || null};
@@ -128,49 +127,53 @@ LAYOUT = """(() => {
 
 
 def _page(tmp_path, name: str, results: list, names: list[str], **extra) -> tuple[dict, list]:
-    if chromium() is None:
+    if CHROMIUM is None:
         pytest.skip("chromium is not installed (scripts/setup.sh)")
     lanes = [build(result, lane) for result, lane in zip(results, names)]
     path = tmp_path / f"{name}.html"
     report_html.write(str(path), report_html.render(f"lab report: {name}", lanes,
                                                     [report_dict(r) for r in results], **extra))
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    with Browser(width=1100, height=900) as browser:
-        browser.open(path.as_uri())
+    folder = os.environ.get("CLOUDSEED_ARTEFACTS") or str(tmp_path)
+    browser = Browser()
+    try:
+        browser.navigate(path.as_uri())
         layout = browser.evaluate(LAYOUT)
-        browser.screenshot(os.path.join(ARTIFACTS, f"lab-report-{name}.png"))
+        browser.screenshot(os.path.join(folder, f"lab-report-{name}.png"))
         assert browser.console_errors() == []
-    assert os.path.getsize(os.path.join(ARTIFACTS, f"lab-report-{name}.png")) > 10_000
+    finally:
+        browser.close()
+    assert os.path.getsize(os.path.join(folder, f"lab-report-{name}.png")) > 10_000
     return layout, lanes
 
 
 def _drawn_where_the_times_say(layout: dict, lanes: list) -> None:
-    assert layout["outside"] == [], f"labels drawn outside the timeline: {layout['outside']}"
+    """Every bar in its row where its start and length put it on the shared axis, every label in the
+    label column, nothing outside a drawing, no sideways scrolling."""
     assert layout["sideways"] is False
-    drawn = [b for b in layout["bars"]]
-    assert len(drawn) == sum(len(lane.bars) for lane in lanes)
-    for bar in drawn:
-        assert abs(bar["x"] - (layout["origin"] + bar["start"] * layout["scale"])) < 1.0, bar
-        assert abs(bar["width"] - max(1.0, (bar["end"] - bar["start"]) * layout["scale"])) < 1.0, bar
-        assert bar["height"] > 0
-    for mark in layout["marks"]:
-        assert abs(mark["x"] - (layout["origin"] + mark["at"] * layout["scale"])) < 1.5, mark
-    for index, one in enumerate(layout["marks"]):  # no mark's label drawn over another's
-        for other in layout["marks"][index + 1:]:
-            a, b = one["text"], other["text"]
-            overlap = a[0] < b[2] - 0.5 and b[0] < a[2] - 0.5 and a[1] < b[3] - 0.5 and b[1] < a[3] - 0.5
-            assert not overlap, (one, other)
+    span = max(lane.end for lane in lanes)
+    assert [drawn["name"] for drawn in layout["lanes"]] == [lane.name for lane in lanes]
+    for drawn, lane in zip(layout["lanes"], lanes):
+        assert drawn["outside"] == [], f"labels drawn outside the timeline: {drawn['outside']}"
+        assert drawn["span"] == pytest.approx(span, abs=0.001)
+        expected = report_html.fleet_bars(lane)
+        assert [b["name"] for b in drawn["bars"]] == [e.label for e in expected]
+        scale = timeline_svg.PLOT_WIDTH / span
+        for bar, want in zip(drawn["bars"], expected):
+            assert abs(bar["x"] - (timeline_svg.LABEL_WIDTH + want.start * scale)) < 1.0, (bar, want)
+            assert abs(bar["width"] - max(2.0, want.seconds * scale)) < 1.0, (bar, want)
+            assert bar["height"] > 0 and bar["label"][1] <= timeline_svg.LABEL_WIDTH, bar
+        tops = [bar["top"] for bar in drawn["bars"]]
+        assert tops == sorted(tops) and len(set(tops)) == len(tops)  # one row each, in order
 
 
 def test_single_boot_page_in_chromium(tmp_path):
     result = boot("cloudseed")
     layout, lanes = _page(tmp_path, "boot", [result], ["cloudseed"])
     _drawn_where_the_times_say(layout, lanes)
-    assert layout["lanes"] == ["cloudseed"]
-    stages = [b["label"] for b in layout["bars"] if b["kind"] == "stage"]
-    assert stages == ["local", "network", "config", "final"]
-    assert layout["moduleRows"] == sum(len(lanes[0].modules(s)) for s in stages)
-    assert {m["label"] for m in layout["marks"]} >= {"network-online.target", "agent finished"}
+    names = [b["name"] for b in layout["lanes"][0]["bars"]]
+    assert [n for n in names if n.endswith(" stage")] == ["local stage", "network stage", "config stage", "final stage"]
+    assert layout["moduleRows"] == sum(len(lanes[0].modules(s)) for s in ("local", "network", "config", "final"))
+    assert {"network-online.target", "agent finished", "kernel", "networking.service"} <= set(names)
 
 
 def test_both_agents_side_by_side_on_one_axis_in_chromium(tmp_path):
@@ -178,9 +181,9 @@ def test_both_agents_side_by_side_on_one_axis_in_chromium(tmp_path):
     layout, lanes = _page(tmp_path, "compare", results, ["cloudseed", "cloud-init"],
                           differences="users: tester: ...")
     _drawn_where_the_times_say(layout, lanes)
-    assert layout["lanes"] == ["cloudseed", "cloud-init"]
-    finished = {lane.name: lane.marks[-1].at for lane in lanes}
-    assert finished["cloud-init"] > finished["cloudseed"]  # the same axis: the slower agent ends further right
+    finished = {drawn["name"]: next(b["x"] for b in drawn["bars"] if b["name"] == "agent finished")
+                for drawn in layout["lanes"]}
+    assert finished["cloud-init"] > finished["cloudseed"] + 100  # one axis: the slower agent ends further right
     assert layout["differences"] == "users: tester: ..."
 
 
@@ -192,4 +195,5 @@ def test_try_page_with_checks_in_chromium(tmp_path):
     layout, lanes = _page(tmp_path, "try", [a_try()], ["try 1"], checks=[checks])
     _drawn_where_the_times_say(layout, lanes)
     assert layout["checks"] == "1 passed, 1 failed"
-    assert layout["bars"][0]["kind"] == "restore" and layout["bars"][0]["x"] == pytest.approx(layout["origin"], abs=1)
+    first = layout["lanes"][0]["bars"][0]
+    assert first["name"] == "restore" and first["x"] == pytest.approx(timeline_svg.LABEL_WIDTH, abs=1)
