@@ -51,11 +51,26 @@ users:
 """
 
 
+def full_boot(image, accel: str, reason: str, delivery: Delivery, work: str, number: int) -> str:
+    """The same cloud-config in a full boot (the lab without --repeat), as the tries' yardstick."""
+    from cloudseed.lab.session import run_boot
+
+    workdir = os.path.join(work, f"boot-{number}")
+    started = time.monotonic()
+    seeds, _ = delivery.prepare(workdir)
+    result = run_boot(image, workdir, accel=accel, accel_reason=reason, seeds=seeds, ssh_timeout=0)
+    took = time.monotonic() - started
+    finished = f"{result.agent_done_at:.1f}s" if result.agent_done_at is not None else "-"
+    return (f"full boot {number}: {took:.1f}s to the report (agent finished {finished} after power-on; "
+            f"load {os.getloadavg()[0]:.1f})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=5, help="tries (default 5)")
     parser.add_argument("--fresh-snapshot", action="store_true", help="make the snapshot again first")
     parser.add_argument("--datasource", default="nocloud", choices=("nocloud", "configdrive", "openstack", "ec2"))
+    parser.add_argument("--full-boots", type=int, default=1, help="full boots of the same, for comparison (default 1)")
     args = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix="bench-lab-tries-")
@@ -97,6 +112,8 @@ def main() -> int:
         totals.append(outcome.seconds)
     print(f"median {statistics.median(totals):.1f}s, min {min(totals):.1f}s, max {max(totals):.1f}s over "
           f"{len(totals)} tries; load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after")
+    for number in range(1, args.full_boots + 1):
+        print(full_boot(image, accel, reason, session.delivery, work, number), flush=True)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

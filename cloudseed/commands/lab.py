@@ -24,8 +24,9 @@ HELP = "boot a VM (qemu) with a seed or the metadata server and report what the 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     image = parser.add_argument_group("image")
-    image.add_argument("--agent", choices=("cloudseed", "reference", "none"), default="cloudseed",
-                       help="agent in the lab image (reference = Debian's cloud-init); default cloudseed")
+    image.add_argument("--agent", choices=("cloudseed", "reference", "switched", "none"), default="cloudseed",
+                       help="agent in the lab image (reference = Debian's cloud-init; switched = cloudseed with "
+                       "Debian cloud-init's /etc/cloud kept); default cloudseed")
     image.add_argument("--image", metavar="FILE", help="boot this qcow2/raw cloud image instead")
     source = parser.add_argument_group("datasource")
     source.add_argument("--datasource", choices=("nocloud", "configdrive", "openstack", "ec2", "gce",

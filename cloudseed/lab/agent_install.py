@@ -260,6 +260,21 @@ def install_deb_over_cloud_init(tree: str, deb: str) -> None:
         raise ImageBuildError("the .deb did not replace cloud-init in the image")
 
 
+def keep_cloud_init_config(reference_tree: str, tree: str) -> None:
+    """Debian cloud-init's /etc/cloud from ``reference_tree`` into ``tree``, as removing the package
+    (not purging it) leaves it: cloud.cfg, cloud.cfg.d, templates. Files are replaced, never written
+    through (``tree`` is a hard-linked copy of the cached base)."""
+    source = os.path.join(reference_tree, "etc/cloud")
+    for dirpath, _, filenames in os.walk(source):
+        target_dir = os.path.join(tree, os.path.relpath(dirpath, reference_tree))
+        os.makedirs(target_dir, exist_ok=True)
+        for name in filenames:
+            target = os.path.join(target_dir, name)
+            if os.path.lexists(target):
+                os.unlink(target)
+            shutil.copy2(os.path.join(dirpath, name), target)
+
+
 def _write(path: str, text: str, mode: int = 0o644) -> None:
     """Replace ``path`` atomically (never writes through a hard link into the cached base)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)

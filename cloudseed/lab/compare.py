@@ -1,7 +1,8 @@
 """``lab --compare``: the same user-data and metadata with cloudseed and with Debian's cloud-init.
 
 Each agent boots its own lab image (the same Debian tree; Debian's cloud-init installed with apt
-in one, cloudseed in the other) with the same seed or metadata record; once it is done the guest
+in one; in the other cloudseed, with Debian cloud-init's /etc/cloud kept as switching agents
+leaves it, so both read the same configuration) with the same seed or metadata record; once it is done the guest
 helper collects the system state (``labstate.collect``), and ``state_diff`` prints what differs,
 with each agent's time. Full boots by default; with ``snapshots`` each agent's run is a try from
 its own snapshot (``tries.py``), much faster when comparing many documents.
@@ -19,7 +20,9 @@ from cloudseed.lab.delivery import Delivery
 from cloudseed.lab.session import BootResult, run_boot
 from cloudseed.lab.state_diff import Difference, diff
 
-AGENTS = (("cloudseed", "cloudseed"), ("reference", "cloud-init"))
+# cloudseed on the image as switching leaves it (Debian cloud-init's /etc/cloud kept): both agents read
+# the same configuration (lab/image.py)
+AGENTS = (("switched", "cloudseed"), ("reference", "cloud-init"))
 
 
 @dataclass
@@ -44,7 +47,7 @@ class Comparison:
 
 def _inspect(expect: Optional[Expectations]) -> Callable[[Any], dict[str, Any]]:
     def inspect(channel) -> dict[str, Any]:
-        out = {"state": channel.request("state", wait=300)["state"]}
+        out = {"state": channel.request("state", wait=600)["state"]}
         if expect is not None:
             out["facts"] = channel.request("facts", queries=queries(expect), wait=300)["facts"]
         return out

@@ -24,7 +24,9 @@ from cloudseed.lab.rootfs import ImageBuildError, base_rootfs, kernel_files, log
 
 PARTITION_OFFSET = 1024 * 1024
 IMAGE_VERSION = "4"  # bump when the way images are assembled changes
-AGENTS = ("cloudseed", "reference", "none", "deb")  # deb: cloudseed's .deb installed over Debian's cloud-init
+# deb: cloudseed's .deb installed over Debian's cloud-init; switched: cloudseed installed where Debian's
+# cloud-init was, its /etc/cloud kept (what the .deb leaves, without building one: `lab --compare`)
+AGENTS = ("cloudseed", "reference", "none", "deb", "switched")
 
 
 def external_image(path: str) -> Image:
@@ -75,7 +77,7 @@ def lab_image(agent: str = "cloudseed", deb: str | None = None) -> Image:
         raise ImageBuildError("a .deb is given with agent 'deb', and only then")
     base = base_rootfs()
     parts = [IMAGE_VERSION, os.path.basename(base), agent, agent_install.guest_files_hash()]
-    if agent == "cloudseed":
+    if agent in ("cloudseed", "switched"):
         parts.append(package_hash())
     if agent == "none":
         parts.append(agent_install.PLAIN_IMAGE_VERSION)
@@ -127,10 +129,13 @@ def _build(agent: str, base: str, disk: str, key: str, deb: str | None = None) -
         method = "cloudseed .deb installed by apt over Debian's cloud-init"
     else:
         agent_install.copy_tree_linked(base, stage)
-        if agent == "cloudseed":
+        if agent in ("cloudseed", "switched"):
             method = agent_install.install_cloudseed(stage)
         else:
             agent_install.install_host_keygen(stage)
+        if agent == "switched":
+            agent_install.keep_cloud_init_config(_reference_tree(base), stage)
+            method += "; Debian cloud-init's /etc/cloud kept"
     agent_install.install_collector(stage)
     agent_install.install_lab_helper(stage)
     try:

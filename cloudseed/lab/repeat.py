@@ -18,6 +18,8 @@ from cloudseed.lab.checks import summary
 from cloudseed.lab.report import format_report, report_dict
 from cloudseed.lab.timeline import build, render_text
 from cloudseed.lab.tries import Try, TrySession
+from cloudseed.lab.vm import LabError
+from cloudseed.provider.seeds.errors import SeedError
 
 
 def _stamp(paths: list[str]) -> tuple:
@@ -67,10 +69,17 @@ def run(session: TrySession, count: Optional[int], watch: bool, watched: list[st
     stamps = _stamp(watched)
     while True:
         number += 1
-        outcome = session.run_try(number)
-        code = verdict(outcome)
-        print(describe(outcome, as_json), flush=True)
-        after_try(outcome)
+        try:
+            outcome = session.run_try(number)
+        except (SeedError, LabError) as error:  # a file that cannot be read now may be saved again
+            if count is not None or not (watch or sys.stdin.isatty()):
+                raise
+            print(f"try {number}: not run: {error}", file=sys.stderr, flush=True)
+            code = 2
+        else:
+            code = verdict(outcome)
+            print(describe(outcome, as_json), flush=True)
+            after_try(outcome)
         if count is not None:
             if number >= count:
                 return code

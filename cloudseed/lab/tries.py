@@ -106,12 +106,12 @@ class TrySession:
             result.agent_log = records.get("log")
             _keep(workdir, "agent-records.json", records)
             if self.expect is not None:
-                facts = channel.request("facts", queries=queries(self.expect))["facts"]
+                facts = channel.request("facts", queries=queries(self.expect), wait=600)["facts"]
                 _keep(workdir, "facts.json", facts)
                 outcome.checks = judge(self.expect, facts, result.status, result.result, result.agent_log)
                 outcome.timings["checks"] = time.monotonic() - started
             if collect_state:  # what changed since the release (the snapshot's own boot is older)
-                outcome.state = channel.request("state", since=_released_time(channel))["state"]
+                outcome.state = channel.request("state", since=_released_time(channel), wait=600)["state"]
         except ChannelError as e:
             result.timed_out, outcome.error = True, str(e)
 

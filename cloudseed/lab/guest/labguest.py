@@ -222,6 +222,16 @@ def _warm(argv: list[str]) -> None:
                             handle.read()
 
 
+def _leave_unit() -> None:
+    """Move this process out of the agent unit's control group, so that systemd does not stop it
+    with the unit (the agent's unit fails when the agent reports errors: its processes are killed)."""
+    try:
+        with open("/sys/fs/cgroup/cgroup.procs", "w") as handle:
+            handle.write(str(os.getpid()))
+    except OSError as e:
+        console(f"exec loop: stays in the agent's unit ({e.strerror})")
+
+
 def agent_gate(argv: list[str]) -> int:
     """Hold the agent's command at the snapshot point, then run it in this process."""
     with open("/proc/cmdline") as handle:
@@ -248,6 +258,7 @@ def agent_gate(argv: list[str]) -> int:
     exec_device = find_port(EXEC_PORT, 0)
     if exec_device and os.fork() == 0:  # the exec loop, a child already started
         os.setsid()
+        _leave_unit()
         serve(exec_device)
         os._exit(0)
     if "random" in sys.modules:

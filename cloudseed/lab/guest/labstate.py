@@ -40,6 +40,8 @@ NETWORK_DIRS = ("/etc/network/interfaces", "/etc/network/interfaces.d", "/etc/ne
                 "/etc/NetworkManager/system-connections", "/etc/sysconfig/network-scripts")
 WALKED = ("/etc", "/home", "/root", "/var", "/srv", "/opt", "/usr/local", "/tmp", "/boot")
 AGENT_UNITS = re.compile(r"^(cloud-|cloudseed|cloud-init)")
+# active or not by when the state is read, whichever agent ran: socket-activated, ends when idle
+COMES_AND_GOES = ("systemd-fsckd.service",)
 
 
 def _run(argv: list[str], timeout: float = 120) -> tuple[int, str]:
@@ -206,17 +208,11 @@ def mount_fact(path: str) -> dict:
     return {"mounted": True, **found[-1], "fstab": fstab[-1] if fstab else None}
 
 
-def _fqdn(name: str) -> str:
-    """What ``hostname -f`` says: the canonical name of the host name, as the resolver finds it."""
-    try:
-        return socket.getaddrinfo(name, None, flags=socket.AI_CANONNAME)[0][3] or name
-    except OSError:
-        return name
-
-
 def hostname_fact() -> dict:
     name = socket.gethostname()
-    return {"hostname": name, "fqdn": _fqdn(name),
+    # `hostname -f` asks the resolver (a DNS server may be out of reach in the lab): bounded
+    code, fqdn = _run(["hostname", "-f"], timeout=30)
+    return {"hostname": name, "fqdn": fqdn.strip() if code == 0 else "(not resolved)",
             "etc_hostname": (_read("/etc/hostname") or "").strip()}
 
 
@@ -267,10 +263,14 @@ def _skipped(path: str) -> bool:
         path.startswith(("/var/tmp/systemd-private", "/tmp/systemd-private"))
 
 
-def _all_newer(directory: str, since: float) -> bool:
+def _made_during_boot(directory: str, since: float) -> bool:
+    """Nothing in it is older than ``since`` (what the state leaves out aside), and it holds something
+    or is itself that new: a directory the boot made, not one that merely changed."""
     try:
         with os.scandir(directory) as entries:
-            return all(entry.stat(follow_symlinks=False).st_ctime >= since for entry in entries)
+            kept = [e for e in entries if not _skipped(e.path) and not _skipped(e.path + "/")]
+            return all(e.stat(follow_symlinks=False).st_ctime >= since for e in kept) and \
+                (bool(kept) or os.path.getctime(directory) >= since and not os.listdir(directory))
     except OSError:
         return False
 
@@ -292,7 +292,7 @@ def _changed_files(since: float) -> dict[str, dict]:
                     continue
                 if stat.S_ISDIR(info.st_mode):
                     # a directory made during the boot (nothing in it older): its mode and owner count
-                    if min(info.st_ctime, info.st_mtime) >= since and _all_newer(path, since):
+                    if min(info.st_ctime, info.st_mtime) >= since and _made_during_boot(path, since):
                         files[path + "/"] = file_fact(path, content=False)
                     continue
                 record = file_fact(path, content=False)
@@ -338,7 +338,9 @@ def _enabled_units() -> list[str]:
 
 
 def _not_agents(units: list[str] | None) -> list[str] | None:
-    return None if units is None else [u for u in units if not AGENT_UNITS.match(u) and "lab" not in u]
+    if units is None:
+        return None
+    return [u for u in units if not AGENT_UNITS.match(u) and "lab" not in u and u not in COMES_AND_GOES]
 
 
 def _packages_since(since: float) -> dict[str, str]:
