@@ -1,10 +1,10 @@
 """``lab --compare``'s differences, on the system states two real lab boots left (``recorded/``).
 
 ``state-cloudseed.json`` and ``state-cloud-init.json`` were collected by the guest helper
-(``labstate.collect``) after ``cloudseed lab --compare`` booted the same user-data (a hostname and
-fqdn with ``manage_etc_hosts``, the default user and a sudo user with a key, two files, a runcmd)
-with each agent. What differs there is known and explained in docs/lab.md; a change made to one
-of the states is found and named.
+(``labstate.collect``) after ``cloudseed lab --compare --user-data recorded/compare-user-data.yaml``
+booted the same user-data (a hostname and fqdn with ``manage_etc_hosts``, the default user and a
+sudo user with a key, two files, a runcmd) with each agent. What differs there is known and
+explained in docs/lab.md; a change made to one of the states is found and named.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ def test_the_recorded_boots_differ_only_where_docs_lab_md_says():
     assert found[("users", "debian uid")] == ("1000", "1001")
     # deliberate: no DSA host key (OpenSSH 9 refuses DSA; cloud-init 22.4 still makes one)
     assert found[("ssh host keys", "types")] == ("-", "also ssh_host_dsa_key.pub")
-    # the NIC's udev rule: the same content, each agent's own file name
+    # the NIC's udev rule: the same rule, each agent's own file name (ours starts with a comment)
     assert found[("files", "/etc/udev/rules.d/70-cloudseed-net.rules")] == \
-        ("wrote this", "wrote the same content as /etc/udev/rules.d/70-persistent-net.rules")
+        ("wrote this", "wrote the same lines (comments aside) as /etc/udev/rules.d/70-persistent-net.rules")
     same = {"hostname", "hosts", "sudoers", "mounts", "fstab", "services", "packages", "network", "timezone"}
     assert not same & {category for category, _ in found}, found
 
@@ -68,5 +68,6 @@ def test_each_kind_of_change_is_found_and_named():
     assert len(differences) == 8, lines
     text = format_diff(differences)
     assert text.startswith("8 difference(s) between cloudseed and cloud-init:")
-    assert "+one more line" in text  # the content's unified diff, under its line
+    # the content's unified diff under its line, from cloud-init's file to ours (what switching changes)
+    assert "      --- cloud-init\n      +++ cloudseed\n" in text and "      -one more line" in text
     assert text.splitlines()[-1] == "the same: groups, sudoers, hosts, mounts, network, ssh host keys, timezone"

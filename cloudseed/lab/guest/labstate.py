@@ -361,9 +361,22 @@ def _addresses() -> list[str]:
     return sorted(" ".join(line.split()[1:4]) for line in out.splitlines() if " lo " not in f" {line.split()[1]} ")
 
 
+# cloudseed finishes a slow SSH host key (RSA) in the background after its stages (agent/hostkeys.py);
+# the directory goes when the last one is installed
+BACKGROUND_KEYS = "/run/cloudseed/hostkeys"
+
+
+def _wait_for_background_keys(limit: float = 180.0) -> None:
+    """The state is what the agent leaves: wait (bounded) for host keys it is still making."""
+    deadline = time.monotonic() + limit
+    while glob.glob(os.path.join(BACKGROUND_KEYS, "*.pid")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 def collect(since: float | None = None) -> dict:
     """The system state an agent leaves; ``since``: files changed after this (default: boot)."""
     since = since or _boot_time()
+    _wait_for_background_keys()
     sudoers = _sudoers_lines()
     users = {}
     for entry in pwd.getpwall():
