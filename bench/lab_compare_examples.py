@@ -93,7 +93,7 @@ def main() -> int:
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     chosen = examples(examples_dir(), args.only)
-    image = lab_image("cloudseed")
+    image = lab_image("switched")  # the two images lab --compare boots (compare.AGENTS)
     lab_image("reference")
     accel, reason = choose_accel("auto", image.kernel, image.initrd)
     print(f"# {len(chosen)} examples of Debian's cloud-init package; accelerator {accel}", file=sys.stderr)
