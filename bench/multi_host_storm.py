@@ -1,6 +1,6 @@
 """A boot storm through the balancer, and the scale model it checks (docs/metadata-server.md, "Scale").
 
-    .venv/bin/python bench/multi_host_storm.py [--instances 10000] [--calibrate 1000] [--servers 3]
+    .venv/bin/python bench/multi_host_storm.py [--instances 10000] [--window 60] [--calibrate 1000] [--servers 3]
 
 Builds the tested deployment (tests/provider/server/multi_host.py: haproxy with deploy/haproxy.cfg
 in front of ``--servers`` ``cloudseed serve`` hosts, PostgreSQL, each in its network namespace;
@@ -15,8 +15,10 @@ needs root) and registers the instances. Then:
    100,000 instances booting within 5 minutes (at 50% utilisation), the servers' memory for the
    instances they cache and the database's size (``pg_total_relation_size`` per instance); and
    the predicted duration of the big storm on this machine (all its CPU work over its cores).
-3. The big storm: ``--instances`` at once; the measured duration beside the prediction, every
-   instance checked to read only its own data.
+3. The big storm: ``--instances`` starting evenly over ``--window`` seconds (0: all at once); the
+   measured CPU per boot, the machine's utilisation and the boot durations beside the
+   prediction (utilisation under 1: every boot takes about what it took alone), every instance
+   checked to read only its own data. Failed attempts are counted by status (0: no answer).
 """
 
 from __future__ import annotations
@@ -72,8 +74,9 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def storm(cloud, first: int, count: int, tmp: str, sequence: list) -> dict:
-    """``count`` instances from ``first`` boot at once; the result with each part's CPU seconds."""
+def storm(cloud, first: int, count: int, tmp: str, sequence: list, window: float = 0.0) -> dict:
+    """``count`` instances from ``first`` boot, starting evenly over ``window`` seconds; the result
+    with each part's CPU seconds."""
     pids = {f"server {n}": proc.proc.pid for n, proc in cloud.servers.items()}
     pids["haproxy"] = cloud.haproxy.pid
     pids["postgresql"] = postmaster_pid(cloud)
@@ -83,7 +86,8 @@ def storm(cloud, first: int, count: int, tmp: str, sequence: list) -> dict:
     result = server_storm.boot_storm_c(80, [storm_address(first + n) for n in range(count)], sequence, False, work,
                                        destination=METADATA, retry_seconds=120,
                                        expect=[f"i-scale-{first + n:06d}" for n in range(count)],
-                                       netns=cloud.ns("gS").name)
+                                       netns=cloud.ns("gS").name,
+                                       offsets=[n * window / count for n in range(count)] if window else None)
     result["cpu"] = {name: server_bench.process_cpu(pid) - before[name] for name, pid in pids.items()}
     result["cpu"]["client"] = result["client_cpu"]
     result["statements"] = statements(cloud) - queries - 2  # the two reads of the counter
@@ -94,6 +98,7 @@ def storm(cloud, first: int, count: int, tmp: str, sequence: list) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description="a boot storm through haproxy, and the scale model")
     parser.add_argument("--instances", type=int, default=10_000)
+    parser.add_argument("--window", type=float, default=60.0, help="seconds over which the instances start")
     parser.add_argument("--calibrate", type=int, default=1000)
     parser.add_argument("--servers", type=int, default=3, choices=(1, 2, 3))
     args = parser.parse_args()
@@ -140,13 +145,24 @@ def main() -> int:
                       f"({rate * statements_per_boot:.0f} statements/s); server memory for all of them cached "
                       f"{instances * per_cached:.0f} MiB in all; database {instances * db_bytes / total / 2**20:.0f} "
                       "MiB", flush=True)
-            machine = sum(per_boot.values()) * args.instances / (os.cpu_count() or 1)
-            print(f"  predicted for {args.instances} at once on this machine ({os.cpu_count()} cores, client "
-                  f"included): {machine:.1f}s of CPU work per core", flush=True)
-            big = storm(cloud, args.calibrate, args.instances, tmp, sequence)
+            cores = os.cpu_count() or 1
+            machine = sum(per_boot.values()) * args.instances / cores
+            alone = calibration["boot_s"]
+            if args.window:
+                print(f"  predicted for {args.instances} starting over {args.window:.0f}s on this machine ({cores} "
+                      f"cores, client included): utilisation {machine / args.window:.2f} of its cores by this "
+                      f"work{' (keeps up: boots take about what they take alone)' if machine < args.window else ''}"
+                      f"; at least {max(machine, args.window):.1f}s until the last is done", flush=True)
+            else:
+                print(f"  predicted for {args.instances} at once on this machine ({cores} cores, client "
+                      f"included): {machine:.1f}s of CPU work per core", flush=True)
+            big = storm(cloud, args.calibrate, args.instances, tmp, sequence, args.window)
             report("storm", args.instances, big, len(sequence))
-            print(f"  measured {big['last_done_s']:.1f}s against {machine:.1f}s predicted "
-                  f"({big['last_done_s'] / machine:.2f}x); per boot now: " + ", ".join(
+            busy = sum(big["cpu"].values()) / cores
+            print(f"  measured: last done after {big['last_done_s']:.1f}s against {max(machine, args.window):.1f}s "
+                  f"predicted; this work kept the cores {busy / big['last_done_s']:.2f} busy (predicted "
+                  f"{machine / max(machine, args.window):.2f}); boot p50/p99 {big['boot_s'][0]:.2f}/"
+                  f"{big['boot_s'][1]:.2f}s (alone in the calibration p50 {alone[0]:.2f}s); per boot now: " + ", ".join(
                       f"{name} {seconds / args.instances * 1e3:.2f} ms" for name, seconds in big["cpu"].items()),
                   flush=True)
             return 0 if big["wrong"] == 0 and big["failures"] == 0 else 1
@@ -156,9 +172,16 @@ def main() -> int:
 
 def report(name: str, count: int, result: dict, requests: int) -> None:
     done = sum(1 for boot in result["boots"] if boot[1] is not None and boot[3] == 0)
+    took = sorted(boot[1] - boot[0] for boot in result["boots"] if boot[1] is not None) or [float("nan")]
+    result["boot_s"] = (took[len(took) // 2], took[min(len(took) - 1, int(len(took) * 0.99))])
+    statuses: dict[int, int] = {}
+    for _, status in result["fails"]:
+        statuses[status] = statuses.get(status, 0) + 1
+    by_status = dict(sorted(statuses.items()))
     print(f"{name}: {count} instances x {requests} requests through haproxy: {done}/{count} provisioned, "
           f"last after {result['last_done_s']:.2f}s (median {result['median_boot_s']:.2f}s), p99 request "
-          f"{result['p99_ms']:.1f} ms, wrong answers {result['wrong']}, failed attempts {len(result['fails'])}, "
+          f"{result['p99_ms']:.1f} ms, boot p50/p99 {result['boot_s'][0]:.2f}/{result['boot_s'][1]:.2f}s, wrong "
+          f"answers {result['wrong']}, failed attempts {len(result['fails'])} (by status {by_status}), "
           f"registry statements {result['statements']}, load {result['load']:.1f}; CPU seconds: " + ", ".join(
               f"{part} {seconds:.2f}" for part, seconds in result["cpu"].items()), flush=True)
 

@@ -112,8 +112,7 @@ def meta_data_tree(record: InstanceRecord, version: str, configured_region: str 
             tree["spot"]["instance-action"] = json.dumps({"action": spot["action"], "time": spot["time"]})  # type: ignore[index]
     if has(version, "events"):
         scheduled, history = maintenance_documents(ec2.get("events", []))
-        tree["events"] = {"maintenance": {"scheduled": json.dumps(scheduled, indent=2),
-                                          "history": json.dumps(history, indent=2)}}
+        tree["events"] = {"maintenance": {"scheduled": _indented(scheduled), "history": _indented(history)}}
         if ec2.get("rebalance") and has(version, "rebalance"):
             tree["events"]["recommendations"] = {  # type: ignore[index]
                 "rebalance": json.dumps({"noticeTime": ec2["rebalance"]["notice_time"]})}
@@ -164,6 +163,12 @@ def _placement(record: InstanceRecord, version: str, configured_region: str) -> 
         if ec2.get("host_id"):
             placement["host-id"] = ec2["host_id"]
     return placement
+
+
+def _indented(documents: list) -> str:
+    """``json.dumps(documents, indent=2)``; an empty list (nearly every instance's) without the
+    encoder, whose indenting form is pure Python and leaves a reference cycle per call."""
+    return json.dumps(documents, indent=2) if documents else "[]"
 
 
 def maintenance_documents(events: list) -> tuple[list[dict], list[dict]]:

@@ -113,14 +113,16 @@ def meta_data_answers(record: InstanceRecord, version: str, configured_region: s
     one walk of the tree instead of one lookup per request (the paths the instance's timeline
     decides are the caller's to leave out)."""
     answers: list[tuple[str, bool, Answer]] = []
-
-    def walk(node: Any, parts: list[str]) -> None:
-        answers.append(("/".join(parts), isinstance(node, dict), _node(record, node, parts)))
-        if isinstance(node, dict):
-            for name, child in node.items():
-                walk(child, [*parts, name])
-
-    walk(_meta_data(record, version, configured_region, trees if trees is not None else {}, live), [])
+    # depth first with a stack, not a recursive closure: a closure that calls itself is a reference
+    # cycle, and each instance's first crawl would leave one (with every answer) for the cyclic GC
+    stack: list[tuple[Any, list[str]]] = [
+        (_meta_data(record, version, configured_region, trees if trees is not None else {}, live), [])]
+    while stack:
+        node, parts = stack.pop()
+        directory = isinstance(node, dict)
+        answers.append(("/".join(parts), directory, _node(record, node, parts)))
+        if directory:
+            stack.extend((child, [*parts, name]) for name, child in reversed(node.items()))
     return answers
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import gc
 import logging
 import os
 import signal
@@ -147,6 +148,12 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
             config.processes - 1, config.worker_restart_interval)
         workers.start()
         metrics.gauges["processes"] = lambda: config.processes
+    # the cyclic GC walks every object it tracks, and a cached instance is a few hundred of them
+    # (its answers): what exists at start is frozen (it lives as long as the server), and the young
+    # generation holds 50,000 objects instead of 700, so a storm of new instances is not slowed
+    # by collections (measured: a third of an instance's first crawl with 10,000 cached)
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
     if ready is not None:
         ready(listeners)
 
