@@ -1,8 +1,9 @@
 """A multi-host metadata deployment in network namespaces, for the tests: deploy/ as documented.
 
 Every namespace is this run's own, so the addresses are those of docs/metadata-server.md
-("Deployment") and deploy/*: haproxy.cfg, cloudseed-hop-limit.lua/.nft and serve.yaml run as
-shipped (only haproxy's two site paths and each server's host number and database differ).
+("Deployment") and deploy/*: haproxy.cfg, cloudseed-hop-limit.lua/.nft, cloudseed-balancer.conf and
+serve.yaml run as shipped (only haproxy's two site paths and each server's host number and
+database differ).
 
     gA, gB (10.50.0.11, .12)   guests, one instance each (reference clients, the agent)
     gS (10.50.0.13)            storm guests: every address of 10.60.0.0/16 is local there
@@ -227,6 +228,7 @@ class Deployment:
             db.exec("ip", "link", "set", f"s{n}", "master", "br0")
             host.exec("ip", "addr", "add", f"10.30.0.{10 + n}/24", "dev", "db0")
         bal.exec("nft", "-f", os.path.join(DEPLOY, "cloudseed-hop-limit.nft"))
+        bal.exec("sysctl", "-q", "-p", os.path.join(DEPLOY, "cloudseed-balancer.conf"))
 
     def cut_database(self, n: int, cut: bool = True) -> None:
         """Take server ``n``'s link to the database LAN down (or up again)."""
