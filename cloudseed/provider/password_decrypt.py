@@ -1,7 +1,7 @@
 """Decrypt an instance's posted admin password with the private key, as ``nova get-password`` does.
 
 The guest posts base64 of the password encrypted with RSA PKCS#1 v1.5 to its first ``ssh-rsa``
-key (``cloudseed/agent/admin_password.py``). Here ``openssl pkeyutl -decrypt`` does the RSA with
+key (``cloudseed/agent/modules/_admin_password.py``). Here ``openssl pkeyutl -decrypt`` does the RSA with
 the private key file (no crypto library is a dependency). openssl reads PEM keys; a key in
 OpenSSH's own format (what ``ssh-keygen`` writes by default) is converted first, in a private
 temporary copy, with ``ssh-keygen -p -m PEM`` (an unencrypted key only).

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from cloudseed.agent.rsa_pkcs1 import KeyFormatError, encrypt, parse_ssh_rsa
+from cloudseed.agent.modules._rsa_pkcs1 import KeyFormatError, encrypt, parse_ssh_rsa
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "identity"))  # debian_chroot: the cached Debian tree
@@ -241,7 +241,7 @@ def test_without_a_password_api_or_an_rsa_key_nothing_is_set(target, ds, why):
     ({"post_to_metadata": True, "lenght": 20}, "admin_password: unknown key 'lenght'"),
 ])
 def test_bad_settings_are_named(section, why):
-    from cloudseed.agent.admin_password import AdminPasswordError, settings
+    from cloudseed.agent.modules._admin_password import AdminPasswordError, settings
 
     with pytest.raises(AdminPasswordError, match=why.replace("(", r"\(")):
         settings({"admin_password": section})

@@ -1,7 +1,7 @@
 """Growing MBR and GPT partitions in disk images, compared byte for byte with cloud-utils' growpart.
 
 Each layout is made with sfdisk, the disk image is enlarged, and one copy is grown by the
-``growpart`` command, the other by ``cloudseed.agent.partitions``: the images must be identical
+``growpart`` command, the other by ``cloudseed.agent.modules._partitions``: the images must be identical
 (the same table, the same CRCs, the same backup GPT), and ``sfdisk --verify`` must be happy.
 """
 
@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from cloudseed.agent import partitions
+from cloudseed.agent.modules import _partitions as partitions
 
 pytestmark = pytest.mark.skipif(shutil.which("sfdisk") is None, reason="sfdisk is not installed")
 MiB = 1024 * 1024

@@ -22,8 +22,8 @@ from __future__ import annotations
 import posixpath
 import re
 
-from cloudseed.agent import apt_sources
 from cloudseed.agent.modules import STAGE_CONFIG, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.modules import _apt_sources as apt_sources
 from cloudseed.core.root import CommandError
 from cloudseed.core.values import as_bool
 
@@ -231,7 +231,7 @@ def _fqdn(ctx: ModuleContext) -> str:
 
 # --------------------------------------------------------------------------- handler
 def handle(ctx: ModuleContext) -> None:
-    from cloudseed.agent import apt_mirrors
+    from cloudseed.agent.modules import _apt_mirrors as apt_mirrors
 
     apt = effective_config(ctx)
     problems: list[str] = []
@@ -402,7 +402,7 @@ class _KeyProblem(Exception):
 
 def _key_of(entry: dict, where: str) -> bytes | None:
     """The binary keyring ``entry`` asks for (``key``, or ``keyid`` from ``keyserver``); None without one."""
-    from cloudseed.agent import apt_keys
+    from cloudseed.agent.modules import _apt_keys as apt_keys
 
     try:
         if entry.get("key"):

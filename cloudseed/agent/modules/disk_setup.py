@@ -98,7 +98,7 @@ def _device(ctx: ModuleContext, name: str, where: str) -> str:
 
 
 def partition_disk(ctx: ModuleContext, name: str, definition: Any) -> None:
-    from cloudseed.agent import partition_tables as pt
+    from cloudseed.agent.modules import _partition_tables as pt
 
     where = f"disk_setup.{name}"
     if not isinstance(definition, dict):
@@ -153,7 +153,7 @@ def partition_disk(ctx: ModuleContext, name: str, definition: Any) -> None:
 
 
 def _candidates(device: str) -> list[str]:
-    from cloudseed.agent import partition_tables as pt
+    from cloudseed.agent.modules import _partition_tables as pt
 
     return [device] + pt.kernel_partitions(device)
 
@@ -161,7 +161,7 @@ def _candidates(device: str) -> list[str]:
 def choose_target(ctx: ModuleContext, device: str, spec: dict[str, Any], where: str) -> str | None:
     """The node to format for ``spec``, or None when nothing is to be done (reported)."""
     from cloudseed.agent import disks
-    from cloudseed.agent import partition_tables as pt
+    from cloudseed.agent.modules import _partition_tables as pt
 
     partition = str(spec.get("partition", "any")).lower()
     fs_type, label = spec.get("filesystem"), spec.get("label") or ""
@@ -210,7 +210,7 @@ def make_filesystem(ctx: ModuleContext, index: int, spec: Any) -> None:
     import shlex
 
     from cloudseed.agent import disks
-    from cloudseed.agent import partition_tables as pt
+    from cloudseed.agent.modules import _partition_tables as pt
     from cloudseed.core.root import CommandError
 
     where = f"fs_setup[{index}]"

@@ -1,6 +1,6 @@
 """growpart: grow the partitions of the root filesystem (and others listed) to fill their disk.
 
-``mode: auto`` grows MBR and GPT partitions itself (``cloudseed.agent.partitions``: the same new
+``mode: auto`` grows MBR and GPT partitions itself (``cloudseed.agent.modules._partitions``: the same new
 end as cloud-utils' growpart, in milliseconds instead of seconds of ``sfdisk`` runs) and falls back
 to the ``growpart`` command for other layouts; ``mode: growpart`` always uses the command. Every
 boot: when there is nothing to grow that is known at once. Skipped on an offline root, with
@@ -104,7 +104,7 @@ def handle(ctx: ModuleContext) -> None:
 
 
 def _grow_natively(ctx: ModuleContext, disk: str, number: int, path: str, tool: str | None) -> str | None:
-    from cloudseed.agent import partitions
+    from cloudseed.agent.modules import _partitions as partitions
 
     try:
         growth = partitions.grow(disk, number)

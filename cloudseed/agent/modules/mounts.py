@@ -184,7 +184,8 @@ def plan_entries(ctx: ModuleContext, kept: list[str]) -> list[list[str]]:
 
 def swap_entry(ctx: ModuleContext) -> list[str] | None:
     """Make the configured swap file (when it is not there yet); its fstab entry, or None."""
-    from cloudseed.agent import disks, swapfile
+    from cloudseed.agent import disks
+    from cloudseed.agent.modules import _swapfile as swapfile
 
     settings = ctx.cfg.get("swap")
     if settings is None:

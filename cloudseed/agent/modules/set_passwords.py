@@ -8,7 +8,7 @@ never in instance data. Passwords reach ``chpasswd`` on stdin.
 
 ``admin_password: {post_to_metadata: true}`` is cloudbase-init's and Nova's admin password: a
 generated password for the default user, posted once to the OpenStack metadata service encrypted
-with the instance's first RSA SSH key, never shown anywhere (``cloudseed/agent/admin_password.py``).
+with the instance's first RSA SSH key, never shown anywhere (``cloudseed/agent/modules/_admin_password.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 import string
 
-from cloudseed.agent.admin_password import SCHEMA as ADMIN_PASSWORD_SCHEMA
 from cloudseed.agent.distros import DistroError
 from cloudseed.agent.modules import STAGE_CONFIG, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.modules._admin_password import SCHEMA as ADMIN_PASSWORD_SCHEMA
 from cloudseed.agent.users import default_user_name
 from cloudseed.core.values import as_bool
 
@@ -179,7 +179,7 @@ def handle(ctx: ModuleContext) -> None:
     except ModuleError as e:
         problems.append(str(e))
     if ctx.cfg.get("admin_password") is not None:
-        from cloudseed.agent.admin_password import AdminPasswordError, post_admin_password
+        from cloudseed.agent.modules._admin_password import AdminPasswordError, post_admin_password
 
         try:
             done = post_admin_password(ctx, default_user_name(ctx.cfg, distro.default_user()))

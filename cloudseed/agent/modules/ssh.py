@@ -21,8 +21,9 @@ from __future__ import annotations
 import re
 import time
 
-from cloudseed.agent import hostkeys, sshd_config
+from cloudseed.agent import hostkeys
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.modules import _sshd_config as sshd_config
 from cloudseed.agent.sshkeys import DISABLE_ROOT_OPTS, SshKeyError, install_authorized_keys, parse_key
 from cloudseed.agent.users import default_user_name
 from cloudseed.core.root import CommandError, RootError

@@ -14,14 +14,14 @@ from typing import Any
 
 from cloudseed.agent.distros import DistroError, file_header
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.sshkeys import DISABLE_ROOT_OPTS, SshKeyError, install_authorized_keys, parse_key
-from cloudseed.agent.sudoers import (
+from cloudseed.agent.modules._sudoers import (
     RuleError,
     doas_rules_from_config,
     rules_from_config,
     write_doas_rules,
     write_user_rules,
 )
+from cloudseed.agent.sshkeys import DISABLE_ROOT_OPTS, SshKeyError, install_authorized_keys, parse_key
 from cloudseed.agent.users import (
     GroupRequest,
     UserRequest,

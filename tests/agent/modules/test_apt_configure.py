@@ -21,7 +21,9 @@ import urllib.request
 import pytest
 from module_support import run
 
-from cloudseed.agent import apt_keys, apt_mirrors, apt_sources
+from cloudseed.agent.modules import _apt_keys as apt_keys
+from cloudseed.agent.modules import _apt_mirrors as apt_mirrors
+from cloudseed.agent.modules import _apt_sources as apt_sources
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "packages"))
 

@@ -185,7 +185,7 @@ def test_partitioning_tool_missing_is_reported(loop_disk, target):
 
 def test_gpt_with_sfdisk_where_gdisk_is_missing(loop_disk):
     """Images without gdisk (the lab's) get GPT from sfdisk: the script, fed to the real sfdisk here."""
-    from cloudseed.agent import partition_tables as pt
+    from cloudseed.agent.modules import _partition_tables as pt
 
     disk = loop_disk(32)
     sectors, _ = pt.disk_sectors(disk)

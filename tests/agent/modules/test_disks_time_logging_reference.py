@@ -133,7 +133,7 @@ def test_fstab_missing_short_name_differs_deliberately(target, tmp_path):
 
 
 def test_swap_auto_size_rule_matches():
-    from cloudseed.agent.swapfile import GIB, suggested_size
+    from cloudseed.agent.modules._swapfile import GIB, suggested_size
 
     MI = MIB
 

@@ -158,7 +158,7 @@ def test_fstab_and_swap_file_verified_in_a_debian_root(debian_root, loop_disk): 
 
 
 def test_swap_size_auto_follows_the_documented_rule(debian_root):
-    from cloudseed.agent.swapfile import GIB, MIB, suggested_size
+    from cloudseed.agent.modules._swapfile import GIB, MIB, suggested_size
 
     assert suggested_size(2 * GIB) == 2 * GIB
     assert suggested_size(8 * GIB) == 4 * GIB

@@ -157,13 +157,13 @@ def test_sudoers_matches(target, tmp_path, sudoers_base):
     target.write("/etc/sudoers", sudoers_base, mode=0o440)
     users = [{"name": name, "sudo": rules, "lock_passwd": False} for name, rules in SUDO_USERS]
     from cloudseed.agent.distros import file_header
-    from cloudseed.agent.sudoers import write_user_rules
+    from cloudseed.agent.modules._sudoers import write_user_rules
     from cloudseed.agent.users import normalize_users
 
     # the users themselves need useradd (the chroot tests cover that); here only the sudoers writer runs,
     # fed by the same normalisation and rule parsing users_groups uses
     requests, _ = normalize_users({"users": users}, None)
-    from cloudseed.agent.sudoers import rules_from_config
+    from cloudseed.agent.modules._sudoers import rules_from_config
 
     for request in requests:
         write_user_rules(target, "/etc/sudoers.d/90-cloudseed-users", request.name,

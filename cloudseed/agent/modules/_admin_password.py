@@ -121,7 +121,7 @@ def post_admin_password(ctx: ModuleContext, default_user: str | None) -> str:
         raise AdminPasswordError("admin_password: there is no default user (set admin_password.user)")
     if not ctx.distro.user_exists(user):
         raise AdminPasswordError(f"admin_password: user {user!r} does not exist")
-    from cloudseed.agent.rsa_pkcs1 import KeyFormatError, encrypt_for_ssh_key
+    from cloudseed.agent.modules._rsa_pkcs1 import KeyFormatError, encrypt_for_ssh_key
 
     password = generate(section.get("length", DEFAULT_LENGTH))
     try:
