@@ -157,7 +157,7 @@ def main() -> int:
     results["python_startup_ms"] = round(wall([PY, "-c", "pass"], ours, args.runs), 1)
     results["cloudseed_status_ms"] = round(wall([PY, "-m", "cloudseed", "status"], ours, args.runs), 1)
     results["cloudseed_version_ms"] = round(wall([PY, "-m", "cloudseed", "--version"], ours, args.runs), 1)
-    local_path = "import cloudseed.cli, cloudseed.agent.stages, cloudseed.agent.datasources.nocloud"
+    local_path = "import cloudseed.cli, cloudseed.agent.boot.stages, cloudseed.agent.datasources.nocloud"
     results["cloudseed_local_import_ms"] = round(import_ms(local_path, ours, args.runs), 1)
     from reference import reference_tree
 

@@ -94,7 +94,7 @@ def test_every_third_party_import_is_a_main_dependency_or_the_postgres_extra():
 
 
 def test_the_boot_path_imports_no_heavier_library():
-    code = ("import sys, cloudseed.cli, cloudseed.agent.stages, cloudseed.agent.schema;"
+    code = ("import sys, cloudseed.cli, cloudseed.agent.boot.stages, cloudseed.agent.schema;"
             "import cloudseed.agent.userdata.process;"
             "from cloudseed.agent.schema import validate_config;"
             "validate_config({'runcmd': ['true'], 'landscape': {}});"

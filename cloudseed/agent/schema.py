@@ -44,12 +44,12 @@ CORE_PROPERTIES: dict[str, Any] = {
     # event reporting (cloudseed/agent/reporting/): name -> handler settings (false removes one);
     # each handler checks its own settings and says what is wrong in the status
     "reporting": {"type": "object", "additionalProperties": {"type": ["object", "boolean", "null"]}},
-    # fail closed (cloudseed/agent/strict.py): any error (optionally any warning) fails the boot visibly
+    # fail closed (cloudseed/agent/boot/strict.py): any error (optionally any warning) fails the boot visibly
     "strict": {"anyOf": [{"type": "boolean"}, {"type": "object", "additionalProperties": False, "properties": {
         "enabled": {"type": "boolean"}, "warnings": {"type": "boolean"}, "allow_ssh": {"type": "boolean"},
         "allow_root_login": {"type": "boolean"}}}]},
     # false: sshd waits for the network stage at every boot, also the reboot of an unchanged
-    # instance (cloudseed/agent/sshd_order.py, docs/lab.md)
+    # instance (cloudseed/agent/boot/sshd_order.py, docs/lab.md)
     "sshd_early_on_reboot": {"type": "boolean"},
     # the image's choice of status exit codes (cloudseed/commands/_status_contract.py)
     "status_exit_codes": {"type": "string", "enum": ["22.4", "23.4"]},

@@ -3,7 +3,7 @@
 Plain: one after the other, at once (images without systemd, tests, an offline root).
 ``--hand-off``: what ``cloudseed-local.service`` runs at boot: the local stage, then each later
 stage when its own unit asks for it, so the stages keep their places in the boot order while
-the interpreter starts only once (see ``cloudseed.agent.handoff``).
+the interpreter starts only once (see ``cloudseed.agent.boot.handoff``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudseed.agent.lock import run_locked
+    from cloudseed.agent.boot.lock import run_locked
+    from cloudseed.agent.boot.stages import BootState, run_all, run_handed_off
     from cloudseed.agent.log import setup_logging
-    from cloudseed.agent.stages import BootState, run_all, run_handed_off
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)

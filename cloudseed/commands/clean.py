@@ -78,7 +78,7 @@ def remove_configs(root, kinds: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudseed.agent.lock import run_locked
+    from cloudseed.agent.boot.lock import run_locked
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _clean(root, args: argparse.Namespace) -> int:
-    from cloudseed.agent.lock import LOCK_FILE
+    from cloudseed.agent.boot.lock import LOCK_FILE
     from cloudseed.agent.scripts import OUTPUT_LOG
     from cloudseed.agent.state import DATA_DIR, LOG_FILE, RUN_DIR
 

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if os.geteuid() != 0:
         print("must be root", file=sys.stderr)
         return 1
-    from cloudseed.agent.lock import run_locked
+    from cloudseed.agent.boot.lock import run_locked
 
     root = TargetRoot(args.root)
     return run_locked(root, f"cloud-init-per {name}", lambda: _run_once(root, args, name))

@@ -1,7 +1,7 @@
 """``cloudseed generator NORMAL_DIR [EARLY_DIR LATE_DIR]``: the systemd generator's decision.
 
 Runs at every boot before any unit starts. When a datasource can exist here (see
-``cloudseed.agent.detect``) it links ``cloudseed.target`` into ``NORMAL_DIR/multi-user.target.wants``
+``cloudseed.agent.boot.detect``) it links ``cloudseed.target`` into ``NORMAL_DIR/multi-user.target.wants``
 and writes ``/run/cloudseed/enabled`` (JSON: which datasources may exist and why); otherwise it
 links nothing and writes the reason to ``/run/cloudseed/disabled``. Paths are inside ``--root``.
 When this disk has already served an instance (most likely a reboot) it also gives
@@ -32,8 +32,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.boot.detect import decide
     from cloudseed.agent.config import load_system_config, read_cmdline
-    from cloudseed.agent.detect import decide
     from cloudseed.core.root import TargetRoot
 
     started = time.monotonic()

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"cloudseed hotplug-hook: hotplug is not enabled for this instance ({RULE} absent); "
               f"{name} {args.udevaction} ignored")
         return 0
-    from cloudseed.agent.lock import run_locked
+    from cloudseed.agent.boot.lock import run_locked
     from cloudseed.agent.log import setup_logging
 
     setup_logging(root, debug=args.debug, stage="hotplug")
@@ -77,8 +77,8 @@ REFRESHED = ("openstack", "ec2", "vmware", "hetzner")
 
 def _hotplug_state(root):
     """(cached datasource or None, why it cannot do hotplug or None, asked for by config or command)."""
-    from cloudseed.agent.boot_state import BootState
-    from cloudseed.agent.instances import load_datasource
+    from cloudseed.agent.boot.boot_state import BootState
+    from cloudseed.agent.boot.instances import load_datasource
     from cloudseed.agent.modules.install_hotplug import enabled_by_command, hotplug_supported, hotplug_wanted
     from cloudseed.agent.state import read_json
 
@@ -136,9 +136,9 @@ def apply(root, device: str, action: str, refresh: bool = True) -> dict:
     """Render and write the network config again for an event on ``device``; a report dict."""
     import logging
 
-    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.boot.boot_state import BootState
+    from cloudseed.agent.boot.instances import load_datasource
     from cloudseed.agent.distros import family_of, read_os_release
-    from cloudseed.agent.instances import load_datasource
     from cloudseed.network import NetworkConfigError
     from cloudseed.network.apply import _renderer_priority, choose_source
     from cloudseed.network.parsers import parse
@@ -195,8 +195,8 @@ def apply(root, device: str, action: str, refresh: bool = True) -> dict:
 
 def refreshed(state, cached, log):
     """The datasource read again from its service (and cached), or ``cached`` when that fails."""
+    from cloudseed.agent.boot.instances import save_datasource
     from cloudseed.agent.datasources import NETWORK
-    from cloudseed.agent.instances import save_datasource
 
     fresh = type(cached)(state.ds_context(NETWORK))
     try:

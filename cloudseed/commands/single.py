@@ -16,9 +16,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cloudseed.agent.boot.stages import Agent
     from cloudseed.agent.config import files_for_command
     from cloudseed.agent.log import setup_logging
-    from cloudseed.agent.stages import Agent
     from cloudseed.agent.state import normalize_frequency
     from cloudseed.core.root import TargetRoot
 
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     files_cfg = files_for_command(args.files, "single")
     if files_cfg is None:
         return 1
-    from cloudseed.agent.lock import run_locked
+    from cloudseed.agent.boot.lock import run_locked
 
     root = TargetRoot(args.root)
     setup_logging(root, args.debug, "single")

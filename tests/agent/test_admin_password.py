@@ -121,7 +121,7 @@ def agent_root(tree: str, port: int):
 
 
 def boot(root) -> int:
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot.stages import Agent
 
     shutil.rmtree(root.path("/run/cloudseed"), ignore_errors=True)
     return Agent(root).run_all()

@@ -7,7 +7,7 @@ import stat
 import subprocess
 import sys
 
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -80,7 +80,7 @@ def test_another_uuid_means_a_search(target):
 BOOT_WITHOUT_CRYPTOGRAPHY = """
 import json, sys
 from cloudseed.core.root import TargetRoot
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 root = TargetRoot(sys.argv[1])
 status = Agent(root).run_all()
 print(json.dumps({"status": status, "loaded": sorted(m for m in sys.modules

@@ -12,7 +12,7 @@ import shutil
 
 from test_reporting import Hook
 
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 
 SEED = "/var/lib/cloud/seed/nocloud"
 MODULES = "network: {config: disabled}\ncloud_init_modules: []\ncloud_config_modules: [runcmd]\n" \

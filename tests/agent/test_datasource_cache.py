@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 
 CACHE = "/run/cloudseed/datasource.json"
 CORE = ("network: {config: disabled}\ncloud_init_modules: [write_files]\n"

@@ -131,8 +131,8 @@ def preload(root, ask_first: bool, raised: int = -5) -> tuple[list, list, list, 
     code = f"""
 import json, os, sys
 from cloudseed.core.root import TargetRoot
-from cloudseed.agent.handoff import Gate
-from cloudseed.agent.stages import BootState, _early_stage_priority, _preload_later_stages
+from cloudseed.agent.boot.handoff import Gate
+from cloudseed.agent.boot.stages import BootState, _early_stage_priority, _preload_later_stages
 root = TargetRoot({root.top!r})
 state = BootState.load(root)
 gate = Gate(root)
@@ -190,8 +190,8 @@ def test_preloading_stops_when_the_network_stage_is_asked_for(seeded):
 def test_host_keys_and_the_read_ahead_start_after_ready(seeded, monkeypatch):
     """Networking waits for READY: a new instance's key generators and the read-ahead of the network
     stage's files start once it is sent, not before (issue 30: a first boot's critical path)."""
-    from cloudseed.agent import handoff, stage_local
-    from cloudseed.agent.stages import BootState, run_handed_off
+    from cloudseed.agent.boot import handoff, stage_local
+    from cloudseed.agent.boot.stages import BootState, run_handed_off
 
     events: list[str] = []
 

@@ -127,7 +127,7 @@ def test_a_trickling_server_is_bounded_by_the_total_deadline(trickler):
 
 
 def test_include_once_cache_is_written_0600_through_the_root(target, servers):
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot.stages import Agent
 
     server = servers("127.0.0.1", {"/once": b"#cloud-config\nwrite_files: [{path: /etc/once, content: o}]\n"})
     url = f"{server.url}/once"

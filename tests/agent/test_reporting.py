@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from cloudseed.agent.boot.stages import Agent
 from cloudseed.agent.reporting import Event, Reporter
 from cloudseed.agent.reporting.hyperv import AZURE_VALUE_SIZE, decode_records, encode_event
-from cloudseed.agent.stages import Agent
 from cloudseed.core.root import TargetRoot
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
@@ -235,7 +235,7 @@ def test_no_reporting_imports_nothing_new_on_the_boot_path(shell_target):
     root = shell_target
     seed(root, "#cloud-config\nruncmd: ['true']\n")
     code = subprocess.run(
-        [sys.executable, "-c", "import sys; from cloudseed.agent.stages import Agent; "
+        [sys.executable, "-c", "import sys; from cloudseed.agent.boot.stages import Agent; "
          "from cloudseed.core.root import TargetRoot; a = Agent(TargetRoot(sys.argv[1])); a.run_all(); "
          "print(sorted(m for m in sys.modules if 'reporting' in m))", root.top],
         capture_output=True, text=True, timeout=120)

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
 

@@ -16,8 +16,8 @@ import textwrap
 
 import pytest
 
-from cloudseed.agent.script_exits import meaning
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
+from cloudseed.agent.modules._script_exits import meaning
 from cloudseed.agent.status import summarize
 
 SEED = "/var/lib/cloud/seed/nocloud"

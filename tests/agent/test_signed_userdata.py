@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 from cloudseed.core.userdata_signatures import SignatureError, sign_with_ssh_keygen, verify
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

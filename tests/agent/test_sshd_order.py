@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from cloudseed.agent import sshd_order
+from cloudseed.agent.boot import sshd_order
+from cloudseed.agent.boot.stages import Agent
 from cloudseed.agent.modules import STAGE_INIT, all_module_names, load_module
-from cloudseed.agent.stages import Agent
 from cloudseed.agent.state import PER_BOOT
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -162,7 +162,7 @@ def test_a_failed_network_stage_leaves_no_record(machine, monkeypatch):
     machine.seed("iid-r6")
     assert machine.boot() == 0
     assert machine.root.exists(sshd_order.RECORD)
-    from cloudseed.agent import stages
+    from cloudseed.agent.boot import stages
 
     def broken(*args, **kwargs):
         raise RuntimeError("user-data processing broke")
@@ -402,7 +402,7 @@ def test_the_record_only_describes_a_boot_that_went_to_its_end(machine):
 def test_a_host_key_still_being_made_is_one_sshd_serves(target):
     """The first boot's RSA key is generated after the boot (deferred): the record names it, so a
     reboot before it landed keeps sshd after the network stage."""
-    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.boot.boot_state import BootState
 
     target.write("/etc/ssh/ssh_host_ed25519_key", "k\n", mode=0o600)
     target.write("/run/cloudseed/hostkeys/rsa.pid", "4242\n", mode=0o600)

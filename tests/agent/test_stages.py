@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 
 SEED = "/var/lib/cloud/seed/nocloud"
 
@@ -214,7 +214,7 @@ def test_vendor_data_merges_under_user_data_and_can_be_switched_off(shell_target
 
 def test_stage_functions_share_one_boot_state_and_build_instance_data_once_per_stage(shell_target, monkeypatch):
     from cloudseed.agent import instance_data
-    from cloudseed.agent.stages import BootState, run_local, run_modules, run_network
+    from cloudseed.agent.boot.stages import BootState, run_local, run_modules, run_network
 
     root = shell_target
     seed(root, "instance-id: iid-state\n")
@@ -236,8 +236,8 @@ def test_stage_functions_share_one_boot_state_and_build_instance_data_once_per_s
 
 def test_userdata_step_does_not_import_the_stages():
     """The user-data step takes the boot state, not the orchestrator: no import cycle."""
-    code = ("import sys, cloudseed.agent.userdata_stage, cloudseed.agent.stage_local; "
-            "print('cloudseed.agent.stages' in sys.modules)")
+    code = ("import sys, cloudseed.agent.boot.userdata_stage, cloudseed.agent.boot.stage_local; "
+            "print('cloudseed.agent.boot.stages' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

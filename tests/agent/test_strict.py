@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
 

@@ -89,7 +89,7 @@ def test_detection_names_no_datasource():
     loaded, _bad = load_all("agent/datasources")
     classes = [m.DATASOURCE for m in loaded.values() if hasattr(m, "DATASOURCE") and not m.DATASOURCE.fallback]
     words = {c.name.lower() for c in classes} | {c.__module__.rsplit(".", 1)[1] for c in classes}
-    path = os.path.join(PACKAGE, "agent", "detect.py")
+    path = os.path.join(PACKAGE, "agent", "boot", "detect.py")
     with open(path, encoding="utf-8") as handle:
         tree = ast.parse(handle.read())
     docstrings = {id(node.body[0].value) for node in ast.walk(tree)

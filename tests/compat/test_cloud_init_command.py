@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from cloudseed.agent.stages import BootState, run_local, run_modules, run_network
+from cloudseed.agent.boot.stages import BootState, run_local, run_modules, run_network
 from cloudseed.commands.cloud_init import cloud_init
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

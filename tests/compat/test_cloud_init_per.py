@@ -67,7 +67,7 @@ def reference_boot(top: str, instance_id: str) -> None:
 
 
 def our_boot(top: str, instance_id: str) -> None:
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot.stages import Agent
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(top)

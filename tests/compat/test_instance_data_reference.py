@@ -16,7 +16,7 @@ import sys
 import pytest
 from reference import NEW
 
-from cloudseed.agent.stages import BootState, run_local, run_network
+from cloudseed.agent.boot.stages import BootState, run_local, run_network
 
 META = "instance-id: iid-query\nlocal-hostname: query-host\npublic-keys:\n  - ssh-ed25519 AAAAC3Nza q@host\n"
 USER = "#cloud-config\nruncmd: [echo hi]\n"

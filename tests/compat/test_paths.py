@@ -6,7 +6,7 @@ import os
 import shutil
 import stat
 
-from cloudseed.agent.stages import BootState, run_local, run_modules, run_network
+from cloudseed.agent.boot.stages import BootState, run_local, run_modules, run_network
 
 MODULES = ("network: {config: disabled}\ncloud_init_modules: []\ncloud_config_modules: []\n"
            "cloud_final_modules: []\n")

@@ -18,7 +18,7 @@ import sys
 import pytest
 from reference import NEW, OLD
 
-from cloudseed.agent.stages import BootState, run_local, run_modules, run_network
+from cloudseed.agent.boot.stages import BootState, run_local, run_modules, run_network
 from cloudseed.core.root import TargetRoot
 
 CONFIG = ("network: {config: disabled}\ncloud_init_modules: [bootcmd]\ncloud_config_modules: [runcmd]\n"

@@ -206,7 +206,7 @@ def test_the_local_stage_puts_what_was_left_out_in_the_status(shell_target):
     root.write("/var/lib/cloud/seed/nocloud/user-data", "#cloud-config\n{}\n")
     root.write("/var/lib/cloud/seed/nocloud/network-config",
                "version: 2\nethernets:\n  eth0:\n    dhcp6: true\n    dhcp6-overrides: {route-metric: 50}\n")
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot.stages import Agent
 
     Agent(root).run_local()
     status = json.loads(root.read_text("/run/cloudseed/status.json"))

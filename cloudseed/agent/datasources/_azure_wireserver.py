@@ -6,7 +6,7 @@ while). ``report_ready`` GETs ``/machine/?comp=goalstate`` (``x-ms-agent-name``,
 ``RoleInstance/InstanceId``, and POSTs a health report with the state ``Ready`` to
 ``/machine?comp=health``; ``report_health`` posts any state, ``NotReady`` with a substatus
 (``ProvisioningFailed``) and a description being how a failed provisioning is told (strict mode,
-``cloudseed/agent/strict.py``). Every request goes through ``cloudseed.core.http`` with bounded retries
+``cloudseed/agent/boot/strict.py``). Every request goes through ``cloudseed.core.http`` with bounded retries
 inside one total deadline: a wire server that never answers costs at most ``deadline`` seconds.
 The address is DHCP option 245 from a lease on the machine, else the well-known 168.63.129.16.
 """

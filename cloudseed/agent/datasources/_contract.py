@@ -5,7 +5,7 @@ subclass; ``DatasourcePlugin`` is what that class declares. Detection is data: `
 a tuple of facts (``_facts.py``; the fallback datasource, never detected, declares none). The
 Python detection (``why``, ``identified``, ``detect``) and the shell generator are derived from
 it; none of them is overridden. ``detection_problems`` lists what the shell compiler and the
-derived detection cannot take (see ``cloudseed.agent.generator_shell``).
+derived detection cannot take (see ``cloudseed.agent.boot.generator_shell``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A datasource declares ``detection = (fact, ...)``. The first fact that holds is why the datasource
 may exist here (``Datasource.why``); when none holds it cannot. The same declarations are compiled
-into the platform section of the shell generator (``cloudseed.agent.generator_shell``), so the
+into the platform section of the shell generator (``cloudseed.agent.boot.generator_shell``), so the
 Python detection and the boot's shell one cannot drift apart.
 
 - ``Dmi(field, *patterns)``: the DMI string ``/sys/class/dmi/id/<field>`` (stripped) matches;

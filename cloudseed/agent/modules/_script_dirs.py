@@ -1,7 +1,7 @@
 """Shared body of the script modules: run script directories, honouring exit codes 1001-1003.
 
 ``scripts_user``, ``scripts_vendor`` and ``scripts_per_boot/per_instance/per_once`` all run their
-scripts through ``run_dirs`` (the exit codes are read in ``cloudseed.agent.script_exits``).
+scripts through ``run_dirs`` (the exit codes are read in ``cloudseed.agent.modules._script_exits``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def run_dirs(ctx: ModuleContext, directories: Sequence[str], frequency: str = PER_INSTANCE,
              prefix: Sequence[str] = ()) -> None:
     """Run the executables of ``directories`` in name order; ModuleError lists the failures."""
-    from cloudseed.agent.script_exits import run_script_dirs
+    from cloudseed.agent.modules._script_exits import run_script_dirs
 
     problems = [f"{len(failures)} of {ran} scripts failed: {', '.join(failures)}"
                 for ran, failures in run_script_dirs(ctx, directories, frequency, prefix) if failures]

@@ -7,10 +7,10 @@ powered off: the command that would run is logged instead.
 
 from __future__ import annotations
 
-import os
 import shlex
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.modules._after_exit import schedule
 
 MODES = {"poweroff": "-P", "halt": "-H", "reboot": "-r"}
 
@@ -90,20 +90,3 @@ def handle(ctx: ModuleContext) -> None:
     except (TypeError, ValueError):
         raise ModuleError("power_state.timeout: expected a number of seconds") from None
     schedule(ctx, argv, condition_script(settings.get("condition", True)), timeout)
-
-
-def schedule(ctx: ModuleContext, argv: list[str], condition: str = "true", timeout: int = 30) -> None:
-    """Run ``argv`` once this agent process has exited (at most ``timeout`` s) and ``condition`` holds.
-
-    Also used for the reboot a user script asks for (``cloudseed.agent.script_exits``). On a root
-    other than the running system nothing runs: what would run is logged.
-    """
-    if not ctx.root.is_live:
-        ctx.log.info("offline root: would run %s (condition: %s)", shlex.join(argv), condition)
-        return
-    waiter = (
-        f"pid={os.getpid()}; i=0; while kill -0 \"$pid\" 2>/dev/null && [ $i -lt {timeout} ]; do "
-        f"sleep 1; i=$((i+1)); done; if ( {condition} ); then exec {shlex.join(argv)}; fi"
-    )
-    ctx.root.spawn(["/bin/sh", "-c", waiter])
-    ctx.log.info("will run %s once the agent has exited", shlex.join(argv))

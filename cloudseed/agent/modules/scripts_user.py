@@ -1,7 +1,7 @@
 """scripts_user: run the user-data scripts and the runcmd script of this instance (final stage).
 
 Like every script module it honours cloudbase-init's exit codes (1001 reboot now, 1002 run again at
-the next boot, 1003 both; ``cloudseed/agent/script_exits.py``); it declares their settings,
+the next boot, 1003 both; ``cloudseed/agent/modules/_script_exits.py``); it declares their settings,
 ``script_exit_codes``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_FINAL, ModuleContext, ModuleSpec
 from cloudseed.agent.modules._script_dirs import run_dirs
-from cloudseed.agent.script_exits import SCHEMA
+from cloudseed.agent.modules._script_exits import SCHEMA
 
 MODULE = ModuleSpec(
     name="scripts_user", stage=STAGE_FINAL, title="Run user-data scripts and runcmd",

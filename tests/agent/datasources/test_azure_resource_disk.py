@@ -287,8 +287,8 @@ def test_same_instance_with_a_disk_we_did_not_make_maps_nothing(resource_disk, t
 
 def _reboot_of_the_same_instance(tmp_path, disk: str, first_boot_disk: str):
     """Boot 1 (fetch, adopt) with ``first_boot_disk``; boot 2 reuses the cache with ``disk`` attached."""
-    from cloudseed.agent.boot_state import BootState
-    from cloudseed.agent.instances import adopt, same_instance_as_last_boot
+    from cloudseed.agent.boot.boot_state import BootState
+    from cloudseed.agent.boot.instances import adopt, same_instance_as_last_boot
 
     def settings(path: str) -> str:
         return ("datasource:\n  Azure:\n    max_wait: 0\n    report_ready: false\n"

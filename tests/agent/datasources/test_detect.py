@@ -9,8 +9,8 @@ import subprocess
 import pytest
 from netlab import PYTHON, write_tree
 
+from cloudseed.agent.boot.detect import decide, possible_datasources
 from cloudseed.agent.config import load_system_config
-from cloudseed.agent.detect import decide, possible_datasources
 from cloudseed.agent.devices import find_devices_by_label
 
 NETWORK_ONLY = "datasource_list: [OpenStack, Ec2, None]\n"

@@ -24,9 +24,9 @@ import time
 import pytest
 from diskimages import loop_device, make_iso, make_vfat
 
+from cloudseed.agent.boot.generator_shell import COMMAND, SCRIPT, generated_script
 from cloudseed.agent.config import BUILTIN
 from cloudseed.agent.datasources import DatasourceContext, _facts, datasource_class
-from cloudseed.agent.generator_shell import COMMAND, SCRIPT, generated_script
 from cloudseed.agent.state import Paths
 from cloudseed.core.root import TargetRoot
 

@@ -170,7 +170,7 @@ def test_agent_provisions_a_root(target, devlxd):
                  "cloud_init_modules: [write_files, set_hostname]\ncloud_config_modules: []\n"
                  "cloud_final_modules: []\n")
     target.write("/usr/lib/systemd/systemd-networkd", "#!/bin/sh\n", mode=0o755)
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot.stages import Agent
 
     agent = Agent(target)
     assert agent.run_local() == 0

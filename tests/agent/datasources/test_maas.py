@@ -267,7 +267,7 @@ def test_agent_provisions_from_the_maas_api_and_keeps_the_keys_private(target, m
                  "datasource_list: [MAAS, None]\ncloud_init_modules: [write_files, set_hostname]\n"
                  "cloud_config_modules: []\ncloud_final_modules: []\n")
     target.write("/usr/lib/systemd/systemd-networkd", "#!/bin/sh\n", mode=0o755)
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot.stages import Agent
 
     agent = Agent(target)
     assert agent.run_local() == 0

@@ -209,7 +209,7 @@ def test_agent_provisions_a_root_from_a_context_cdrom(target, tmp_path):
             assert verdict.startswith("enabled"), (kind, verdict)
             # the shell names the first seed label it finds: another test's loop device may come first
             assert "context" in verdict.lower() or (kind == "shell" and device not in verdict), (kind, verdict)
-        from cloudseed.agent.stages import Agent
+        from cloudseed.agent.boot.stages import Agent
 
         agent = Agent(target)
         assert agent.run_local() == 0

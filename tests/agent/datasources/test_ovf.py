@@ -148,8 +148,8 @@ def test_guestinfo_ovfenv(shell_target):
 def test_agent_provisions_a_root_from_an_ovf_cdrom(target, tmp_path):
     if os.geteuid() != 0 or not shutil.which("losetup"):
         pytest.skip("needs root and loop devices")
+    from cloudseed.agent.boot.stages import Agent
     from cloudseed.agent.devices import find_devices_by_label
-    from cloudseed.agent.stages import Agent
 
     image = make_iso(tmp_path, env_xml())
     target.write("/etc/cloudseed/cloud.cfg.d/90-test.cfg",

@@ -154,7 +154,7 @@ def test_agent_keeps_the_password_hash_out_of_world_readable_instance_data(targe
     target.write("/usr/lib/systemd/systemd-networkd", "#!/bin/sh\n", mode=0o755)
     target.write("/sys/class/net/eth0/address", "00:15:5d:ff:0f:03\n")
     target.makedirs("/sys/class/net/eth0/device")
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot.stages import Agent
 
     with loop_device(image(tmp_path)) as device:
         agent = Agent(target)

@@ -197,7 +197,7 @@ def test_agent_provisions_a_root(shell_target, monkeypatch):
                "cloud_init_modules: [write_files, set_hostname]\ncloud_config_modules: []\n"
                "cloud_final_modules: []\n")
     root.write("/usr/lib/systemd/systemd-networkd", "#!/bin/sh\n", mode=0o755)
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot.stages import Agent
 
     agent = Agent(root)
     assert agent.run_local() == 0

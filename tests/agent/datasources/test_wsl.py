@@ -143,7 +143,7 @@ def test_agent_provisions_a_wsl_root(target):
     target.write("/etc/cloudseed/cloud.cfg.d/90-test.cfg",
                  "datasource_list: [WSL, None]\ndatasource: {WSL: {instance_name: Dev-Box}}\n"
                  "cloud_init_modules: [write_files]\ncloud_config_modules: []\ncloud_final_modules: []\n")
-    from cloudseed.agent.stages import Agent
+    from cloudseed.agent.boot.stages import Agent
 
     agent = Agent(target)
     assert agent.run_local() == 0  # no renderer needed: WSL's network is left alone

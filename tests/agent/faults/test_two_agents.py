@@ -102,7 +102,7 @@ def test_a_cloudseed_started_by_the_holder_runs_inside_its_lock(fault_root):
     """``cloud-init single`` in a runcmd: a child of the holder goes ahead instead of waiting for its parent."""
     holder = textwrap_code(f"""
         import os, subprocess, sys
-        from cloudseed.agent.lock import AgentLock
+        from cloudseed.agent.boot.lock import AgentLock
         from cloudseed.core.root import TargetRoot
         lock = AgentLock(TargetRoot({fault_root.top!r}), "final stage")
         lock.acquire()

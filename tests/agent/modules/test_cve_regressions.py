@@ -20,7 +20,7 @@ import tarfile
 import pytest
 from module_support import InputDatasource, run
 
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))

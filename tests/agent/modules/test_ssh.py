@@ -380,7 +380,7 @@ def test_local_stage_starts_rsa_early_too_at_low_priority(run_on_tmpfs, monkeypa
     what is not."""
     from types import SimpleNamespace
 
-    from cloudseed.agent.stage_local import start_host_keys_early
+    from cloudseed.agent.boot.stage_local import start_host_keys_early
 
     chroot = run_on_tmpfs
     for name in chroot.listdir("/etc/ssh"):

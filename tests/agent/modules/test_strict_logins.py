@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from cloudseed.agent.stages import Agent
+from cloudseed.agent.boot.stages import Agent
 
 SYSTEM = """\
 network: {config: disabled}

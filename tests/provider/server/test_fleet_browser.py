@@ -32,7 +32,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 PYTHON = os.path.join(REPO, ".venv", "bin", "python")
 SECRET = "Fleet-Sekrit-Pw-77"
 HOSTILE = '<img src=x onerror="document.title=666"><script>document.title=667</script>'
-BOOT = ("import sys; from cloudseed.agent.stages import Agent; from cloudseed.core.root import TargetRoot; "
+BOOT = ("import sys; from cloudseed.agent.boot.stages import Agent; from cloudseed.core.root import TargetRoot; "
         "sys.exit(Agent(TargetRoot(sys.argv[1])).run_all())")
 GUESTS = {
     "ok": "#cloud-config\nwrite_files: [{path: /etc/ok.conf, content: fine}]\nruncmd: ['sleep 2', 'true']\n",

@@ -44,7 +44,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.boot.boot_state import BootState
 
 LOG = logging.getLogger("cloudseed.strict")
 MARKER = "strict-failed"

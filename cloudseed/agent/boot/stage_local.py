@@ -8,15 +8,15 @@ from __future__ import annotations
 import logging
 
 from cloudseed.agent import instance_data
+from cloudseed.agent.boot.instances import adopt, find, same_instance_as_last_boot
 from cloudseed.agent.datasources import LOCAL
-from cloudseed.agent.instances import adopt, find, same_instance_as_last_boot
 from cloudseed.agent.log import console
 from cloudseed.agent.state import ensure_dirs
 from cloudseed.core.values import as_bool, get_list
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.boot.boot_state import BootState
     from cloudseed.agent.datasources import Datasource
     from cloudseed.core.root import TargetRoot
 
@@ -66,7 +66,7 @@ def _run_local(state: BootState, errors: list[str], warnings: list[str]) -> int:
         apply_network(state, ds, new_instance, errors, warnings)
         state.recorded(errors, instance_data.save, paths, instance_data.build(root, ds, state.system_cfg))
         if root.exists(REBOOT_ORDER):  # before READY (networking, so sshd, waits): agree with the generator?
-            from cloudseed.agent import sshd_order
+            from cloudseed.agent.boot import sshd_order
 
             sshd_order.consume(state, ds, new_instance)
     except Exception as e:  # the stage itself must finish and say what happened
@@ -105,7 +105,7 @@ def after_local(state: BootState) -> None:
 def prefetch_for_network_stage(state: BootState) -> None:
     """Have the kernel read ahead the files the network stage imports (it starts after DHCP)."""
     if state.root.is_live:
-        from cloudseed.agent import prefetch
+        from cloudseed.agent.boot import prefetch
 
         prefetch.warm(prefetch.network_stage_files())
 

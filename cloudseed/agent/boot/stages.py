@@ -15,12 +15,12 @@ import logging
 import os
 
 from cloudseed.agent import instance_data
-from cloudseed.agent.boot_state import BootState
+from cloudseed.agent.boot.boot_state import BootState
+from cloudseed.agent.boot.instances import adopt, find, load_datasource
+from cloudseed.agent.boot.stage_local import after_local, run_local
 from cloudseed.agent.datasources import NETWORK
-from cloudseed.agent.instances import adopt, find, load_datasource
 from cloudseed.agent.log import console
 from cloudseed.agent.modules import STAGE_LIST_KEYS, ModuleContext, run_module, run_stage_modules
-from cloudseed.agent.stage_local import after_local, run_local
 from cloudseed.agent.state import ensure_dirs, write_json
 from cloudseed.agent.state_files import load_json, object_problem
 from cloudseed.core.root import TargetRoot
@@ -30,8 +30,8 @@ TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
     from typing import Any
 
+    from cloudseed.agent.boot.handoff import Gate
     from cloudseed.agent.datasources import Datasource
-    from cloudseed.agent.handoff import Gate
 
 LOG = logging.getLogger("cloudseed.stages")
 
@@ -110,7 +110,7 @@ def _none_datasource(state: BootState) -> Datasource:
 
 def _consume_userdata(state: BootState, data: dict, errors: list[str], warnings: list[str]) -> dict:
     """Process user-data and vendor-data, place scripts and boothooks, return the merged config."""
-    from cloudseed.agent.userdata_stage import consume
+    from cloudseed.agent.boot.userdata_stage import consume
 
     system_cfg, state.system_cfg = state.system_cfg, state.plain_cfg  # later stages get no --file settings
     try:
@@ -257,7 +257,7 @@ def run_all(state: BootState) -> int:
 
 def run_handed_off(state: BootState) -> int:
     """All four stages in this process, each later one when its unit asks (see ``handoff.py``)."""
-    from cloudseed.agent.handoff import LATER_STAGES, Gate, notify_ready
+    from cloudseed.agent.boot.handoff import LATER_STAGES, Gate, notify_ready
 
     gate = Gate(state.root)
     try:
@@ -293,7 +293,7 @@ def run_handed_off(state: BootState) -> int:
 def _record_sshd_order(state: BootState) -> None:
     """What the next boot's generator reads to order sshd (``sshd_order.py``), at the end of the boot
     (every stage's modules have run, their semaphores say what runs again); never fails the boot."""
-    from cloudseed.agent import sshd_order
+    from cloudseed.agent.boot import sshd_order
 
     try:
         if state.network_ctx is not None and not state.disabled_reason():
@@ -342,7 +342,7 @@ def _preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
     modules = {stage: get_list(state.system_cfg, STAGE_LIST_KEYS[stage]) for stage in ("init", "config", "final")}
     steps: list[tuple[int, str, Any]] = [
         (0, "import", name) for name in ("cloudseed.agent.userdata", "cloudseed.agent.userdata.includes",
-                                         "cloudseed.agent.userdata_stage", "cloudseed.agent.scripts")]
+                                         "cloudseed.agent.boot.userdata_stage", "cloudseed.agent.scripts")]
     steps.append((0, "yaml", "yaml"))  # a new instance's cloud-config is parsed; a reboot's is kept
     steps += [(0, "module", entry) for entry in modules["init"]]
     steps += [(10, "module", entry) for entry in modules["config"] + modules["final"]]

@@ -197,7 +197,7 @@ def _run_one(ctx: ModuleContext, inner: str, prefix: Sequence[str], frequency: s
 def _reboot(ctx: ModuleContext, why: str) -> None:
     """Ask for the reboot: the stage stops after this module and the machine reboots once the agent
     has exited, as ``power_state_change`` does it (offline: only logged)."""
-    from cloudseed.agent.modules.power_state_change import schedule
+    from cloudseed.agent.modules._after_exit import schedule
 
     ctx.reboot = why
     ctx.log.info("reboot requested: %s", why)

@@ -133,7 +133,7 @@ class BootState:
 
     def strict_settings(self) -> dict | None:
         """Strict mode's settings (``strict.py``) when it is on (asked only of a stage with problems)."""
-        from cloudseed.agent import strict
+        from cloudseed.agent.boot import strict
 
         return strict.settings(self.system_cfg, self.cmdline, self.datasource)
 
@@ -141,13 +141,13 @@ class BootState:
         """After a strict-mode failure in an earlier stage: this stage runs nothing (its exit code)."""
         if not self.root.exists(self.paths.run("strict-failed")):
             return None
-        from cloudseed.agent import strict
+        from cloudseed.agent.boot import strict
 
         return strict.skip_stage(self, stage, f"strict mode stopped the boot: {strict.failed(self)}")
 
     def module_failed(self, stage: str, module: str, reason: str) -> None:
         """A module of ``stage`` failed just now: under strict mode logins are refused at once."""
-        from cloudseed.agent import strict
+        from cloudseed.agent.boot import strict
 
         strict.module_failed(self, stage, module, reason or "failed")
 
@@ -223,7 +223,7 @@ class BootState:
             errors = [*errors, self.status.unsaved]
         strict = self.strict_settings() if errors or warnings else None
         if strict is not None and (errors or (strict["warnings"] and warnings)):
-            from cloudseed.agent import strict as strict_mode
+            from cloudseed.agent.boot import strict as strict_mode
 
             if not strict_mode.failed(self):  # the first failure fails the boot; later stages ran nothing
                 errors = [*errors, strict_mode.fail(self, stage, errors, warnings, strict)]

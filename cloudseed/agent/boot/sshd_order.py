@@ -30,7 +30,7 @@ from cloudseed.agent.state import PER_BOOT
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.boot.boot_state import BootState
     from cloudseed.agent.datasources import Datasource
     from cloudseed.agent.modules import ModuleContext
 
@@ -61,7 +61,7 @@ BLOBS = ("user-data", "vendor-data", "vendor-data2")
 
 def sshd_waits_for(ctx: ModuleContext, cfg: dict, state: BootState) -> str:
     """Why sshd must wait for the network stage at this instance's next boot ("" when nothing does)."""
-    from cloudseed.agent import strict
+    from cloudseed.agent.boot import strict
     from cloudseed.agent.modules import STAGE_LIST_KEYS, is_active, load_module, parse_entry, supports
     from cloudseed.agent.state import Semaphores
     from cloudseed.core.values import get_list
@@ -182,7 +182,7 @@ def record(state: BootState, ctx: ModuleContext, cfg: dict) -> None:
     seen = identity_of(root.read_text(IDENTITY, default="").strip(), ds)
     waits = sshd_waits_for(ctx, cfg, state)
     configs = config_files(state)
-    lines = ["# cloudseed: what the next boot's generator reads to order sshd (cloudseed/agent/sshd_order.py)",
+    lines = ["# cloudseed: what the next boot's generator reads to order sshd (cloudseed/agent/boot/sshd_order.py)",
              f"format={FORMAT}", f"instance_id={ds.instance_id}", f"identity={seen}",
              f"hostkeys={' '.join(hostkeys(state))}", f"configs={' '.join(configs)}",
              f"config={config_stamp(state.plain_cfg)}", f"sshd={'wait: ' + waits if waits else 'free'}"]

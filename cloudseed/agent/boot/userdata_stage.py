@@ -25,7 +25,7 @@ TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
     from typing import Any
 
-    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.boot.boot_state import BootState
 
 LOG = logging.getLogger("cloudseed.userdata")
 _TRUST_SETTINGS = {"trusted_userdata_keys", "require_signed_userdata"}  # cloudseed.agent.userdata_trust

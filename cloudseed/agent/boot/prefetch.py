@@ -13,7 +13,7 @@ import os
 import sys
 
 # packages of the network stage, relative to the cloudseed package
-CLOUDSEED_PACKAGES = ("core", "agent", "agent/userdata", "agent/modules", "agent/distros")
+CLOUDSEED_PACKAGES = ("core", "agent", "agent/boot", "agent/userdata", "agent/modules", "agent/distros")
 # standard library modules PyYAML, the schema check and the modules import that the local stage
 # does not (measured: tests/agent/test_prefetch.py), and the C extensions behind them (built into
 # the interpreter on Debian, separate files in other builds)
@@ -46,7 +46,7 @@ def _modules_of(directory: str, tag: str) -> list[str]:
 def network_stage_files() -> list[str]:
     """The files the network stage will import, where they exist."""
     tag = f".{sys.implementation.cache_tag}.pyc"
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the cloudseed package
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the cloudseed package
     files = []
     for package in CLOUDSEED_PACKAGES:
         files += _modules_of(os.path.join(here, package), tag)

@@ -22,7 +22,7 @@ from cloudseed.agent.state_files import ensure_dir, load_json, load_line, object
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from cloudseed.agent.boot_state import BootState
+    from cloudseed.agent.boot.boot_state import BootState
     from cloudseed.agent.datasources import Datasource
 
 LOG = logging.getLogger("cloudseed.instances")
@@ -54,8 +54,8 @@ def same_instance_as_last_boot(state: BootState) -> Datasource | None:
 
 def find(state: BootState, stage: str, errors: list[str]) -> Datasource | None:
     """The first datasource of the configured list that provides an instance in ``stage``."""
+    from cloudseed.agent.boot.detect import datasource_names
     from cloudseed.agent.datasources import find_datasource
-    from cloudseed.agent.detect import datasource_names
 
     names, _source = datasource_names(state.system_cfg, state.cmdline)
     search = find_datasource(state.ds_context(stage), _possible(state, names))
