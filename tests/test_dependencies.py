@@ -90,13 +90,13 @@ def test_every_third_party_import_is_a_main_dependency_or_the_postgres_extra():
     assert {"pyyaml", "jinja2", "pycdlib", "pyfatfs"} <= mains
     # the one optional extra is the only extra a user installs (dev is for working on cloudseed)
     assert set(extras) == {"postgres", "dev"}
-    assert "jsonschema" not in third_party  # the validator is cloudseed's own (cloudseed/agent/schema.py)
+    assert "jsonschema" not in third_party  # the validator is cloudseed's own (cloudseed/agent/config/schema.py)
 
 
 def test_the_boot_path_imports_no_heavier_library():
-    code = ("import sys, cloudseed.cli, cloudseed.agent.boot.stages, cloudseed.agent.schema;"
+    code = ("import sys, cloudseed.cli, cloudseed.agent.boot.stages, cloudseed.agent.config.schema;"
             "import cloudseed.agent.userdata.process;"
-            "from cloudseed.agent.schema import validate_config;"
+            "from cloudseed.agent.config.schema import validate_config;"
             "validate_config({'runcmd': ['true'], 'landscape': {}});"
             f"print([m for m in sys.modules if m.split('.')[0] in {HEAVY!r}])")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT)

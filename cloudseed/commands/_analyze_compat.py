@@ -38,7 +38,7 @@ def events(summary: dict) -> list[dict]:
 
 def _summary(root) -> dict:
     from cloudseed.agent.state import Paths, read_json
-    from cloudseed.agent.status import summarize
+    from cloudseed.agent.state.status import summarize
 
     paths = Paths(root)
     return summarize(read_json(root, paths.status_file))

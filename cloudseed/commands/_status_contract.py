@@ -63,7 +63,7 @@ def document(summary: dict, v1: dict, code: tuple[str, str], long: bool) -> dict
     Errors and recoverable errors are gathered over the stage records in the order cloud-init
     reads them (by key), and every other key of the record (``stage``...) is shown as cloud-init
     shows it, so its own code reading the same files prints the same document."""
-    from cloudseed.agent.status import recoverable
+    from cloudseed.agent.state.status import recoverable
 
     word = summary["status"]
     running = {"disabled": "disabled", "not started": "not started", "running": "running"}.get(word, "done")

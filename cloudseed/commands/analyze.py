@@ -13,7 +13,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.state import Paths, read_json
-    from cloudseed.agent.status import summarize
+    from cloudseed.agent.state.status import summarize
     from cloudseed.core.root import TargetRoot
 
     paths = Paths(TargetRoot(args.root))

@@ -21,7 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.boot.lock import run_locked
     from cloudseed.agent.boot.stages import BootState, run_all, run_handed_off
-    from cloudseed.agent.log import setup_logging
+    from cloudseed.agent.state.log import setup_logging
     from cloudseed.core.root import TargetRoot
 
     root = TargetRoot(args.root)

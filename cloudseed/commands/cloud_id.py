@@ -26,8 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudseed.agent.instance_data import canonical_cloud_id
     from cloudseed.agent.state import Paths
+    from cloudseed.agent.state.instance_data_json import canonical_cloud_id
     from cloudseed.commands.status import _summary
     from cloudseed.core.root import TargetRoot
 

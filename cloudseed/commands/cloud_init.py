@@ -227,7 +227,7 @@ def _status(args, base, prog) -> int:
 
 
 def _clean(args, base, prog) -> int:
-    from cloudseed.agent import compat_paths
+    from cloudseed.agent.state import compat_paths
     from cloudseed.core.root import TargetRoot
 
     code = _cli([*base, "clean", *(["--logs"] if args.logs else []), *(["--seed"] if args.seed else []),

@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
               f"{name} {args.udevaction} ignored")
         return 0
     from cloudseed.agent.boot.lock import run_locked
-    from cloudseed.agent.log import setup_logging
+    from cloudseed.agent.state.log import setup_logging
 
     setup_logging(root, debug=args.debug, stage="hotplug")
     return run_locked(root, "hotplug-hook", lambda: _handle(root, name, args))

@@ -6,7 +6,7 @@ links) to ``/usr/lib/udev/rules.d``;
 the generator enables ``cloudseed.target`` at each boot unless the agent is disabled or no
 datasource can exist. ``--with-package`` also copies this cloudseed package into the root's
 ``/usr/lib/python3/dist-packages`` with a ``/usr/bin/cloudseed`` launcher (for images), byte-compiled,
-with the merged module schema cached beside it (see ``cloudseed.agent.schema``).
+with the merged module schema cached beside it (see ``cloudseed.agent.config.schema``).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def install_package(root, compile_bytecode: bool = True) -> int:
                mode=0o755)
     if compile_bytecode and root.which("python3"):
         root.run(["python3", "-m", "compileall", "-q", PACKAGE_DIR], check=False)
-    from cloudseed.agent.schema import write_schema_cache
+    from cloudseed.agent.config.schema import write_schema_cache
 
     write_schema_cache(root.path(PACKAGE_DIR))  # the boot then needs not import every module
     return count

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.boot.lock import run_locked
     from cloudseed.agent.boot.stages import BootState, run_modules
     from cloudseed.agent.config import files_for_command
-    from cloudseed.agent.log import setup_logging
+    from cloudseed.agent.state.log import setup_logging
     from cloudseed.core.root import TargetRoot
 
     files_cfg = files_for_command(args.files, "modules")

@@ -27,9 +27,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.config import load_system_config, merge_config
+    from cloudseed.agent.config.schema import validate_config
     from cloudseed.agent.distros import read_os_release
     from cloudseed.agent.plan import KINDS, plan
-    from cloudseed.agent.schema import validate_config
     from cloudseed.agent.userdata import process_userdata
     from cloudseed.core.root import TargetRoot
 

@@ -127,8 +127,8 @@ def as_queried(data: dict, root_dir: str, user_data: str | None = None, vendor_d
 
 
 def run(args: argparse.Namespace) -> int:
-    from cloudseed.agent import instance_data
     from cloudseed.agent.state import Paths
+    from cloudseed.agent.state import instance_data_json as instance_data
     from cloudseed.core.root import TargetRoot
 
     if args.instance_data:

@@ -18,8 +18,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.boot.stages import Agent
     from cloudseed.agent.config import files_for_command
-    from cloudseed.agent.log import setup_logging
     from cloudseed.agent.state import normalize_frequency
+    from cloudseed.agent.state.log import setup_logging
     from cloudseed.core.root import TargetRoot
 
     try:

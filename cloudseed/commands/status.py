@@ -25,7 +25,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _summary(root, paths) -> dict:
     from cloudseed.agent.config import is_disabled, read_cmdline
-    from cloudseed.agent.status import load_for_reading, summarize
+    from cloudseed.agent.state.status import load_for_reading, summarize
 
     disabled = is_disabled(root, read_cmdline(root))
     if disabled is None and root.isfile(paths.run("disabled")):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 LOG = logging.getLogger("cloudseed.http")
-_TRACE = logging.DEBUG - 5   # cloudseed.agent.log.TRACE: every exchange, with status, size and time
+_TRACE = logging.DEBUG - 5   # cloudseed.agent.state.log.TRACE: every exchange, with status, size and time
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 MAX_REDIRECTS = 5

@@ -177,7 +177,7 @@ def test_file_include_stays_inside_the_target_root(target, tmp_path):
 
 
 def test_boot_schema_warnings_name_keys_and_types_never_values():
-    from cloudseed.agent.schema import validate_config
+    from cloudseed.agent.config.schema import validate_config
 
     cfg = {"chpasswd": {"expire": "hunter2-secret"}, "users": [{"name": "u", "passwd": 123456}],
            "ssh_pwauth": "hunter3", "timezone": 7}
@@ -256,7 +256,7 @@ def test_different_instance_ids_never_share_a_state_directory():
 
 def test_a_killed_stage_is_an_error_in_the_final_status_not_a_silent_done(target):
     from cloudseed.agent.state import Paths
-    from cloudseed.agent.status import StatusRecorder
+    from cloudseed.agent.state.status import StatusRecorder
 
     paths = Paths(target)
     StatusRecorder(paths).start("network")            # ... and the process is killed here

@@ -185,7 +185,7 @@ def test_install_puts_units_and_generator_into_a_root(target):
 def test_install_with_package_caches_the_module_schema_until_a_module_changes(target):
     result = cli("install", "--with-package", "--no-compile", root=target)
     assert result.returncode == 0, result.stderr
-    from cloudseed.agent import schema
+    from cloudseed.agent.config import schema
 
     installed = target.path("/usr/lib/python3/dist-packages/cloudseed")
     cached = json.loads(target.read_text("/usr/lib/python3/dist-packages/cloudseed/data/module-schema.json"))
@@ -273,7 +273,7 @@ def test_debug_twice_logs_trace_messages(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         code = ("import logging, sys\nfrom cloudseed.core.root import TargetRoot\n"
-                "from cloudseed.agent.log import setup_logging\nfrom cloudseed.core.http import fetch\n"
+                "from cloudseed.agent.state.log import setup_logging\nfrom cloudseed.core.http import fetch\n"
                 "setup_logging(TargetRoot(sys.argv[1]), int(sys.argv[2]))\n"
                 "fetch(sys.argv[3] + '/meta-data')\n")
         url = f"http://127.0.0.1:{server.server_address[1]}"

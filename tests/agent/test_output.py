@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from cloudseed.agent.output import targets
+from cloudseed.agent.state.output import targets
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -102,7 +102,7 @@ def test_targets_follow_cloud_init_rules():
 
 
 def test_output_is_a_known_key_in_the_schema():
-    from cloudseed.agent.schema import validate_config
+    from cloudseed.agent.config.schema import validate_config
 
     good = {"output": {"all": "| tee -a /var/log/cloud-init-output.log", "final": [">> /f", None],
                        "init": {"output": "> /i", "error": "&1"}}}

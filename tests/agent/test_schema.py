@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from cloudseed.agent.schema import Problem, check, classify_keys, close_matches, validate_config
+from cloudseed.agent.config.schema import Problem, check, classify_keys, close_matches, validate_config
 
 DEBIAN = {"ID": "debian", "VERSION_ID": "12"}
 UBUNTU = {"ID": "ubuntu", "ID_LIKE": "debian"}
@@ -150,7 +150,7 @@ def test_a_documented_key_of_a_distro_specific_module_says_why_not_here():
 
 
 def test_on_ubuntu_an_ubuntu_module_is_not_implemented_yet_rather_than_not_applicable():
-    from cloudseed.agent import schema
+    from cloudseed.agent.config import schema
 
     base = schema.build_module_schema()
     # landscape has landed: pretend it is not one of cloudseed's modules
@@ -162,7 +162,7 @@ def test_on_ubuntu_an_ubuntu_module_is_not_implemented_yet_rather_than_not_appli
 
 
 def test_a_documented_key_of_a_module_cloudseed_lacks_says_so(monkeypatch):
-    from cloudseed.agent import schema
+    from cloudseed.agent.config import schema
 
     base = schema.build_module_schema()
     # whichever modules have landed: pretend `puppet` is not one of them
@@ -229,8 +229,8 @@ def test_hyphenated_user_keys_are_deprecations_not_unknown_keys():
 
 def test_every_key_of_cloud_inits_schema_is_known():
     """Facts check: every top-level key of the reference's schema is implemented or in the table."""
-    from cloudseed.agent.known_keys import CORE_KEYS, MODULES
-    from cloudseed.agent.schema import module_schema
+    from cloudseed.agent.config.known_keys import CORE_KEYS, MODULES
+    from cloudseed.agent.config.schema import module_schema
 
     path = os.path.join(os.path.expanduser(os.environ.get("CLOUDSEED_CACHE", "~/.cache/cloudseed")), "reference",
                         "usr/lib/python3/dist-packages/cloudinit/config/schemas/schema-cloud-config-v1.json")
@@ -299,7 +299,7 @@ def test_modules_status_page_is_up_to_date():
 
 
 def test_modules_status_page_covers_every_cloud_init_module():
-    from cloudseed.agent.known_keys import MODULES
+    from cloudseed.agent.config.known_keys import MODULES
     from cloudseed.commands.schema import modules_table
 
     page = modules_table()

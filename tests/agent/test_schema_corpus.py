@@ -155,7 +155,7 @@ def _their_paths(problems: list) -> list[set[str]]:
 def _our_paths(path: str, level: str) -> set[str]:
     import yaml
 
-    from cloudseed.agent.schema import validate_config
+    from cloudseed.agent.config.schema import validate_config
 
     with open(path) as f:
         cfg = yaml.safe_load(f)
@@ -212,7 +212,7 @@ def test_no_false_error_on_any_example_cloud_init_documents():
     """Every example in cloud-init 22.4's module documentation is free of schema errors here."""
     import yaml
 
-    from cloudseed.agent.schema import validate_config
+    from cloudseed.agent.config.schema import validate_config
 
     examples = json.loads(OLD.python(_REFERENCE_EXAMPLES).stdout)
     assert len(examples) >= 55 and sum(len(v) for v in examples.values()) >= 100
@@ -296,7 +296,7 @@ def test_deprecations_are_reported_where_cloud_init_26_reports_them():
 
 
 def test_a_deprecation_names_the_release_that_deprecated_it():
-    from cloudseed.agent.schema import validate_config
+    from cloudseed.agent.config.schema import validate_config
 
     notes = {p.path: p.message for p in validate_config({
         "growpart": {"mode": False}, "manage_etc_hosts": "template", "vendor_data": {"enabled": "yes"},

@@ -18,7 +18,7 @@ import pytest
 
 from cloudseed.agent.boot.stages import Agent
 from cloudseed.agent.modules._script_exits import meaning
-from cloudseed.agent.status import summarize
+from cloudseed.agent.state.status import summarize
 
 SEED = "/var/lib/cloud/seed/nocloud"
 MODULES = """\

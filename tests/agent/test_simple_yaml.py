@@ -12,7 +12,7 @@ import random
 import pytest
 import yaml
 
-from cloudseed.agent import simple_yaml
+from cloudseed.agent.config import simple_yaml
 
 KEYS = ["instance-id", "local-hostname", "hostname", "a", "_x", "on", "Yes", "null", "a.b", "1st", "key ",
         "'quoted'", "<<", "k-", "NO", "nO"]

@@ -213,8 +213,8 @@ def test_vendor_data_merges_under_user_data_and_can_be_switched_off(shell_target
 
 
 def test_stage_functions_share_one_boot_state_and_build_instance_data_once_per_stage(shell_target, monkeypatch):
-    from cloudseed.agent import instance_data
     from cloudseed.agent.boot.stages import BootState, run_local, run_modules, run_network
+    from cloudseed.agent.state import instance_data_json as instance_data
 
     root = shell_target
     seed(root, "instance-id: iid-state\n")
@@ -246,7 +246,7 @@ def test_reboot_keeps_schema_warnings_without_checking_again_and_rewrites_nothin
     """A reboot of the same instance does per-boot work only: the cloud-config's schema check (it
     loads every module's schema) is reused while the config is the same, and the instance's
     user-data files are not rewritten (each write is an fsync on the boot's critical path)."""
-    from cloudseed.agent import schema
+    from cloudseed.agent.config import schema
 
     root = shell_target
     seed(root, "instance-id: iid-check\n", user=USER_DATA + "no_such_key: 1\n")

@@ -20,8 +20,8 @@ import sys
 import pytest
 import yaml
 
+from cloudseed.agent.config.schema import validate_config
 from cloudseed.agent.modules import all_module_names, load_module
-from cloudseed.agent.schema import validate_config
 
 SECONDS_PER_EXAMPLE = 60
 SHELLS = ("sh", "bash", "dash", "busybox", "env", "nsenter", "sudo")

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from cloudseed.agent.module_reference import COMMAND, describe_type, key_rows, reference
+from cloudseed.agent.config.module_reference import COMMAND, describe_type, key_rows, reference
 from cloudseed.agent.modules import all_module_names, load_module
 
 PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,10 +43,10 @@ def test_every_module_key_and_example_is_in_the_reference():
 
 
 def test_the_documented_command_writes_the_reference(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "cloudseed.agent.module_reference"], cwd=PROJECT,
+    out = subprocess.run([sys.executable, "-m", "cloudseed.agent.config.module_reference"], cwd=PROJECT,
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert out == reference()
-    assert COMMAND.endswith("-m cloudseed.agent.module_reference > docs/modules.md")
+    assert COMMAND.endswith("-m cloudseed.agent.config.module_reference > docs/modules.md")
 
 
 def test_type_descriptions():

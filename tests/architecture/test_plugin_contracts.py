@@ -67,9 +67,9 @@ def check_all(directory: str, check) -> None:
 
 
 def test_modules_keep_their_contract():
+    from cloudseed.agent.config.schema import build_module_schema
     from cloudseed.agent.distros import OTHER_SYSTEMS, distro_names
     from cloudseed.agent.distros import families as os_id_families
-    from cloudseed.agent.schema import build_module_schema
 
     known = set(build_module_schema()["properties"])
     # a module names families, os-release IDs a distro file serves, or a declared other system

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 
 from cloudseed.agent.config import is_disabled, load_system_config, merge_config, read_cmdline
-from cloudseed.agent.log import console
 from cloudseed.agent.state import Paths
-from cloudseed.agent.state_files import load_json, take_warnings
-from cloudseed.agent.status import StatusRecorder
+from cloudseed.agent.state.files import load_json, take_warnings
+from cloudseed.agent.state.log import console
+from cloudseed.agent.state.status import StatusRecorder
 from cloudseed.core.root import TargetRoot
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
@@ -58,7 +58,7 @@ class BootState:
         self._datasource: Datasource | None = None
         # /run/cloudseed/boot.json: instance id, whether it is new this boot, datasource name
         self.record: dict[str, Any] = load_json(root, paths.run("boot.json"), boot_record_problem) or {}
-        self.output: Any = None  # cloudseed.agent.output.Redirection once ``output`` was configured
+        self.output: Any = None  # cloudseed.agent.state.output.Redirection once ``output`` was configured
         # the network stage's module context (its merged config) once that stage ran its modules
         self.network_ctx: Any = None
 
@@ -122,7 +122,7 @@ class BootState:
         if self.output is None:
             if "output" not in cfg:
                 return
-            from cloudseed.agent.output import Redirection
+            from cloudseed.agent.state.output import Redirection
 
             self.output = Redirection(self.root)
         self.output.apply(cfg, stage, problems)
@@ -208,7 +208,7 @@ class BootState:
         warnings.extend(take_warnings())  # damaged state files this stage set aside
         reboot = next((m["reboot"] for m in modules if m.get("reboot")), "")
         if reboot:  # a user script asked for a reboot now: this boot goes on after it (no result yet)
-            from cloudseed.agent.status import STAGE_KEYS
+            from cloudseed.agent.state.status import STAGE_KEYS
 
             self.status.v1[STAGE_KEYS[stage]].update(errors=errors, warnings=warnings, modules=modules)
             self.status.v1.update(stage=None, reboot=reboot)

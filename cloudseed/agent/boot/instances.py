@@ -18,7 +18,7 @@ import logging
 
 from cloudseed.agent.datasources import NETWORK
 from cloudseed.agent.state import ensure_dirs, json_text, write_json
-from cloudseed.agent.state_files import ensure_dir, load_json, load_line, object_problem, set_aside
+from cloudseed.agent.state.files import ensure_dir, load_json, load_line, object_problem, set_aside
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:

@@ -111,7 +111,7 @@ class AgentLock:
             return self._open_damaged_or_readonly(e)
 
     def _open_damaged_or_readonly(self, error: OSError) -> int | None:
-        from cloudseed.agent.state_files import set_aside
+        from cloudseed.agent.state.files import set_aside
 
         host = self.root.path_nofollow(LOCK_FILE)
         if os.path.lexists(host) and (os.path.isdir(host) or os.path.islink(host)):
@@ -127,7 +127,7 @@ class AgentLock:
             return None
 
     def _wait(self, fd: int, holder: str, seconds: float) -> None:
-        from cloudseed.agent.log import console
+        from cloudseed.agent.state.log import console
 
         console(f"cloudseed {self.what}: waiting up to {seconds:g}s for the agent that holds "
                 f"{LOCK_FILE} ({holder or 'holder unknown'})")
@@ -196,7 +196,7 @@ def run_locked(root: TargetRoot, what: str, body: Callable[[], int]) -> int:
     try:
         lock.acquire()
     except LockBusy as e:
-        from cloudseed.agent.log import console
+        from cloudseed.agent.state.log import console
 
         console(f"cloudseed {what}: {e}")
         return 1

@@ -13,7 +13,8 @@ import os
 import sys
 
 # packages of the network stage, relative to the cloudseed package
-CLOUDSEED_PACKAGES = ("core", "agent", "agent/boot", "agent/userdata", "agent/modules", "agent/distros")
+CLOUDSEED_PACKAGES = ("core", "agent", "agent/boot", "agent/state", "agent/config", "agent/userdata", "agent/modules",
+                      "agent/distros")
 # standard library modules PyYAML, the schema check and the modules import that the local stage
 # does not (measured: tests/agent/test_prefetch.py), and the C extensions behind them (built into
 # the interpreter on Debian, separate files in other builds)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import logging
 
-from cloudseed.agent import instance_data
 from cloudseed.agent.boot.instances import adopt, find, same_instance_as_last_boot
 from cloudseed.agent.datasources import LOCAL
-from cloudseed.agent.log import console
 from cloudseed.agent.state import ensure_dirs
+from cloudseed.agent.state import instance_data_json as instance_data
+from cloudseed.agent.state.log import console
 from cloudseed.core.values import as_bool, get_list
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings

@@ -14,15 +14,15 @@ from __future__ import annotations
 import logging
 import os
 
-from cloudseed.agent import instance_data
 from cloudseed.agent.boot.boot_state import BootState
 from cloudseed.agent.boot.instances import adopt, find, load_datasource
 from cloudseed.agent.boot.stage_local import after_local, run_local
 from cloudseed.agent.datasources import NETWORK
-from cloudseed.agent.log import console
 from cloudseed.agent.modules import STAGE_LIST_KEYS, ModuleContext, run_module, run_stage_modules
 from cloudseed.agent.state import ensure_dirs, write_json
-from cloudseed.agent.state_files import load_json, object_problem
+from cloudseed.agent.state import instance_data_json as instance_data
+from cloudseed.agent.state.files import load_json, object_problem
+from cloudseed.agent.state.log import console
 from cloudseed.core.root import TargetRoot
 from cloudseed.core.values import get_list
 

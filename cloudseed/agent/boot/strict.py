@@ -112,8 +112,8 @@ def failed(state: BootState) -> str:
 
 def fail(state: BootState, stage: str, errors: list[str], warnings: list[str], config: dict) -> str:
     """Fail the boot at the end of ``stage`` (see the module docstring); returns the reason."""
-    from cloudseed.agent.log import console
-    from cloudseed.agent.status import STAGE_KEYS
+    from cloudseed.agent.state.log import console
+    from cloudseed.agent.state.status import STAGE_KEYS
 
     problems = errors or warnings
     reason = (f"strict mode ({', '.join(config['by'])}): the {stage} stage ended with "
@@ -140,7 +140,7 @@ def fail(state: BootState, stage: str, errors: list[str], warnings: list[str], c
 
 def skip_stage(state: BootState, stage: str, why: str) -> int:
     """A later stage after a strict failure: no module runs; the status says why."""
-    from cloudseed.agent.log import console
+    from cloudseed.agent.state.log import console
 
     message = f"the {stage} stage ran no module: {why}"
     started = state.begin(stage)

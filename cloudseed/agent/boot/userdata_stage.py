@@ -201,7 +201,7 @@ def _write_if_changed(root: Any, inner: str, content: str | bytes, mode: int) ->
     try:
         root.write(inner, data, mode=mode)
     except RootError:  # a directory where this state file belongs: set aside, named in the status
-        from cloudseed.agent.state_files import clear_for_file
+        from cloudseed.agent.state.files import clear_for_file
 
         if not clear_for_file(root, inner):
             raise
@@ -219,7 +219,7 @@ def _validation_key(cfg: dict, root: Any) -> str:
     parts = [json_text(cfg), cloudseed.__version__]
     if root is not None:
         parts += [root.read_text(name, default="") for name in ("/etc/os-release", "/usr/lib/os-release")]
-    for name in ("cloudseed.agent.schema", "cloudseed.agent.modules"):
+    for name in ("cloudseed.agent.config.schema", "cloudseed.agent.modules"):
         spec = find_spec(name)
         origin = spec.origin if spec else None
         for path in filter(None, (origin, os.path.dirname(origin) if origin else None)):
@@ -248,8 +248,8 @@ def _validate(cfg: dict, warnings: list[str], root: Any = None, cache: str | Non
             warnings.extend(str(w) for w in earlier["warnings"])
             return
     try:
+        from cloudseed.agent.config.schema import validate_config
         from cloudseed.agent.distros import read_os_release
-        from cloudseed.agent.schema import validate_config
     except ImportError:
         return
     # the status is world-readable: messages name keys and types, never the user's values

@@ -145,7 +145,7 @@ class ModuleContext:
 
     def console(self, message: str, secret: bool = False) -> None:
         """A line for the console; ``secret`` (a generated password): the console only, never a log."""
-        from cloudseed.agent.log import console
+        from cloudseed.agent.state.log import console
 
         console(message, secret=secret)
 

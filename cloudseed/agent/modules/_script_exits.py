@@ -26,7 +26,7 @@ import logging
 
 from cloudseed.agent.scripts import executables, run_script
 from cloudseed.agent.state import PER_BOOT, PER_ONCE, write_json
-from cloudseed.agent.state_files import load_json, object_problem
+from cloudseed.agent.state.files import load_json, object_problem
 from cloudseed.core.root import CommandError
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings

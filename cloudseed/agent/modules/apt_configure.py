@@ -438,7 +438,7 @@ def _is_deb822(text: str) -> bool:
 
 def _main_sources(ctx: ModuleContext, apt: dict, distro_id: str, release: str, params: dict[str, str],
                   entries: dict[str, dict | None]) -> _Plan:
-    from cloudseed.agent import system_templates
+    from cloudseed.agent.modules import _system_templates as system_templates
 
     plan = _Plan(ctx)
     template = apt.get("sources_list")

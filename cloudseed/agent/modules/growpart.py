@@ -10,7 +10,7 @@ boot: when there is nothing to grow that is known at once. Skipped on an offline
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.mounts import MountInfoError, block_device, disk_and_partition, mount_of
+from cloudseed.agent.modules._mount_table import MountInfoError, block_device, disk_and_partition, mount_of
 from cloudseed.agent.state import PER_BOOT
 from cloudseed.core.values import as_bool, get_list
 

@@ -171,7 +171,7 @@ def _host_list(ntp: dict, key: str) -> list[str]:
 
 
 def render_config(ctx: ModuleContext, name: str, spec: dict[str, Any], values: dict[str, list[str]]) -> str:
-    from cloudseed.agent import system_templates
+    from cloudseed.agent.modules import _system_templates as system_templates
 
     if spec.get("template"):
         try:

@@ -8,7 +8,7 @@ btrfs are handled; the running system only.
 from __future__ import annotations
 
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.mounts import MountInfoError, block_device, mount_of
+from cloudseed.agent.modules._mount_table import MountInfoError, block_device, mount_of
 from cloudseed.agent.state import PER_BOOT
 
 MODULE = ModuleSpec(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
-from cloudseed.agent.system_templates import USER_TEMPLATE_DIRS, TemplateError, render
+from cloudseed.agent.modules._system_templates import USER_TEMPLATE_DIRS, TemplateError, render
 from cloudseed.core.values import as_bool
 
 RESOLV_CONF = "/etc/resolv.conf"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from cloudseed.agent.hostnames import HostnameError, resolve, update_hosts_entry
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
+from cloudseed.agent.modules._system_templates import TemplateError, render_named
 from cloudseed.agent.state import PER_BOOT
-from cloudseed.agent.system_templates import TemplateError, render_named
 from cloudseed.core.values import as_bool
 
 HOSTS_FILE = "/etc/hosts"

@@ -262,7 +262,7 @@ class Reporter:
 
     def replay(self, status_v1: dict, current: str) -> None:
         """The events of this boot's stages before reporting was configured (from ``status.json``)."""
-        from cloudseed.agent.status import STAGE_KEYS, STAGE_ORDER
+        from cloudseed.agent.state.status import STAGE_KEYS, STAGE_ORDER
 
         sent = self._sent()
         for stage in STAGE_ORDER:

@@ -178,7 +178,8 @@ def _read_head(path: str, length: int) -> bytes:
 
 def detect_fstype(path: str) -> str | None:
     """``"iso9660"``, ``"vfat"`` or None, from the superblocks of the image or device at ``path``."""
-    from . import fat, iso9660
+    from . import fat_reader as fat
+    from . import iso9660_reader as iso9660
 
     head = _read_head(path, 40 * 1024)
     if iso9660.probe(head):
@@ -300,7 +301,8 @@ def extract(
     corrupt or hostile, or its files exceed ``max_total_bytes`` or ``max_files``; in that case
     nothing is left in ``dest_dir``. Existing files in ``dest_dir`` are never overwritten.
     """
-    from . import fat, iso9660
+    from . import fat_reader as fat
+    from . import iso9660_reader as iso9660
 
     fstype = detect_fstype(path)
     if fstype is None:
@@ -322,7 +324,8 @@ def read_label(path: str) -> tuple[str, str] | None:
     FAT: the volume label entry of a FAT12/16 root directory, else the boot sector's label.
     Cheap (a few KiB read, no process started), so every block device can be asked at boot.
     """
-    from . import fat, iso9660
+    from . import fat_reader as fat
+    from . import iso9660_reader as iso9660
 
     try:
         head = _read_head(path, 40 * 1024)

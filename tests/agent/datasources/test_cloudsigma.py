@@ -17,8 +17,8 @@ from serial_responders import CepkoResponder, Pty, run_reference
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
 from cloudseed.agent.datasources.cloudsigma import CepkoError, CloudSigma
-from cloudseed.agent.instance_data import build, redact
 from cloudseed.agent.state import Paths
+from cloudseed.agent.state.instance_data_json import build, redact
 
 KEY = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC5 sigma@example"
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-sigma, content: seen}\n"

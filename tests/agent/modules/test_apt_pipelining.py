@@ -50,8 +50,8 @@ def test_examples_validate_and_run(target):
 def _examples_validate_and_run(root, name):
     import yaml
 
+    from cloudseed.agent.config.schema import build_module_schema, check
     from cloudseed.agent.modules import load_module
-    from cloudseed.agent.schema import build_module_schema, check
 
     spec, _ = load_module(name)
     assert spec.examples

@@ -23,9 +23,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "pac
 import repo  # noqa: E402
 from module_support import run  # noqa: E402
 
+from cloudseed.agent.config.schema import validate_config  # noqa: E402
 from cloudseed.agent.modules import ModuleContext, run_stage_modules  # noqa: E402
 from cloudseed.agent.package_managers import base  # noqa: E402
-from cloudseed.agent.schema import validate_config  # noqa: E402
 from cloudseed.agent.state import Paths  # noqa: E402
 
 MODULE = "package_update_upgrade_install"

@@ -87,9 +87,9 @@ def test_passwords_set_locked_expired(chroot, chroot_tree, capsys):
 
 @pytest.mark.root
 def test_secrets_never_in_log_instance_data_or_world_readable_files(chroot, chroot_tree, tmp_path):
-    from cloudseed.agent import instance_data
-    from cloudseed.agent.log import setup_logging
     from cloudseed.agent.state import Paths
+    from cloudseed.agent.state import instance_data_json as instance_data
+    from cloudseed.agent.state.log import setup_logging
 
     started = time.time() - 1
     private, public = keypair(tmp_path, "hostkey")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from module_support import run
 
-from cloudseed.agent.schema import validate_config
+from cloudseed.agent.config.schema import validate_config
 
 FAKE_SNAP = """#!/bin/sh
 # stands in for snap: records argv; "ack FILE" copies FILE; "install nosuch" fails as snap does

@@ -108,7 +108,7 @@ def test_wrong_type_names_the_key_not_the_value(target):
 
 
 def test_schema_calls_ubuntu_advantage_deprecated():
-    from cloudseed.agent.schema import validate_config
+    from cloudseed.agent.config.schema import validate_config
 
     problems = validate_config({"ubuntu_advantage": {"token": "x"}})
     assert [(p.path, p.level) for p in problems] == [("ubuntu_advantage", "deprecated")]

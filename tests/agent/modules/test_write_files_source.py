@@ -121,7 +121,7 @@ def test_file_sources_stay_inside_the_root(target, tmp_path):
 
 
 def test_source_in_the_schema():
-    from cloudseed.agent.schema import validate_config
+    from cloudseed.agent.config.schema import validate_config
 
     good = {"write_files": [{"path": "/x", "source": {"uri": "https://example.com/x", "headers": {"A": "b"}}}]}
     assert [p for p in validate_config(good) if p.level == "error"] == []

@@ -8,7 +8,7 @@ import pytest
 from seedfs_helpers import CIDATA, CONFIG_DRIVE, MTOOLS_ENV, assert_same_tree, make_tree, run, vfat_image
 
 from cloudseed.agent.seedfs import Image, Plan, detect_fstype, extract
-from cloudseed.agent.seedfs.fat import FatVolume
+from cloudseed.agent.seedfs.fat_reader import FatVolume
 
 RICH = {
     **CIDATA,

@@ -2,7 +2,7 @@
 
 One section per module: its title, stage, frequency, distros, the keys that activate it, every
 key of its schema (with type and description, nested keys as ``a.b`` and ``a[].b``) and its
-examples. Run ``python -m cloudseed.agent.module_reference > docs/modules.md`` after adding or
+examples. Run ``python -m cloudseed.agent.config.module_reference > docs/modules.md`` after adding or
 changing a module; a test fails while the committed file differs from a fresh generation.
 Never imported at boot.
 """
@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 from cloudseed.agent.modules import all_module_names, load_module
 
-COMMAND = ".venv/bin/python -m cloudseed.agent.module_reference > docs/modules.md"
+COMMAND = ".venv/bin/python -m cloudseed.agent.config.module_reference > docs/modules.md"
 
 
 def describe_type(schema: Any) -> str:

@@ -7,6 +7,10 @@ Order (later wins; mappings merge key by key, everything else is replaced):
   3. ``/etc/cloudseed/cloud.cfg`` then ``/etc/cloudseed/cloud.cfg.d/*.cfg``,
   4. the kernel command line: ``cc: <yaml> end_cc`` (URL-encoded or with ``\\n`` escapes).
 A file that does not parse is skipped with an error naming the file and line.
+
+The package holds the rest of configuration: ``schema`` (checking cloud-config against what the
+modules declare), ``known_keys`` (every key cloud-init documents), ``simple_yaml`` (the small
+reader for the first stage's meta-data), ``module_reference`` (``docs/modules.md``).
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ def merge_config(base: dict, override: dict) -> dict:
 
 def load_yaml_mapping(text: str, source: str) -> dict:
     """Parse ``text`` as a YAML mapping; errors name ``source`` and the line."""
-    from cloudseed.agent import simple_yaml
+    from cloudseed.agent.config import simple_yaml
 
     simple = simple_yaml.load(text)  # most meta-data: no PyYAML import in the first stage
     if simple is not None:

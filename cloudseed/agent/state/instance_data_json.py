@@ -179,7 +179,7 @@ def load(paths: Paths, repair: bool = False) -> dict[str, Any] | None:
     from cloudseed.agent.state import read_json
 
     if repair:
-        from cloudseed.agent.state_files import load_json
+        from cloudseed.agent.state.files import load_json
 
         found = [load_json(paths.root, inner, _record_problem)
                  for inner in (paths.instance_data_sensitive_file, paths.instance_data_file)]

@@ -53,7 +53,7 @@ CORE_PROPERTIES: dict[str, Any] = {
     "sshd_early_on_reboot": {"type": "boolean"},
     # the image's choice of status exit codes (cloudseed/commands/_status_contract.py)
     "status_exit_codes": {"type": "string", "enum": ["22.4", "23.4"]},
-    # where each stage's stdout/stderr go (cloudseed/agent/output.py): "> F", ">> F", "| CMD", [out, err]
+    # where each stage's stdout/stderr go (cloudseed/agent/state/output.py): "> F", ">> F", "| CMD", [out, err]
     "output": {"type": "object", "additionalProperties": False, "properties": {
         mode: {"anyOf": [{"type": "string"},
                          {"type": "array", "items": {"type": ["string", "null"]}, "maxItems": 2},
@@ -85,7 +85,7 @@ class Problem:
         return f"{where}: {self.message}"
 
 
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # cloudseed/
 SCHEMA_CACHE = os.path.join("data", "module-schema.json")
 
 
@@ -472,7 +472,7 @@ def _os_words(os_release: dict[str, str] | None) -> set[str] | None:
 
 
 def _names(distros: Any) -> list[str]:
-    from cloudseed.agent.known_keys import DISTRO_NAMES
+    from cloudseed.agent.config.known_keys import DISTRO_NAMES
 
     return list(dict.fromkeys(DISTRO_NAMES.get(d, d) for d in distros))
 
@@ -496,7 +496,7 @@ def classify_keys(cfg: dict, schema: dict | None = None,
     (22.4 let it pass), with a did-you-mean only when one is close.
     ``os_release`` (the target's ``/etc/os-release`` as a dict) makes the reasons name this system.
     """
-    from cloudseed.agent.known_keys import CORE_KEYS, MODULES
+    from cloudseed.agent.config.known_keys import CORE_KEYS, MODULES
 
     schema = schema if schema is not None else module_schema()
     properties = schema.get("properties", {})

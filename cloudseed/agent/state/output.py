@@ -97,7 +97,7 @@ class Redirection:
             return
         _flush()
         self.saved = (os.dup(1), os.dup(2))
-        from cloudseed.agent.log import CONSOLE_FD
+        from cloudseed.agent.state.log import CONSOLE_FD
 
         CONSOLE_FD[:] = [self.saved[1]]     # console lines (generated passwords) bypass the redirection
         opened: dict[str, int] = {}
@@ -142,7 +142,7 @@ class Redirection:
         if self.saved is None:
             return
         _flush()
-        from cloudseed.agent.log import CONSOLE_FD
+        from cloudseed.agent.state.log import CONSOLE_FD
 
         CONSOLE_FD.clear()
         os.dup2(self.saved[0], 1)
@@ -168,7 +168,7 @@ def _our_log(root: TargetRoot, path: str) -> str:
 
     Any other link is still refused (the file is opened without following its last component), so
     user-data cannot send the agent's output through a link to somewhere else."""
-    from cloudseed.agent.compat_paths import LINKS
+    from cloudseed.agent.state.compat_paths import LINKS
 
     inner = os.path.normpath(path)
     target = LINKS.get(inner)

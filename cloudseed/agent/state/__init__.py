@@ -3,6 +3,11 @@
 Persistent state lives in ``/var/lib/cloudseed`` (per-instance directories, semaphores, the
 previous instance id, scripts); per-boot state in ``/run/cloudseed`` (status, results, instance
 data, the datasource found this boot). Everything is plain JSON so it survives upgrades.
+
+The package holds the state and what reports it: ``files`` (state files read with their shape
+checked), ``status`` (``status.json``, ``result.json``), ``instance_data_json``
+(``instance-data.json`` and ``cloudseed query``), ``log`` and ``output`` (the log and where a
+stage's output goes), ``compat_paths`` (cloud-init's paths as links to these files).
 """
 
 from __future__ import annotations
@@ -153,7 +158,7 @@ def write_json(root: TargetRoot, inner: str, data: Any, mode: int = 0o644) -> No
     try:
         root.write(inner, text, mode=mode)
     except RootError:
-        from cloudseed.agent.state_files import clear_for_file
+        from cloudseed.agent.state.files import clear_for_file
 
         if not clear_for_file(root, inner):
             raise
@@ -224,7 +229,7 @@ class Semaphores:
         try:
             self.paths.root.write(marker, f"{time.time():.3f}\n", mode=0o644)
         except RootError:  # the semaphore directory is damaged (a file in its place): set aside, made anew
-            from cloudseed.agent.state_files import clear_for_file, ensure_dir
+            from cloudseed.agent.state.files import clear_for_file, ensure_dir
 
             parent = marker.rsplit("/", 1)[0]
             ensure_dir(self.paths.root, parent)
@@ -321,7 +326,7 @@ def now_iso() -> str:
 
 def ensure_dirs(paths: Paths) -> None:
     """Create the state directories with private modes (user-data lives below them)."""
-    from cloudseed.agent.state_files import ensure_dir
+    from cloudseed.agent.state.files import ensure_dir
 
     root = paths.root
     for inner in (paths.data_dir, paths.instances_dir, f"{paths.data_dir}/data", paths.once_sem_dir,

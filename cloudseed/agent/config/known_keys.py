@@ -3,7 +3,7 @@
 Data only. The facts come from cloud-init's documentation and its schema (Debian's 22.4, plus
 the keys of the modules added since: ``ubuntu_pro``, ``raspberry_pi``, ``create_hostname_file``).
 Which of these keys cloudseed implements is *not* recorded here: a key is implemented when a
-cloudseed module declares it in its schema (``cloudseed.agent.schema``). This table only says,
+cloudseed module declares it in its schema (``cloudseed.agent.config.schema``). This table only says,
 for a key no cloudseed module declares, whether cloud-init knows it, through which module, and
 why it may not apply to this system; the module status page (``docs/modules-status.md``) is
 generated from it and from the module files.

@@ -11,8 +11,7 @@ import logging
 import os
 import time
 
-from cloudseed.agent import compat_paths
-from cloudseed.agent.state import Paths
+from cloudseed.agent.state import Paths, compat_paths
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -89,7 +88,7 @@ class StatusRecorder:
     """
 
     def __init__(self, paths: Paths):
-        from cloudseed.agent.state_files import load_json
+        from cloudseed.agent.state.files import load_json
 
         self.paths = paths
         loaded = load_json(paths.root, paths.status_file, status_problem)
@@ -182,8 +181,8 @@ class StatusRecorder:
 
     def crash(self, stage: str, message: str) -> None:
         """A stage itself failed (not one of its modules): waiting for the boot is over. Never raises."""
-        from cloudseed.agent.log import console
-        from cloudseed.agent.state_files import take_warnings
+        from cloudseed.agent.state.files import take_warnings
+        from cloudseed.agent.state.log import console
 
         try:
             console(f"cloudseed: {message}")
@@ -275,7 +274,7 @@ def write_json_text(root: Any, inner: str, text: str) -> None:
     try:
         root.write(inner, text, mode=0o644)
     except RootError:
-        from cloudseed.agent.state_files import clear_for_file
+        from cloudseed.agent.state.files import clear_for_file
 
         if not clear_for_file(root, inner):
             raise

@@ -17,7 +17,7 @@ from typing import Any
 from cloudseed.core.root import TargetRoot
 
 USER_TEMPLATE_DIRS = ("/etc/cloudseed/templates", "/etc/cloud/templates")
-PACKAGE_TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "templates")
+PACKAGE_TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data", "templates")
 
 _HEADER = re.compile(r"^##\s*template:\s*(\w+)\s*$", re.IGNORECASE)
 _COMMENT = re.compile(r"(\s*)\{#(-?)(.*?)(-?)#\}", re.DOTALL)

@@ -64,7 +64,7 @@ class _LogFile(logging.StreamHandler):
 
 
 # the stderr this process started with while ``output:`` sends fd 2 to a file or a command
-# (cloudseed.agent.output sets it): console lines go there, never into that file
+# (cloudseed.agent.state.output sets it): console lines go there, never into that file
 CONSOLE_FD: list[int] = []
 
 
