@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import urllib.parse
 
-from cloudseed.core.http import FetchError
+from cloudseed.core.fetch_error import FetchError
 
 
 class _TooLarge(Exception):

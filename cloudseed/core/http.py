@@ -19,6 +19,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from cloudseed.core.fetch_error import FetchError
+
 LOG = logging.getLogger("cloudseed.http")
 _TRACE = logging.DEBUG - 5   # cloudseed.agent.state.log.TRACE: every exchange, with status, size and time
 
@@ -28,24 +30,6 @@ MAX_HEADER_BYTES = 64 * 1024
 USER_AGENT = "cloudseed"
 # how long first_answer still waits for another endpoint's success after one endpoint said no
 REFUSAL_GRACE = 0.5
-
-
-class FetchError(Exception):
-    """A URL could not be fetched; ``status`` is the HTTP status when there was one.
-
-    ``permanent`` is True when repeating the request cannot help (refused redirect, oversized
-    body, 4xx other than 408/429).
-    """
-
-    def __init__(self, url: str, reason: str, status: int | None = None, permanent: bool = False,
-                 headers: Mapping[str, str] | None = None, body: bytes = b""):
-        self.url = url
-        self.status = status
-        self.headers = dict(headers or {})  # the answer's headers when there was one (e.g. Date on 401)
-        self.body = body  # the start of the answer's body (a server's explanation of a 4xx)
-        self.reason = reason
-        self.permanent = permanent
-        super().__init__(f"{url}: {reason}")
 
 
 @dataclass

@@ -12,9 +12,17 @@ the renderers are imported only when used.
 
 from __future__ import annotations
 
+__all__ = ["NetworkConfigError", "parse", "render", "to_network_data"]
 
-class NetworkConfigError(Exception):
-    """Invalid or unrenderable network configuration; the message names the key path."""
+
+def __getattr__(name: str) -> object:
+    """``NetworkConfigError`` (defined in ``errors``, which the parsers and renderers import) is
+    loaded when first asked for, so importing this package still imports nothing."""
+    if name == "NetworkConfigError":
+        from cloudseed.network.errors import NetworkConfigError
+
+        return NetworkConfigError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def parse(data: dict, kind: str = "auto", macs: dict[str, str] | None = None) -> object:

@@ -60,8 +60,8 @@ def choose_source(root, system_cfg: dict, datasource_config, cmdline: str, error
 
     A kernel command line source that cannot be read is reported in ``errors`` and skipped.
     """
-    from cloudseed.network import NetworkConfigError
     from cloudseed.network import cmdline as kcmd
+    from cloudseed.network.errors import NetworkConfigError
 
     errors = [] if errors is None else errors
     try:
@@ -106,7 +106,7 @@ def apply_network(root, *, system_cfg: dict, datasource_config: dict | None, cmd
         report.update(source=previous.get("source"), renderer=previous.get("renderer"),
                       skipped_reason="already applied in this boot")
         return report
-    from cloudseed.network import NetworkConfigError
+    from cloudseed.network.errors import NetworkConfigError
 
     source, config = choose_source(root, system_cfg, datasource_config, cmdline, report["errors"])
     report["source"] = source
@@ -156,7 +156,7 @@ def apply_network(root, *, system_cfg: dict, datasource_config: dict | None, cmd
 
 def _model_and_files(root, source: str, config: dict, renderer, distro: str, report: dict):
     """Parse and render; on an error in a given config, fall back to the fallback config."""
-    from cloudseed.network import NetworkConfigError
+    from cloudseed.network.errors import NetworkConfigError
     from cloudseed.network.fallback import fallback_config
     from cloudseed.network.parsers import parse
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from cloudseed.network import NetworkConfigError
+from cloudseed.network.errors import NetworkConfigError
 
 DISABLED = {"config": "disabled"}
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
-from cloudseed.network import NetworkConfigError
+from cloudseed.network.errors import NetworkConfigError
 
 SUBNET_TYPES = (
     "static", "dhcp4", "dhcp6", "ipv6_slaac", "ipv6_dhcpv6-stateless", "ipv6_dhcpv6-stateful", "manual",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from cloudseed.network import NetworkConfigError
+from cloudseed.network.errors import NetworkConfigError
 from cloudseed.network.model import (
     Interface,
     NetworkModel,

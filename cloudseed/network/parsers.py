@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from cloudseed.network import NetworkConfigError
+from cloudseed.network.errors import NetworkConfigError
 from cloudseed.network.model import NetworkModel, fail
 
 KINDS = ("auto", "v1", "v2", "openstack")

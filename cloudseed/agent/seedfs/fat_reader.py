@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from . import Image, Plan, SeedFSError
+from cloudseed.agent.seedfs.plan import Image, Plan, SeedFSError
 
 _ATTR_VOLUME_ID = 0x08
 _ATTR_DIRECTORY = 0x10

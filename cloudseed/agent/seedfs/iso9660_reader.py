@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from collections import namedtuple
 
-from . import Image, Plan, SeedFSError
+from cloudseed.agent.seedfs.plan import Image, Plan, SeedFSError
 
 SECTOR = 2048
 _FIRST_VD = 16

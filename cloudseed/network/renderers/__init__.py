@@ -17,7 +17,7 @@ import importlib
 import os
 from types import ModuleType
 
-from cloudseed.network import NetworkConfigError
+from cloudseed.network.errors import NetworkConfigError
 
 
 class NoRendererError(NetworkConfigError):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from cloudseed.network import NetworkConfigError
+from cloudseed.network.errors import NetworkConfigError
 from cloudseed.network.model import Interface, NetworkModel, Route
 
 MARK = "cloudseed"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cloudseed.provider.registry.errors import RecordError
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,254}$")
 MAX_ATTRIBUTE = 256 * 1024  # GCE's limit for one metadata value
 
@@ -132,8 +134,6 @@ FIELDS: dict[str, dict[str, str]] = {
 
 def validate_clouds(value: Any) -> dict:
     """``value`` checked and normalised; raises ``RecordError`` (``clouds.CLOUD.KEY``) for the first bad key."""
-    from cloudseed.provider.registry.record import RecordError
-
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -204,8 +204,6 @@ def validate_clouds(value: Any) -> dict:
 
 
 def _attributes(where: str, item: Any) -> None:
-    from cloudseed.provider.registry.record import RecordError
-
     if not isinstance(item, dict):
         raise RecordError(where, "must be an object of attribute names to string values")
     for key, text in item.items():
@@ -224,8 +222,6 @@ _ACCOUNT_KEYS = {"service_accounts": ("email", "scopes"),
 def _account_list(where: str, key: str, item: Any) -> list:
     """GCE service accounts ``[{email, scopes}]`` or Azure user-assigned identities ``[{name, client_id,
     object_id, resource_id}]``, checked entry by entry."""
-    from cloudseed.provider.registry.record import RecordError
-
     if not isinstance(item, list) or len(item) > 32:
         raise RecordError(where, "must be a list of at most 32 objects")
     known = _ACCOUNT_KEYS[key]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cloudseed.provider.registry.errors import RecordError
+
 LIFE_CYCLES = ("on-demand", "spot", "scheduled")
 SPOT_ACTIONS = ("terminate", "stop", "hibernate")
 EVENT_STATES = ("active", "completed", "canceled")
@@ -48,8 +50,6 @@ FIELDS: dict[str, str] = {
 
 def validate_ec2(value: Any) -> dict:
     """``value`` checked and normalised; raises ``RecordError`` (``ec2.KEY``) for the first bad key."""
-    from cloudseed.provider.registry.record import RecordError
-
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -110,8 +110,6 @@ def validate_ec2(value: Any) -> dict:
 
 
 def _event(where: str, event: Any, index: int) -> dict:
-    from cloudseed.provider.registry.record import RecordError
-
     if not isinstance(event, dict):
         raise RecordError(where, "must be an object")
     known = ("code", "description", "state", "not_before", "not_after", "id")
@@ -136,29 +134,21 @@ def _event(where: str, event: Any, index: int) -> dict:
 
 
 def _list(where: str, value: Any) -> list:
-    from cloudseed.provider.registry.record import RecordError
-
     if not isinstance(value, list):
         raise RecordError(where, "must be a list")
     return value
 
 
 def _choice(where: str, value: Any, choices: tuple) -> None:
-    from cloudseed.provider.registry.record import RecordError
-
     if value not in choices:
         raise RecordError(where, f"{value!r} must be one of {', '.join(choices)}")
 
 
 def _int(where: str, value: Any, low: int, high: int) -> None:
-    from cloudseed.provider.registry.record import RecordError
-
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise RecordError(where, f"{value!r} must be an integer {low}-{high}")
 
 
 def _match(where: str, value: Any, pattern: re.Pattern, what: str) -> None:
-    from cloudseed.provider.registry.record import RecordError
-
     if not isinstance(value, str) or not pattern.match(value):
         raise RecordError(where, f"{value!r} is not {what}")

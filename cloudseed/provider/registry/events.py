@@ -71,6 +71,8 @@ import time
 import uuid
 from typing import Any, Iterable, Optional
 
+from cloudseed.provider.registry.errors import RegistryError
+
 STATES = ("scheduled", "canceled", "completed")
 EC2_CODES = ("instance-reboot", "system-reboot", "system-maintenance", "instance-retirement", "instance-stop")
 SPOT_ACTIONS = ("terminate", "stop", "hibernate")
@@ -294,8 +296,6 @@ class EventStore:
                   details: Optional[dict] = None, event_id: Optional[str] = None, state: str = "scheduled") -> Event:
         """Store a new event of an existing instance; ``EventError`` for bad fields, a
         ``RegistryError`` (404) for an unknown instance, (409) for an id in use."""
-        from cloudseed.provider.registry.sql import RegistryError
-
         kind, start, end, clean, state = validate(kind, not_before, not_after, details, state)
         event_id = event_id or str(uuid.uuid4())
         if not isinstance(event_id, str) or not 1 <= len(event_id) <= 128 or not all(
@@ -324,8 +324,6 @@ class EventStore:
 
     def update_event(self, instance_id: str, event_id: str, **changes: Any) -> Event:
         """Change ``state``, ``not_before``, ``not_after`` or ``details`` (validated as a whole)."""
-        from cloudseed.provider.registry.sql import RegistryError
-
         for key in changes:
             if key not in ("state", "not_before", "not_after", "details"):
                 raise EventError(key, "cannot be changed (state, not_before, not_after, details can)")

@@ -15,6 +15,10 @@ import ipaddress
 import re
 from typing import Any, Optional
 
+from cloudseed.provider.registry.cloud_fields import validate_clouds
+from cloudseed.provider.registry.ec2_fields import validate_ec2
+from cloudseed.provider.registry.errors import RecordError
+
 MAX_USER_DATA = 64 * 1024  # bytes, as Nova's limit (65,535) rounded to a power of two
 MAX_PASSWORD = 1020  # bytes, the OpenStack password API's limit
 MAX_JSON_BLOB = 256 * 1024  # serialized vendor-data / network-data / meta
@@ -27,15 +31,6 @@ _MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 _NETWORK_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 _KEY_TYPES = ("ssh-rsa", "ssh-dss", "ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
               "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com")
-
-
-class RecordError(ValueError):
-    """Invalid instance data; ``field`` names where (``addresses[1].address``)."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclasses.dataclass
@@ -187,11 +182,7 @@ class InstanceRecord:
             raise RecordError("meta", "must be an object with string keys")
         self._validate_tags()
         self._validate_routing()
-        from cloudseed.provider.registry.ec2_fields import validate_ec2
-
         self.ec2 = validate_ec2(self.ec2)
-        from cloudseed.provider.registry.cloud_fields import validate_clouds
-
         self.clouds = validate_clouds(self.clouds)
         if self.imds_tokens not in ("required", "optional"):
             raise RecordError("imds_tokens", f"{self.imds_tokens!r} must be 'required' or 'optional'")

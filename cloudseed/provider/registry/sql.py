@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Optional
 
+from cloudseed.provider.registry.errors import RegistryError
 from cloudseed.provider.registry.events import EventStore
 from cloudseed.provider.registry.provisioning import ProvisioningStore
 from cloudseed.provider.registry.record import InstanceRecord, utc_now
@@ -35,15 +36,6 @@ INSTANCE_SETTINGS = ("events_retired/", "oci_leaf_key/")
 # 3: the ``events`` table (registry/events.py) and ``instances.password_by`` (who set the password);
 # 4: the ``provisioning_reports`` and ``provisioning_state`` tables (registry/provisioning.py).
 SCHEMA_VERSION = 4
-
-
-class RegistryError(Exception):
-    """A registry operation that cannot be done (duplicate id, address in use, unknown instance)."""
-
-    def __init__(self, message: str, field: Optional[str] = None, status: int = 400):
-        super().__init__(message)
-        self.field = field
-        self.status = status
 
 
 class RegistryUnavailable(RegistryError):

@@ -188,3 +188,17 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
         log.close()
         registry.close()
     return 0
+
+
+def worker_main() -> int:
+    """A worker process: settings from stdin, then serve until SIGTERM."""
+    import pickle
+    import sys
+
+    config = pickle.loads(sys.stdin.buffer.read())
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s")
+    try:
+        return asyncio.run(serve(config))
+    except KeyboardInterrupt:
+        return 0

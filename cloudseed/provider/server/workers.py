@@ -3,9 +3,10 @@
 The first process binds every listener with SO_REUSEPORT (so a port 0 becomes a real port),
 then starts N-1 workers: children that read a copy of the settings (pickled, on stdin) naming
 those ports and no admin listener, and bind the same ports; the kernel spreads connections
-over the processes. Each process has its own instance cache (all follow the registry's change
-log, so an admin change reaches every one within a second) and its own metrics: the admin
-listener, and so ``/metrics``, belongs to the first process and counts only its own requests.
+over the processes (a child runs ``service.worker_main``). Each process has its own instance
+cache (all follow the registry's change log, so an admin change reaches every one within a
+second) and its own metrics: the admin listener, and so ``/metrics``, belongs to the first
+process and counts only its own requests.
 A worker that exits is started again (at most once per ``worker_restart_interval`` seconds,
 default 5); on shutdown every worker gets SIGTERM and is waited for.
 """
@@ -13,7 +14,6 @@ default 5); on shutdown every worker gets SIGTERM and is waited for.
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 import signal
 import subprocess
@@ -24,7 +24,7 @@ from typing import Callable, Optional
 from cloudseed.provider.server.config import ServerConfig
 
 LOG = logging.getLogger("cloudseed.server")
-_CHILD = "from cloudseed.provider.server.workers import worker_main; raise SystemExit(worker_main())"
+_CHILD = "from cloudseed.provider.server.service import worker_main; raise SystemExit(worker_main())"
 
 
 class Workers:
@@ -76,18 +76,3 @@ class Workers:
                 LOG.error("server process pid %d did not stop in time; killing it", proc.pid)
                 proc.kill()
                 proc.wait()
-
-
-def worker_main() -> int:
-    """A worker process: settings from stdin, then serve until SIGTERM."""
-    import asyncio
-
-    from cloudseed.provider.server.service import serve
-
-    config = pickle.loads(sys.stdin.buffer.read())
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s")
-    try:
-        return asyncio.run(serve(config))
-    except KeyboardInterrupt:
-        return 0

@@ -191,10 +191,10 @@ def test_multi_extent_file_without_last_extent(tmp_path):
 
 
 def test_directory_data_budget(tmp_path, monkeypatch):
-    import cloudseed.agent.seedfs as seedfs
+    import cloudseed.agent.seedfs.plan as plan  # the limit lives with the Plan that enforces it
 
     src = make_tree(tmp_path / "src", {f"d{i}/f": b"x" for i in range(4)})
     iso = genisoimage(src, tmp_path / "seed.iso", "-J", "-R")
-    monkeypatch.setattr(seedfs, "MAX_METADATA_BYTES", 3 * 2048)
+    monkeypatch.setattr(plan, "MAX_METADATA_BYTES", 3 * 2048)
     with pytest.raises(SeedFSError, match="directory data"):
         extract(str(iso), str(tmp_path / "out"))
