@@ -101,7 +101,7 @@ def run_parts(root: TargetRoot, directory: str, env: Mapping[str, str] | None = 
     """Run the executables in ``directory`` in name order; ScriptFailures lists the failures.
 
     Returns how many ran. Exit codes have no special meaning here (the script modules read
-    cloudbase-init's 1001-1003: ``script_exits.py``).
+    cloudbase-init's 1001-1003: ``modules/_script_exits.py``).
     """
     failures = []
     ran = 0

@@ -7,7 +7,7 @@ password was posted for this instance yet, it:
 1. generates a strong password (``length`` letters and digits, 24 by default, from ``secrets``);
 2. sets it for the default user (or ``admin_password.user``) through ``chpasswd`` on stdin;
 3. encrypts it with the instance's first ``ssh-rsa`` public key (RSA PKCS#1 v1.5, base64), as
-   ``nova get-password`` expects (``rsa_pkcs1.py``);
+   ``nova get-password`` expects (``_rsa_pkcs1.py``);
 4. POSTs the ciphertext once to ``<metadata>/openstack/latest/password`` and records that it did
    (a per-instance semaphore), so a later boot never makes a new one.
 

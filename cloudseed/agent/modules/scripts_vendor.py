@@ -1,7 +1,7 @@
 """scripts_vendor: run the vendor-data scripts of this instance, unless vendor data is switched off.
 
 ``vendor_data.prefix`` is put before each script's path (a string is one word, as cloud-init reads
-it). Exit codes 1001-1003 are honoured as for every script module (``script_exits.py``).
+it). Exit codes 1001-1003 are honoured as for every script module (``_script_exits.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """cloud-init's paths, for the tools that poll them, as links to cloudseed's own state.
 
 Packer, Terraform, Ansible and monitoring read cloud-init's locations; cloudseed keeps its
-state in its own (``state.py``). ``publish`` keeps these links (nothing is copied, so the
+state in its own (``agent/state/``). ``publish`` keeps these links (nothing is copied, so the
 modes and the redaction are those of cloudseed's files):
 
 - ``/run/cloud-init/{status,result,instance-data,instance-data-sensitive}.json`` -> ``/run/cloudseed/``
