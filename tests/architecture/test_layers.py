@@ -58,9 +58,10 @@ def test_the_check_finds_peers_mixing_and_relative_and_dynamic_imports(tmp_path)
     }
 
 
-# The one folder over the limit today, and how many files it may hold until it is split: the
-# server's own machinery (transport, identity and credentials, admin) beside its plugin APIs.
-NOT_YET_SPLIT = {"provider/server": 40}
+# The folders over the limit today, and how many files each may hold until it is split (the
+# count may only go down): the server's own machinery (transport, identity and credentials,
+# admin) beside its plugin APIs, and the VM lab (images, boots, tries, comparison, reports).
+NOT_YET_SPLIT = {"provider/server": 40, "lab": 26}
 
 
 def test_cloudseed_has_no_import_cycles():

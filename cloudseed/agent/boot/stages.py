@@ -224,12 +224,12 @@ def run_single(state: BootState, name: str, frequency: str | None) -> int:
     A name that is neither cloudseed's module nor cloud-init's exits 1 with a did-you-mean (cloud-init
     24.x-26.x: "Did not run X, does it exist?", exit 1), before anything is loaded.
     """
-    from cloudseed.agent.known_keys import MODULES
+    from cloudseed.agent.config.known_keys import MODULES
     from cloudseed.agent.modules import all_module_names, canonical_name
 
     ours = all_module_names()
     if canonical_name(name) not in ours and canonical_name(name) not in MODULES:
-        from cloudseed.agent.schema import suggest
+        from cloudseed.agent.config.schema import suggest
 
         console(f"cloudseed: no module named {name!r}{suggest(canonical_name(name), ours)}")
         return 1

@@ -206,7 +206,7 @@ def _warm(argv: list[str]) -> None:
                     modules.append(words[1])
     except OSError:
         return
-    modules += {"cloudseed.cli": ["cloudseed.commands.boot", "cloudseed.agent.stages", "cloudseed.core.root"],
+    modules += {"cloudseed.cli": ["cloudseed.commands.boot", "cloudseed.agent.boot.stages", "cloudseed.core.root"],
                 "cloudinit.cmd.main": []}.get(modules[0] if modules else "", [])
     for name in modules:
         try:
