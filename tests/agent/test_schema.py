@@ -10,7 +10,8 @@ import sys
 import pytest
 import yaml
 
-from cloudseed.agent.config.schema import Problem, check, classify_keys, close_matches, validate_config
+from cloudseed.agent.config.schema import classify_keys, validate_config
+from cloudseed.agent.config.validator import Problem, check, close_matches
 
 DEBIAN = {"ID": "debian", "VERSION_ID": "12"}
 UBUNTU = {"ID": "ubuntu", "ID_LIKE": "debian"}

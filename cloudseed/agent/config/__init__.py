@@ -9,8 +9,9 @@ Order (later wins; mappings merge key by key, everything else is replaced):
 A file that does not parse is skipped with an error naming the file and line.
 
 The package holds the rest of configuration: ``schema`` (checking cloud-config against what the
-modules declare), ``known_keys`` (every key cloud-init documents), ``simple_yaml`` (the small
-reader for the first stage's meta-data), ``module_reference`` (``docs/modules.md``).
+modules declare), ``validator`` (the JSON-schema checker it uses, which knows nothing of the
+modules), ``known_keys`` (every key cloud-init documents), ``simple_yaml`` (the small reader
+for the first stage's meta-data), ``module_reference`` (``docs/modules.md``).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ SERVICE_SECONDS = 90.0
 
 def checked(ctx: ModuleContext, key: str, schema: dict) -> dict:
     """``ctx.cfg[key]`` (a mapping; {} when null), checked against ``schema``'s fragment for ``key``."""
-    from cloudseed.agent.config import schema as validator
+    from cloudseed.agent.config import validator
 
     value = ctx.cfg.get(key)
     if value is None:

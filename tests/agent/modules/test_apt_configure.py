@@ -303,7 +303,8 @@ def test_ubuntu_deb822_default_sources(target):
 
 
 def test_legacy_keys_convert_and_are_deprecated_in_the_schema(target):
-    from cloudseed.agent.config.schema import build_module_schema, check
+    from cloudseed.agent.config.schema import build_module_schema
+    from cloudseed.agent.config.validator import check
 
     cfg = {"apt_mirror": "http://legacy.example/debian", "apt_proxy": "http://p:3128",
            "apt_sources": [{"source": "deb $MIRROR $RELEASE contrib"}]}
@@ -319,7 +320,8 @@ def test_legacy_keys_convert_and_are_deprecated_in_the_schema(target):
 
 
 def test_every_documented_key_is_in_the_schema():
-    from cloudseed.agent.config.schema import build_module_schema, check
+    from cloudseed.agent.config.schema import build_module_schema
+    from cloudseed.agent.config.validator import check
 
     doc = {"apt": {"preserve_sources_list": False, "generate_mirrorlists": False, "disable_suites": ["updates"],
                    "primary": [{"arches": ["default"], "uri": "http://a/", "search": ["http://b/"],

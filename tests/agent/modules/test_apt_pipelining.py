@@ -50,7 +50,8 @@ def test_examples_validate_and_run(target):
 def _examples_validate_and_run(root, name):
     import yaml
 
-    from cloudseed.agent.config.schema import build_module_schema, check
+    from cloudseed.agent.config.schema import build_module_schema
+    from cloudseed.agent.config.validator import check
     from cloudseed.agent.modules import load_module
 
     spec, _ = load_module(name)
