@@ -1,7 +1,8 @@
 """Every plugin of every kind keeps its contract: modules, datasources, renderers, distros, CLI verbs.
 
-Each kind's contract (a ``typing.Protocol`` plus the rules a type cannot say) lives beside its
-registry in a ``_contract.py``. Every file of every plugin directory is imported and checked;
+Each kind's contract (``typing.Protocol``s plus the rules a type cannot say) lives beside its
+registry in a ``_contract.py``; ``protocol_check.py`` (here, not in the package: nothing that runs
+needs it) checks the Protocols. Every file of every plugin directory is imported and checked;
 a failure lists every bad plugin by file, not just the first.
 """
 
@@ -14,6 +15,7 @@ import re
 import types
 
 import pytest
+from protocol_check import contract_problems
 
 import cloudseed
 from cloudseed.agent.datasources import _contract as datasource_contract
@@ -74,11 +76,11 @@ def test_modules_keep_their_contract():
     known = set(build_module_schema()["properties"])
     # a module names families, os-release IDs a distro file serves, or a declared other system
     families = set(distro_names()) | set(os_id_families()) | set(OTHER_SYSTEMS)
-    check_all("agent/modules", lambda plugin, stem: module_contract.problems(plugin, stem, known, families))
+    check_all("agent/modules", lambda plugin, stem: contract_problems(module_contract, plugin, stem, known, families))
 
 
 def test_datasources_keep_their_contract():
-    check_all("agent/datasources", datasource_contract.problems)
+    check_all("agent/datasources", lambda plugin, stem: contract_problems(datasource_contract, plugin, stem))
     loaded, _bad = load_all("agent/datasources")
     fallbacks = [stem for stem, m in loaded.items() if getattr(getattr(m, "DATASOURCE", None), "fallback", False)]
     assert len(fallbacks) == 1, f"exactly one fallback datasource, found {fallbacks}"
@@ -109,14 +111,14 @@ def test_detection_names_no_datasource():
 
 
 def test_renderers_keep_their_contract():
-    check_all("network/renderers", renderer_contract.problems)
+    check_all("network/renderers", lambda plugin, stem: contract_problems(renderer_contract, plugin, stem))
 
 
 def test_distros_keep_their_contract():
     from cloudseed.network.renderers import names
 
     renderers = names()
-    check_all("agent/distros", lambda plugin, stem: distro_contract.problems(plugin, stem, renderers))
+    check_all("agent/distros", lambda plugin, stem: contract_problems(distro_contract, plugin, stem, renderers))
     loaded, _bad = load_all("agent/distros")
     twice = distro_contract.claimed_twice({stem: m.DISTRO for stem, m in loaded.items() if hasattr(m, "DISTRO")})
     assert not twice, twice
@@ -125,7 +127,7 @@ def test_distros_keep_their_contract():
 def test_verbs_keep_their_contract():
     from cloudseed.cli import verb_names
 
-    check_all("commands", verb_contract.problems)
+    check_all("commands", lambda plugin, stem: contract_problems(verb_contract, plugin, stem))
     assert verb_names() == plugin_files("commands")
 
 
@@ -141,19 +143,19 @@ def test_a_bad_module_is_reported_with_every_problem():
                       distros=("plan9",), schema={"properties": {"key": {"type": "string"}}}, title="")
     spec.activate_by = ["key"]  # a list where a tuple is declared
     plugin = _module("bad", MODULE=spec, handle=lambda ctx, extra: None)
-    found = module_contract.problems(plugin, "bad")
+    found = contract_problems(module_contract, plugin, "bad")
     assert any("handle" in p and "extra" in p for p in found), found
     assert any("activate_by" in p and "tuple" in p for p in found), found
     spec.activate_by = ("nokey",)
     plugin.handle = lambda ctx: None
-    found = module_contract.problems(plugin, "bad", known_keys={"key"}, families={"debian"})
+    found = contract_problems(module_contract, plugin, "bad", known_keys={"key"}, families={"debian"})
     expected = ["MODULE.name is 'other_name'", "MODULE.stage 'sometime'", "MODULE.frequency 'hourly'",
                 "MODULE.title is empty", "'nokey', which no schema declares", "'plan9', which no distro",
                 "MODULE.examples is empty"]
     for text in expected:
         assert any(text in p for p in found), (text, found)
     spec.examples = ("- just a list\n", "a: [unclosed\n")
-    found = module_contract.problems(plugin, "bad")
+    found = contract_problems(module_contract, plugin, "bad")
     assert any("examples[0]: not a cloud-config mapping" in p for p in found), found
     assert any("examples[1]: not YAML" in p for p in found), found
 
@@ -172,10 +174,10 @@ def test_a_bad_datasource_is_reported():
         def fetch(self, extra):
             return True
 
-    found = datasource_contract.problems(_module("twice", DATASOURCE=Twice), "twice")
+    found = contract_problems(datasource_contract, _module("twice", DATASOURCE=Twice), "twice")
     assert any("fetch" in p and "extra" in p for p in found), found
     Twice.fetch = lambda self: True
-    found = datasource_contract.problems(_module("twice", DATASOURCE=Twice), "twice")
+    found = contract_problems(datasource_contract, _module("twice", DATASOURCE=Twice), "twice")
     for text in ("does not lead back", "stages", "overrides detect()", "declares no detection"):
         assert any(text in p for p in found), (text, found)
     assert datasource_contract.problems(_module("x", DATASOURCE=dict), "x") == \
@@ -219,8 +221,9 @@ def test_detection_the_shell_cannot_take_is_reported():
 
 
 def test_a_bad_renderer_distro_and_verb_are_reported():
-    found = renderer_contract.problems(_module("fancy", NAME="fancy", DESCRIPTION="x", OWNED="/etc/x",
-                                               available=lambda: True, render=lambda model: []), "fancy")
+    fancy = _module("fancy", NAME="fancy", DESCRIPTION="x", OWNED="/etc/x", available=lambda: True,
+                    render=lambda model: [])
+    found = contract_problems(renderer_contract, fancy, "fancy")
     assert any(p.startswith("OWNED") for p in found), found
     assert any("available" in p for p in found) and any("'distro'" in p for p in found), found
 
@@ -231,13 +234,13 @@ def test_a_bad_renderer_distro_and_verb_are_reported():
         os_ids = ("Odd",)
         renderers = ("carrier-pigeon",)
 
-    found = distro_contract.problems(_module("even", DISTRO=Odd), "even", ["eni"])
+    found = contract_problems(distro_contract, _module("even", DISTRO=Odd), "even", ["eni"])
     for text in ("family is 'odd'", "lower-case", "carrier-pigeon", "set_timezone()", "ca_certs_layout()"):
         assert any(text in p for p in found), (text, found)
     assert distro_contract.claimed_twice({"a": Odd, "b": type("B", (Distro,), {"os_ids": ("Odd",)})}) == \
         ["'Odd' is claimed by a.py and b.py"]
 
-    found = verb_contract.problems(_module("v", HELP=3, configure=lambda p: None, run=lambda: 0), "v")
+    found = contract_problems(verb_contract, _module("v", HELP=3, configure=lambda p: None, run=lambda: 0), "v")
     assert any(p.startswith("HELP") for p in found) and any(p.startswith("run") for p in found), found
 
 

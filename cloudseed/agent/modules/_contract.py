@@ -12,7 +12,6 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from cloudseed.agent.modules import STAGE_LIST_KEYS, ModuleContext, ModuleSpec
-from cloudseed.core.contracts import problems as protocol_problems
 
 
 class ModuleDeclaration(Protocol):
@@ -36,6 +35,10 @@ class ModulePlugin(Protocol):
     def handle(self, ctx: ModuleContext) -> None: ...
 
 
+# what tests/architecture/protocol_check.py checks first: (the part of the file, its Protocol)
+PROTOCOLS = ((None, ModulePlugin), ("MODULE", ModuleDeclaration))
+
+
 def problems(plugin: ModuleType, stem: str, known_keys: set[str] | None = None,
              families: set[str] | None = None) -> list[str]:
     """Every way the module file ``stem``.py breaks its contract.
@@ -43,13 +46,8 @@ def problems(plugin: ModuleType, stem: str, known_keys: set[str] | None = None,
     ``known_keys`` (every key some module or the core declares) and ``families`` (the distro
     files) let the activation keys and the distros be checked too.
     """
-    found = protocol_problems(plugin, ModulePlugin)
-    spec = getattr(plugin, "MODULE", None)
-    if not isinstance(spec, ModuleSpec):
-        return found
-    found += protocol_problems(spec, ModuleDeclaration, "MODULE")
-    if found:
-        return found
+    found: list[str] = []
+    spec = plugin.MODULE
     from cloudseed.agent.state import FREQUENCIES
 
     if spec.name != stem:

@@ -2,10 +2,13 @@
 
 Each registry states its contract next to itself (``agent/modules/_contract.py``,
 ``agent/datasources/_contract.py``, ``agent/distros/_contract.py``,
-``network/renderers/_contract.py``, ``commands/_contract.py``): a Protocol whose annotated
-attributes are the declared fields and whose methods are the hooks, plus the kind's own rules.
-This file holds what they share: every annotated field present with a value of its type, every
-hook callable with the Protocol's parameters. Tests and tools import it; the boot path never does.
+``network/renderers/_contract.py``, ``commands/_contract.py``): Protocols whose annotated
+attributes are the declared fields and whose methods are the hooks (``PROTOCOLS`` says which part
+of a plugin file each one describes), plus ``problems``, the kind's own rules. This file holds
+what they share, for the tests (it was ``cloudseed/core/contracts.py``; nothing that runs needs it):
+every annotated field present with a value of its type, every hook callable with the Protocol's
+parameters. ``contract_problems`` checks a plugin file against its kind: the Protocols first, then
+the kind's rules.
 """
 
 from __future__ import annotations
@@ -132,3 +135,13 @@ def problems(plugin: Any, protocol: type, owner: str = "") -> list[str]:
         if why:
             found.append(f"{where}{name}{actual} {why} (contract: {name}{wanted})")
     return found
+
+
+def contract_problems(contract: Any, plugin: Any, stem: str, *args: Any, **kwargs: Any) -> list[str]:
+    """Every way the plugin file ``stem`` breaks the contract module ``contract`` (a ``_contract.py``):
+    its ``PROTOCOLS`` (every one), then, when they all hold, its ``problems`` (with ``args`` and
+    ``kwargs``, the kind's extra facts), which assume them."""
+    found = []
+    for attr, protocol in contract.PROTOCOLS:
+        found += problems(plugin if attr is None else getattr(plugin, attr, None), protocol, attr or "")
+    return found or contract.problems(plugin, stem, *args, **kwargs)
