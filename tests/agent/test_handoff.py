@@ -126,13 +126,14 @@ PRELOADED = ("cloudseed.agent.userdata", "yaml", "cloudseed.agent.modules.write_
 
 
 def preload(root, ask_first: bool, raised: int = -5) -> tuple[list, list, list, bool, int]:
-    """_preload_later_stages in a fresh process, started at niceness ``raised`` (root only): (modules
+    """preload_later_stages in a fresh process, started at niceness ``raised`` (root only): (modules
     before, after, priorities set, restored, the niceness the network stage then runs at)."""
     code = f"""
 import json, os, sys
 from cloudseed.core.root import TargetRoot
 from cloudseed.agent.boot.handoff import Gate
-from cloudseed.agent.boot.stages import BootState, _early_stage_priority, _preload_later_stages
+from cloudseed.agent.boot.performance import early_stage_priority, preload_later_stages
+from cloudseed.agent.boot.stages import BootState
 root = TargetRoot({root.top!r})
 state = BootState.load(root)
 gate = Gate(root)
@@ -146,10 +147,10 @@ before = sorted(m for m in names if m in sys.modules)
 seen = []
 real = os.setpriority
 os.setpriority = lambda which, who, value: seen.append(value) or real(which, who, value)
-_preload_later_stages(state, gate)
+preload_later_stages(state, gate)
 after = sorted(m for m in names if m in sys.modules)
 restored = os.getpriority(os.PRIO_PROCESS, 0) == raised
-_early_stage_priority()
+early_stage_priority()
 print(json.dumps([before, after, seen, restored, os.getpriority(os.PRIO_PROCESS, 0)]))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)

@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-from cloudseed.agent.boot import prefetch
+from cloudseed.agent.boot import performance as prefetch
 
 USER_DATA = """#cloud-config
 hostname: pre

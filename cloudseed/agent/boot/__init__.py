@@ -5,5 +5,6 @@ local stage, ``instances`` finds and adopts the instance, ``userdata_stage`` con
 ``boot_state`` carries one boot's state between stages, ``handoff`` lets later units hand their stage
 to the boot's one agent process, ``lock`` keeps one agent at a time, ``detect`` and
 ``generator_shell`` decide whether the agent runs at all, ``sshd_order`` whether a reboot's sshd
-waits, ``prefetch`` warms the page cache for the next stage, ``strict`` fails a boot closed.
+waits, ``performance`` holds the boot's performance choices (preloading, priorities, page-cache
+read-ahead), ``strict`` fails a boot closed.
 """

@@ -105,9 +105,9 @@ def after_local(state: BootState) -> None:
 def prefetch_for_network_stage(state: BootState) -> None:
     """Have the kernel read ahead the files the network stage imports (it starts after DHCP)."""
     if state.root.is_live:
-        from cloudseed.agent.boot import prefetch
+        from cloudseed.agent.boot import performance
 
-        prefetch.warm(prefetch.network_stage_files())
+        performance.warm(performance.network_stage_files())
 
 
 def start_host_keys_early(state: BootState) -> None:

@@ -12,7 +12,6 @@ Instance data is built once per stage, from the datasource in use.
 from __future__ import annotations
 
 import logging
-import os
 
 from cloudseed.agent.boot.boot_state import BootState
 from cloudseed.agent.boot.instances import adopt, find, load_datasource
@@ -28,9 +27,7 @@ from cloudseed.core.values import get_list
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from typing import Any
 
-    from cloudseed.agent.boot.handoff import Gate
     from cloudseed.agent.datasources import Datasource
 
 LOG = logging.getLogger("cloudseed.stages")
@@ -276,13 +273,15 @@ def run_handed_off(state: BootState) -> int:
             gate.done(stage, 0)
         return 0
     after_local(state)  # host keys and read-ahead: networking need not wait for them
-    _preload_later_stages(state, gate)
+    from cloudseed.agent.boot import performance  # read ahead by after_local: not on the local stage's path
+
+    performance.preload_later_stages(state, gate)
     for stage in LATER_STAGES:
         gate.wait_for(stage)
         if stage == "network":
-            _early_stage_priority()
+            performance.early_stage_priority()
         elif stage == "config":
-            _ordinary_priority()
+            performance.ordinary_priority()
         code = run_network(state) if stage == "network" else run_modules(state, stage)
         gate.done(stage, code)
         codes.append(code)
@@ -306,98 +305,6 @@ def _record_sshd_order(state: BootState) -> None:
             sshd_order.forget(state)
         except OSError:
             pass
-
-
-def _preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
-    """Import what the later stages will, while networking comes up; run nothing.
-
-    The process would otherwise sit idle until networking is up (DHCP; on a reboot also
-    ``ifupdown-pre``'s ``udevadm settle``), then import on the path to sshd: under TCG about
-    0.5 s of a reboot's 0.7 s network stage, and the config stage's imports competed with sshd's
-    start. First the network stage's code (user-data processing, the init modules) at the
-    ordinary priority, then the config and final modules at niceness 10 (idle time only); it
-    stops as soon as the network stage's unit asks, and the stage gets the raised priority back
-    (root only: others never change theirs here). Never above the priority the process started
-    with: on a provisioned disk (a reboot) the generator's drop-in starts it at niceness 10, and
-    everything before the network stage stays there. An import that fails is only logged.
-    """
-    import importlib
-
-    from cloudseed.agent.modules import load_module, parse_entry
-
-    def asked() -> bool:
-        return gate is not None and gate.asked("network")
-
-    def set_niceness(value: int) -> None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, value)
-        except OSError as e:
-            LOG.debug("priority left as it is: %s", e)
-
-    root_user = os.geteuid() == 0
-    try:
-        raised = os.getpriority(os.PRIO_PROCESS, 0)
-    except OSError:
-        raised, root_user = 0, False
-    modules = {stage: get_list(state.system_cfg, STAGE_LIST_KEYS[stage]) for stage in ("init", "config", "final")}
-    steps: list[tuple[int, str, Any]] = [
-        (0, "import", name) for name in ("cloudseed.agent.userdata", "cloudseed.agent.userdata.includes",
-                                         "cloudseed.agent.boot.userdata_stage", "cloudseed.agent.scripts")]
-    steps.append((0, "yaml", "yaml"))  # a new instance's cloud-config is parsed; a reboot's is kept
-    steps += [(0, "module", entry) for entry in modules["init"]]
-    steps += [(10, "module", entry) for entry in modules["config"] + modules["final"]]
-    current = raised
-    try:
-        for niceness, kind, what in steps:
-            if asked():
-                return
-            niceness = max(niceness, raised)
-            if root_user and niceness != current:
-                set_niceness(niceness)
-                current = niceness
-            try:
-                if kind == "module":
-                    load_module(parse_entry(what)[0])
-                elif kind == "import" or not _cloud_config_kept(state):
-                    importlib.import_module(what)
-            except Exception as e:  # the stage itself will report it
-                LOG.debug("preloading %r: %s", what, e)
-    finally:
-        if root_user and current != raised:
-            set_niceness(raised)
-
-
-def _cloud_config_kept(state: BootState) -> bool:
-    """Was this instance's cloud-config parsed at an earlier boot (so PyYAML need not load)?"""
-    from cloudseed.agent.userdata.kept_yaml import FILE_NAME
-
-    ds = state.datasource
-    return ds is not None and state.root.exists(f"{state.paths.instance_dir(ds.instance_id)}/{FILE_NAME}")
-
-
-def _early_stage_priority() -> None:
-    """The network stage (on the path to sshd) runs at no lower a priority than the ordinary one.
-
-    On a reboot the generator's drop-in starts the process at niceness 10 (its local stage must
-    not slow udev's coldplug); by the network stage networking is up and sshd waits for it.
-    """
-    _niceness_within(-20, 0)
-
-
-def _ordinary_priority() -> None:
-    """The early stages run at a raised priority (the unit's Nice=); config and final do not."""
-    _niceness_within(0, 19)
-
-
-def _niceness_within(low: int, high: int) -> None:
-    """Move this process's niceness into ``low..high`` (raising priority needs root: else logged)."""
-    try:
-        current = os.getpriority(os.PRIO_PROCESS, 0)
-        wanted = min(max(current, low), high)
-        if wanted != current:
-            os.setpriority(os.PRIO_PROCESS, 0, wanted)
-    except OSError as e:
-        LOG.debug("priority left as it is: %s", e)
 
 
 class Agent:

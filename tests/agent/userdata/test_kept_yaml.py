@@ -82,10 +82,11 @@ def test_a_reboot_of_the_same_instance_loads_no_pyyaml(target):
     code = f"""
 import json, sys
 from cloudseed.core.root import TargetRoot
-from cloudseed.agent.boot.stages import BootState, _preload_later_stages, run_local, run_modules, run_network
+from cloudseed.agent.boot.performance import preload_later_stages
+from cloudseed.agent.boot.stages import BootState, run_local, run_modules, run_network
 state = BootState.load(TargetRoot({target.top!r}))
 codes = [run_local(state)]
-_preload_later_stages(state)  # as the boot's process does while networking comes up
+preload_later_stages(state)  # as the boot's process does while networking comes up
 preloaded = "yaml" in sys.modules
 codes += [run_network(state), run_modules(state, "config"), run_modules(state, "final")]
 print(json.dumps([max(codes), preloaded, "yaml" in sys.modules]))
