@@ -13,6 +13,7 @@ folder with more than 20 files at its top level (``crowded_folders``) except the
 from __future__ import annotations
 
 import ast
+import functools
 import os
 from dataclasses import dataclass
 
@@ -45,10 +46,16 @@ def module_name(package_parent: str, path: str) -> str:
     return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
 
 
+@functools.cache
+def parsed(path: str) -> ast.Module:
+    """The syntax tree of ``path``, read once per test run (each check walks every file)."""
+    with open(path, encoding="utf-8") as handle:
+        return ast.parse(handle.read(), filename=path)
+
+
 def imports_of(path: str, dotted: str) -> list[tuple[int, str]]:
     """Every (line, module) ``path`` imports, at any depth, relative imports resolved."""
-    with open(path, encoding="utf-8") as handle:
-        tree = ast.parse(handle.read(), filename=path)
+    tree = parsed(path)
     package = dotted if path.endswith("__init__.py") else dotted.rpartition(".")[0]
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
@@ -133,8 +140,7 @@ def import_graph(package_dir: str) -> dict[str, list[tuple[int, str]]]:
     modules = _modules_in(package_dir)
     graph: dict[str, list[tuple[int, str]]] = {}
     for dotted, path in modules.items():
-        with open(path, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read(), filename=path)
+        tree = parsed(path)
         package = dotted if path.endswith("__init__.py") else dotted.rpartition(".")[0]
         edges = []
         for node in _runtime_nodes(tree):
