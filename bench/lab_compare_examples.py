@@ -41,6 +41,8 @@ KNOWN = (
     ("ssh host keys", r"types", r"also ssh_host_dsa_key\.pub", "deliberate: no DSA host key"),
     ("files", r"/etc/udev/rules\.d/70-cloudseed-net\.rules", r".*70-persistent-net\.rules",
      "deliberate: the NIC's udev rule under cloudseed's own name, with a header"),
+    ("files", r"/etc/\S*cloudseed\S*", r"wrote the same (content|lines \(comments aside\)) as /etc/\S*cloud-init\S*",
+     "deliberate: cloudseed's own name for the same file (sshd drop-in 50-cloudseed.conf: docs/identity.md)"),
     ("users", r"(debian|tester|\w+) (uid|gid)", r".*", "ours: users created in the order listed (cloud-init: "
                                                        "the default user last)"),
     ("groups", r"(debian|\w+) gid", r".*", "ours: users created in the order listed (cloud-init: the default "

@@ -243,5 +243,6 @@ def test_tries_through_the_openstack_metadata_service(lab, key, tmp_path):
     run = Lab("--datasource", "openstack", "--user-data", str(ud), "--repeat", "2", "--expect", str(exp),
               "--workdir", str(tmp_path / "w"), cwd=str(tmp_path))
     assert run.finish(timeout=TIMEOUT * 2) == 0, run.output[-3000:]
-    assert run.output.count("checks: 3 passed, 0 failed") == 2
+    # the agent's verdict, the hostname, the file's presence and content, in each of the two tries
+    assert run.output.count("checks: 4 passed, 0 failed") == 2, run.output[-3000:]
     assert "datasource: OpenStack" in run.output
