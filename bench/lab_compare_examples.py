@@ -13,16 +13,23 @@ Prints a Markdown table (example, identical or how many differences in which cat
 agent's time) and writes each example's differences to ``--out DIR/<example>.txt`` for reading.
 The explanations of the differences (ours, theirs, deliberate) are in docs/lab.md.
 
+Each example's record (differences, errors, agent times) is also kept as ``DIR/<example>.json``;
+``--table DIR`` prints the table again from those (after the explanations here changed, or over
+several partial runs).
+
 Usage: .venv/bin/python bench/lab_compare_examples.py [--out DIR] [--only NAME ...] [--timeout 600]
+       .venv/bin/python bench/lab_compare_examples.py --table DIR [--only NAME ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,33 +38,45 @@ from cloudseed.lab import compare
 from cloudseed.lab.accel import choose_accel
 from cloudseed.lab.delivery import Delivery
 from cloudseed.lab.image import lab_image
-from cloudseed.lab.state_diff import format_diff
+from cloudseed.lab.state_diff import Difference, format_diff
 
 DOCS = "usr/share/doc/cloud-init/examples"
 
-# Differences already explained in docs/lab.md ("why"), by what they look like: (category, item
-# pattern, cloud-init's side pattern, class). Anything else is printed as unexplained.
+# Differences already explained in docs/lab.md, by what they look like: (category, item pattern,
+# cloud-init's side pattern, class). Anything else is printed as unexplained, in full.
 KNOWN = (
-    ("ssh host keys", r"types", r"also ssh_host_dsa_key\.pub", "deliberate: no DSA host key"),
-    ("files", r"/etc/udev/rules\.d/70-cloudseed-net\.rules", r".*70-persistent-net\.rules",
-     "deliberate: the NIC's udev rule under cloudseed's own name, with a header"),
+    ("ssh host keys", r"types", r"also ssh_host_dsa_key\.pub", "no-dsa"),
+    ("files", r"/etc/udev/rules\.d/70-cloudseed-net\.rules", r".*70-persistent-net\.rules", "udev-name"),
     ("files", r"/etc/\S*cloudseed\S*", r"wrote the same (content|lines \(comments aside\)) as /etc/\S*cloud-init\S*",
-     "deliberate: cloudseed's own name for the same file (sshd drop-in 50-cloudseed.conf: docs/identity.md)"),
-    ("users", r"(debian|tester|\w+) (uid|gid)", r".*", "ours: users created in the order listed (cloud-init: "
-                                                       "the default user last)"),
-    ("groups", r"(debian|\w+) gid", r".*", "ours: users created in the order listed (cloud-init: the default "
-                                           "user last)"),
+     "own-name"),
+    ("files", r"/etc/apt/trusted\.gpg\.d/\S+", r"did not write it", "apt-keys"),
+    ("users", r"\S+ (uid|gid)", r".*", "user-order"),
+    ("groups", r"\S+ gid", r".*", "user-order"),
 )
+# What each class means, and whose doing it is (printed under the table; docs/lab.md says more)
+CLASSES = {
+    "no-dsa": "deliberate: no DSA host key (OpenSSH 9 refuses DSA; cloud-init 22.4 still makes one)",
+    "udev-name": "deliberate: the NIC's udev rule under cloudseed's own name, with a header comment",
+    "own-name": "deliberate: the same file under cloudseed's own name (sshd drop-in 50-cloudseed.conf)",
+    "comment": "deliberate: only the header comment differs (each agent names itself)",
+    "apt-keys": "theirs: cloud-init's apt_configure stops at the first key it cannot fetch (the image has no "
+                "gpg); cloudseed adds the other sources' keys and names each failure",
+    "user-order": "ours: users made in the order listed; cloud-init makes the default user last",
+}
+BASELINE = {"no-dsa", "udev-name"}  # on every boot, whatever the user-data
 
 
 def classify(difference) -> str:
-    """The class and reason of a known difference, or "unexplained"."""
-    import re
-
+    """The class of a known difference (a key of CLASSES), or "unexplained"."""
     for category, item, theirs, why in KNOWN:
         if difference.category == category and re.fullmatch(item, difference.item) and \
                 re.fullmatch(theirs, difference.theirs):
             return why
+    changed = [line[1:].strip() for line in difference.detail.splitlines()
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    if difference.category == "files" and difference.item.endswith(" content") and changed and \
+            all(line.startswith(("#", "//")) for line in changed):
+        return "comment"
     return "unexplained"
 
 
@@ -92,14 +111,17 @@ def main() -> int:
     parser.add_argument("--out", default="out/compare-examples", help="where each example's differences go")
     parser.add_argument("--only", nargs="*", default=[], help="these examples only (names without .txt)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds for each agent to finish")
+    parser.add_argument("--table", metavar="DIR", help="print the table of the examples recorded in DIR, run nothing")
     args = parser.parse_args()
+    if args.table:
+        table(args.table, args.only)
+        return 0
     os.makedirs(args.out, exist_ok=True)
     chosen = examples(examples_dir(), args.only)
     image = lab_image("switched")  # the two images lab --compare boots (compare.AGENTS)
     lab_image("reference")
     accel, reason = choose_accel("auto", image.kernel, image.initrd)
     print(f"# {len(chosen)} examples of Debian's cloud-init package; accelerator {accel}", file=sys.stderr)
-    rows, identical, explained = [], 0, 0
     for name, data in chosen:
         work = tempfile.mkdtemp(prefix=f"bench-compare-{name}-")
         user_data = os.path.join(work, "user-data")
@@ -108,39 +130,66 @@ def main() -> int:
         print(f"# {name}", file=sys.stderr, flush=True)
         comparison = compare.run(Delivery(user_data=user_data, instance_id="iid-example", hostname="example"),
                                  accel, reason, work, timeout=args.timeout, snapshots=True)
-        ours, theirs = comparison.runs
         text = format_diff(comparison.differences, comparison.names)
         errors = [f"{r.name}: {r.error}" for r in comparison.runs if r.error]
         with open(os.path.join(args.out, f"{name}.txt"), "w") as handle:
             handle.write("\n".join([compare.agent_times(comparison), "", text, *errors]) + "\n")
             statuses = {r.name: (r.result.status or {}) for r in comparison.runs}
             handle.write("\n" + json.dumps(statuses, default=str)[:20000])
-        classes = [classify(d) for d in comparison.differences]
-        unexplained = [d for d, c in zip(comparison.differences, classes) if c == "unexplained"]
-        if errors:
-            verdict = "not compared: " + "; ".join(errors)
-        elif not comparison.differences:
-            verdict, identical = "identical", identical + 1
-        elif not unexplained:
-            verdict = "identical but for: " + "; ".join(sorted(set(classes)))
-            explained += 1
-        else:
-            categories = sorted({d.category for d in unexplained})
-            verdict = (f"{len(unexplained)} more ({', '.join(categories)})"
-                       + (f"; and {'; '.join(sorted(set(c for c in classes if c != 'unexplained')))}"
-                          if len(unexplained) < len(classes) else ""))
-        with open(os.path.join(args.out, f"{name}.txt"), "a") as handle:
-            handle.write("\n\nclasses:\n" + "\n".join(f"  {c}: {d.line(comparison.names)}"
-                                                    for d, c in zip(comparison.differences, classes)) + "\n")
-        times = [f"{r.result.agent_seconds:.1f}s" if r.result.agent_seconds is not None else "-"
-                 for r in (ours, theirs)]
-        rows.append(f"| {name} | {verdict} | {times[0]} | {times[1]} |")
-        print(rows[-1], flush=True)
-    print(f"\n{identical} of {len(chosen)} examples leave an identical state; {explained} more differ only in "
-          "the known ways (docs/lab.md).\n")
-    print("| example | state | cloudseed agent time | cloud-init agent time |\n|---|---|---|---|")
-    print("\n".join(rows))
+        record = {"differences": [dataclasses.asdict(d) for d in comparison.differences], "errors": errors,
+                  "agent_seconds": [r.result.agent_seconds for r in comparison.runs],
+                  "agents": compare.agent_times(comparison)}
+        with open(os.path.join(args.out, f"{name}.json"), "w") as handle:
+            json.dump(record, handle, indent=1)
+        print(row(name, record)[0], flush=True)
+    table(args.out, [name for name, _ in chosen])
     return 0
+
+
+def row(name: str, record: dict) -> tuple[str, str]:
+    """The example's table row and its kind (identical, explained, unexplained, not compared)."""
+    differences = [Difference(**d) for d in record["differences"]]
+    classes = [classify(d) for d in differences]
+    unexplained = [d for d, c in zip(differences, classes) if c == "unexplained"]
+    known = sorted(set(c for c in classes if c != "unexplained") - BASELINE)
+    if record["errors"]:
+        verdict, kind = "not compared: " + "; ".join(record["errors"]), "not compared"
+    elif not differences:
+        verdict, kind = "identical", "identical"
+    elif not unexplained and not known:
+        verdict, kind = "identical but for the baseline", "baseline"
+    elif not unexplained:
+        verdict, kind = "baseline and " + ", ".join(known), "explained"
+    else:
+        kind = "unexplained"
+        verdict = "; ".join(d.line(("cloudseed", "cloud-init")) for d in unexplained) + \
+            (f" (and {', '.join(known)})" if known else "")
+    times = [f"{t:.1f}s" if t is not None else "-" for t in record["agent_seconds"]]
+    # each agent's own errors (its status), from the lines compare.agent_times wrote
+    errors = [m.group(1) if (m := re.search(r"(\d+) error\(s\)", line)) else "0"
+              for line in record["agents"].splitlines()[:2]]
+    return f"| {name} | {verdict} | {' / '.join(errors)} | {times[0]} / {times[1]} |", kind
+
+
+def table(directory: str, names: list[str]) -> None:
+    """The Markdown table of every example recorded in ``directory`` (``names``: these only)."""
+    rows, kinds = [], []
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        name = os.path.basename(path)[:-5]
+        if names and name not in names:
+            continue
+        with open(path) as handle:
+            line, kind = row(name, json.load(handle))
+        rows.append(line)
+        kinds.append(kind)
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("identical", "baseline", "explained", "unexplained",
+                                                         "not compared"))
+    print(f"\n{len(rows)} examples: {counts}. Baseline: {', '.join(sorted(BASELINE))}, on every boot; explained: "
+          "the baseline and the classes named\n")
+    print("| example | state left | errors, cloudseed / cloud-init | agent time, cloudseed / cloud-init |\n"
+          "|---|---|---|---|")
+    print("\n".join(rows))
+    print("\n" + "\n".join(f"- {key}: {why}" for key, why in CLASSES.items()))
 
 
 if __name__ == "__main__":
