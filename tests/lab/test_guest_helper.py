@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 
 import pytest
 from guest_helper import labguest
@@ -134,3 +135,20 @@ def test_a_seed_larger_than_a_snapshots_seed_disk_is_refused(tmp_path):
         handle.truncate(SEED_BYTES + 1)
     with pytest.raises(LabError, match="17 MiB|16 MiB"):
         pad_seed(str(path))
+
+
+def test_the_state_waits_for_host_keys_the_agent_still_makes(tmp_path, monkeypatch):
+    """cloudseed finishes RSA in the background after its stages: the state is taken once it is in
+    place; a key whose ssh-keygen ended but which nobody installed is named, without waiting longer."""
+    from guest_helper import labstate
+
+    monkeypatch.setattr(labstate, "BACKGROUND_KEYS", str(tmp_path))
+    keygen = subprocess.Popen(["sleep", "1"])
+    (tmp_path / "rsa.pid").write_text(f"{keygen.pid}\n")
+    threading.Timer(1.5, (tmp_path / "rsa.pid").unlink).start()
+    assert labstate._wait_for_background_keys(limit=30) == []
+    keygen.wait()
+    (tmp_path / "rsa.pid").write_text(f"{keygen.pid}\n")  # ended, and no helper removes the file
+    started = time.monotonic()
+    assert labstate._wait_for_background_keys(limit=30, stalled=1) == ["rsa"]
+    assert time.monotonic() - started < 5

@@ -366,17 +366,40 @@ def _addresses() -> list[str]:
 BACKGROUND_KEYS = "/run/cloudseed/hostkeys"
 
 
-def _wait_for_background_keys(limit: float = 180.0) -> None:
-    """The state is what the agent leaves: wait (bounded) for host keys it is still making."""
-    deadline = time.monotonic() + limit
-    while glob.glob(os.path.join(BACKGROUND_KEYS, "*.pid")) and time.monotonic() < deadline:
+def _alive(pid_file: str) -> bool:
+    try:
+        with open(pid_file) as handle:
+            pid = int(handle.read().strip())
+        with open(f"/proc/{pid}/stat") as handle:
+            return not handle.read().split(") ", 1)[-1].startswith("Z")
+    except (OSError, ValueError):
+        return False
+
+
+def _wait_for_background_keys(limit: float = 600.0, stalled: float = 15.0) -> list[str]:
+    """The state is what the agent leaves: wait (bounded: cloudseed's own helper gives up after 600 s)
+    for host keys it is still making. Returns the types not in place when the wait ends: still being
+    made at the limit, or made and not installed ``stalled`` seconds after their ssh-keygen ended
+    (the helper that installs them is gone)."""
+    deadline, since = time.monotonic() + limit, None
+    while True:
+        pid_files = glob.glob(os.path.join(BACKGROUND_KEYS, "*.pid"))
+        pending = sorted(os.path.basename(p)[:-4] for p in pid_files)
+        if not pending or time.monotonic() >= deadline:
+            return pending
+        if any(_alive(p) for p in pid_files):
+            since = None
+        elif since is None:
+            since = time.monotonic()
+        elif time.monotonic() - since >= stalled:
+            return pending
         time.sleep(0.5)
 
 
 def collect(since: float | None = None) -> dict:
     """The system state an agent leaves; ``since``: files changed after this (default: boot)."""
     since = since or _boot_time()
-    _wait_for_background_keys()
+    pending = _wait_for_background_keys()
     sudoers = _sudoers_lines()
     users = {}
     for entry in pwd.getpwall():
@@ -405,6 +428,7 @@ def collect(since: float | None = None) -> dict:
         "network_files": _network_files(),
         "addresses": _addresses(),
         "routes": sorted(line.strip() for line in routes.splitlines() if line.strip()),
-        "ssh_host_keys": sorted(os.path.basename(p) for p in glob.glob("/etc/ssh/ssh_host_*_key.pub")),
+        "ssh_host_keys": sorted(os.path.basename(p) for p in glob.glob("/etc/ssh/ssh_host_*_key.pub")) +
+        [f"ssh_host_{t}_key.pub (not in place: left in {BACKGROUND_KEYS})" for t in pending],
         "timezone": os.path.realpath("/etc/localtime"),
     }
