@@ -74,6 +74,27 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def answered_503(cloud) -> int:
+    """503s the servers answered (the registry away or too slow), from their /metrics."""
+    import re
+
+    total = 0
+    for n in cloud.servers:
+        text = cloud.admin(n, "GET", "/metrics").text
+        total += sum(int(float(v)) for v in re.findall(r'^cloudseed_requests_total\{[^}]*status="503"[^}]*\} (\S+)$',
+                                                         text, re.M))
+    return total
+
+
+def health_changes(cloud, offset: int) -> tuple[int, list[str]]:
+    """haproxy's log from ``offset``: its length now and the servers' state changes since."""
+    with open(cloud.haproxy_log.name, errors="replace") as handle:
+        handle.seek(offset)
+        text = handle.read()
+    return offset + len(text.encode()), [line.strip() for line in text.splitlines() if " is DOWN" in line
+                                        or " is UP" in line]
+
+
 def storm(cloud, first: int, count: int, tmp: str, sequence: list, window: float = 0.0) -> dict:
     """``count`` instances from ``first`` boot, starting evenly over ``window`` seconds; the result
     with each part's CPU seconds."""
@@ -82,6 +103,9 @@ def storm(cloud, first: int, count: int, tmp: str, sequence: list, window: float
     pids["postgresql"] = postmaster_pid(cloud)
     before = {name: server_bench.process_cpu(pid) for name, pid in pids.items()}
     queries = statements(cloud)
+    refused = answered_503(cloud)
+    cloud.haproxy_log.flush()
+    log_at, _ = health_changes(cloud, 0)
     work = tempfile.mkdtemp(dir=tmp)
     result = server_storm.boot_storm_c(80, [storm_address(first + n) for n in range(count)], sequence, False, work,
                                        destination=METADATA, retry_seconds=120,
@@ -92,6 +116,9 @@ def storm(cloud, first: int, count: int, tmp: str, sequence: list, window: float
     result["cpu"]["client"] = result["client_cpu"]
     result["statements"] = statements(cloud) - queries - 2  # the two reads of the counter
     result["load"] = os.getloadavg()[0]
+    result["servers_503"] = answered_503(cloud) - refused
+    _, changes = health_changes(cloud, log_at)
+    result["health"] = changes
     return result
 
 
@@ -184,6 +211,8 @@ def report(name: str, count: int, result: dict, requests: int) -> None:
           f"answers {result['wrong']}, failed attempts {len(result['fails'])} (by status {by_status}), "
           f"registry statements {result['statements']}, load {result['load']:.1f}; CPU seconds: " + ", ".join(
               f"{part} {seconds:.2f}" for part, seconds in result["cpu"].items()), flush=True)
+    print(f"  503s answered by the servers: {result['servers_503']}; haproxy's servers changed state "
+          f"{len(result['health'])} times" + "".join(f"\n    {line}" for line in result["health"][:12]), flush=True)
 
 
 if __name__ == "__main__":

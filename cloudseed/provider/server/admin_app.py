@@ -28,7 +28,8 @@ JSON = "application/json"
 MAX_LIST = 1000
 MAX_PAGING_DIGITS = 15  # limit/offset: SQL integers are 64-bit; nobody pages that far
 # /health (a balancer's check) answers within about a second: unhealthy when the change-log
-# watcher has not reached the registry for this long, or the registry does not answer in time
+# watcher has not reached the registry for this long, or (unless the registry thread's reads
+# succeeded within HEALTH_WAIT) the registry does not answer a read in time
 HEALTH_CONTACT_AGE = 3.0
 HEALTH_WAIT = 1.0
 
@@ -119,12 +120,20 @@ class AdminApp:
         age = self.cache.contact_age()
         if age > HEALTH_CONTACT_AGE:  # the watcher has not reached the registry lately: do not wait for it
             return json_error(503, f"registry unreachable: no answer for {age:.1f}s")
+        if self.cache.answered_within(HEALTH_WAIT):
+            # the registry thread's reads are succeeding (a storm of new instances queues thousands):
+            # a read of our own would wait behind them past the balancer's check timeout and take a
+            # server that is busy, not cut off, out of the healthy set
+            return self._healthy()
         try:
             await asyncio.wait_for(self.cache.run(self.registry.changes_since, -1), HEALTH_WAIT)
         except asyncio.TimeoutError:
             return json_error(503, f"registry unreachable: no answer within {HEALTH_WAIT:g}s")
         except Exception as error:
             return json_error(503, f"registry unreachable: {error}")
+        return self._healthy()
+
+    def _healthy(self) -> Response:
         return json_response(200, {"status": "ok", "uptime_seconds": round(time.time() - self.started, 1),
                                    "cached_instances": len(self.cache.instances)})
 

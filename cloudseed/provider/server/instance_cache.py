@@ -111,7 +111,7 @@ class InstanceCache:
         self.unknown = 0  # addresses remembered as belonging to nobody
         self._seq = -1
         self._contact = time.monotonic()  # when the watcher last heard from the registry
-        self._finished = time.monotonic()  # when the registry thread last finished a job
+        self._finished = float("-inf")  # when a registry read on the worker thread last succeeded
         self._inflight: dict[tuple[Optional[str], str], asyncio.Future] = {}  # address loads under way
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
@@ -207,11 +207,14 @@ class InstanceCache:
             raise
 
     def _job(self, function: Callable, *args: Any) -> Any:
-        """A registry job (in its thread), noting when it finished: the thread is alive."""
-        try:
-            return function(*args)
-        finally:
-            self._finished = time.monotonic()
+        """A registry job (in its thread), noting when one succeeded: the registry answers."""
+        result = function(*args)
+        self._finished = time.monotonic()
+        return result
+
+    def answered_within(self, seconds: float) -> bool:
+        """Whether a registry read on the worker thread succeeded in the last ``seconds``."""
+        return time.monotonic() - self._finished < seconds
 
     async def _wait(self, future: asyncio.Future) -> Any:
         """``future``'s result; RegistryUnavailable once the registry thread has finished nothing

@@ -138,3 +138,40 @@ def test_a_load_that_raced_with_a_change_is_used_but_not_cached(cache):
     assert entry.instance_id == "i-load-5"
     assert cache.cached_by_address(None, "10.61.0.6") is MISSING
     assert cache.cached("i-load-5") is MISSING
+
+
+def test_health_stays_ok_while_the_registry_thread_is_busy_not_when_it_stalls(cache):
+    """/health (the balancer's check): a storm's queue of reads on the registry thread is a busy
+    registry, not a lost one; a thread whose reads stopped succeeding is unhealthy within a second."""
+    from cloudseed.provider.server.admin_app import AdminApp
+    from cloudseed.provider.server.http import Request
+    from cloudseed.provider.server.metrics import Metrics
+
+    admin = AdminApp(cache.registry, cache, Metrics(), None)
+    held = HeldLookups(cache.registry, delay=0.15)  # twelve queued reads: 1.8 s of work
+
+    def health():
+        cache._contact = time.monotonic()  # as the change-log watcher (not running here) would
+        return admin.handle(Request("GET", "/health", "HTTP/1.1", {}, b"", "127.0.0.1", None, "/health"))
+
+    async def scenario():
+        storm = asyncio.gather(*(cache.by_address(None, f"10.61.0.{n + 1}") for n in range(12)))
+        await asyncio.sleep(0.6)
+        started = time.monotonic()
+        busy = await health()
+        busy_took = time.monotonic() - started
+        await storm
+        held.delay = 0.0
+        held.gate.clear()  # reads stop answering
+        asks = asyncio.gather(*(cache.by_address(None, f"10.61.0.{n + 13}") for n in range(3)),
+                              return_exceptions=True)
+        await asyncio.sleep(1.1)
+        stalled = await health()
+        held.gate.set()
+        await asks
+        return busy, busy_took, stalled
+
+    busy, busy_took, stalled = asyncio.run(scenario())
+    assert busy.status == 200, busy.body
+    assert busy_took < 0.5  # not queued behind the storm's reads
+    assert stalled.status == 503 and b"registry unreachable" in stalled.body
