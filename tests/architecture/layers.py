@@ -1,8 +1,9 @@
 """The import graph of the cloudseed package and its layering rule.
 
-Layers, top to bottom: commands (and the CLI entry) -> lab -> provider | agent -> network -> core.
-A module may import its own layer or any layer below it; ``provider`` and ``agent`` are peers
-that may not import each other. Imports inside functions count (they are where a lazy import
+Layers, top to bottom: commands (and the CLI entry) -> lab -> provider | agent -> network | clouds
+-> core. A module may import its own layer or any layer below it; ``provider`` and ``agent`` are
+peers that may not import each other, nor may ``network`` and ``clouds`` (each cloud's wire
+contract, read by the agent and the provider alike). Imports inside functions count (they are where a lazy import
 would hide an upward arrow). ``cloudseed`` itself (the version) is importable from anywhere.
 
 Two more structure rules: no import cycles (``cycles``: modules importing one another, imports
@@ -17,8 +18,8 @@ import functools
 import os
 from dataclasses import dataclass
 
-RANKS = {"core": 0, "network": 1, "agent": 2, "provider": 2, "lab": 3, "commands": 4}
-PEERS_THAT_MAY_NOT_MIX = {frozenset({"agent", "provider"})}
+RANKS = {"core": 0, "network": 1, "clouds": 1, "agent": 2, "provider": 2, "lab": 3, "commands": 4}
+PEERS_THAT_MAY_NOT_MIX = {frozenset({"agent", "provider"}), frozenset({"network", "clouds"})}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The package keeps its layers: commands -> lab -> provider | agent -> network -> core."""
+"""The package keeps its layers: commands -> lab -> provider | agent -> network | clouds -> core."""
 
 from __future__ import annotations
 

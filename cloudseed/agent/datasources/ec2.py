@@ -20,22 +20,28 @@ from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceCo
 from cloudseed.agent.datasources._facts import AllOf, Dmi, DmiSame, FileText, Setting
 from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable, urls_from_cfg
 from cloudseed.agent.datasources._metadata_service import system_macs as running_system_macs
+from cloudseed.clouds.ec2 import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.ec2")
 
-DEFAULT_URLS = ("http://169.254.169.254", "http://[fd00:ec2::254]")
-TOKEN_PATH = "latest/api/token"
-TOKEN_HEADER = "X-aws-ec2-metadata-token"
-TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
-TOKEN_TTL = "21600"
-# dated versions we understand, newest first; "latest" when the service lists none of them
-VERSIONS = ("2021-03-23", "2018-09-24", "2016-09-02", "2009-04-04")
+# the wire contract (addresses, paths, headers, versions) is clouds/ec2.py's; paths here are relative
+DEFAULT_URLS = CLOUD.addresses
+TOKEN_PATH = CLOUD.tail("token")
+TOKEN_HEADER, TTL_HEADER, TOKEN_TTL = CLOUD.names["token"], CLOUD.names["ttl"], CLOUD.names["ttl_value"]
+VERSIONS, LATEST = CLOUD.versions, CLOUD.names["latest"]
+
+
+def _path(role: str, version: str) -> str:
+    """The contract's ``role`` request for ``version``, relative to the service's base (no slashes around)."""
+    return CLOUD.tail(role, version).strip("/")
+
+
 MAX_ENTRIES = 1000
 MAX_DEPTH = 10
 MAX_LEAF = 1024 * 1024
 MAX_USERDATA = 16 * 1024 * 1024
 NEVER_CRAWLED = ("security-credentials",)
-SIGNED_IDENTITY = ("pkcs7", "signature", "rsa2048")
+SIGNED_IDENTITY = CLOUD.requests["signatures"].fields
 
 
 class ImdsError(Exception):
@@ -141,7 +147,7 @@ def read_compatible_service(name: str, urls: list[str], version: str, limits: Se
     (empty on 404), as (base, meta-data, user-data); None when none answered. Errors name ``name``."""
     from cloudseed.core.http import FetchError, fetch, first_answer
 
-    leaf = f"/{version}/meta-data/instance-id"
+    leaf = f"/{_path('meta_data', version)}/instance-id"
     answer = first_answer([u + leaf for u in urls], timeout=limits.max_wait, max_wait=limits.max_wait,
                           max_bytes=4096)
     if answer is None:
@@ -152,14 +158,14 @@ def read_compatible_service(name: str, urls: list[str], version: str, limits: Se
         return None
     base = answer[0][: -len(leaf)]
     try:
-        meta = crawl_tree(base, f"{version}/meta-data", limits)
+        meta = crawl_tree(base, _path("meta_data", version), limits)
     except ImdsError as e:
         raise ValueError(f"{name}: {e}") from None
     instance_id = meta.get("instance-id")
     if not isinstance(instance_id, str) or not instance_id.strip():
         raise ValueError(f"{name}: {base}{leaf} is empty or not text")
     try:
-        userdata = fetch(f"{base}/{version}/user-data", timeout=limits.timeout, retries=limits.retries,
+        userdata = fetch(f"{base}/{_path('user_data', version)}", timeout=limits.timeout, retries=limits.retries,
                          max_bytes=max_userdata, max_wait=limits.timeout * (limits.retries + 1) + 2)
     except FetchError as e:
         if e.status != 404:
@@ -339,33 +345,33 @@ class Ec2(Datasource):
         return Imds(base, limits, token)
 
     def _version(self, imds: Imds) -> str:
-        listing = imds.get("") or b""
+        listing = imds.get(_path("versions", "")) or b""
         offered = {line.strip() for line in listing.decode("utf-8", "replace").splitlines()}
-        return next((v for v in VERSIONS if v in offered), "latest")
+        return next((v for v in VERSIONS if v in offered), LATEST)
 
     def _read(self, imds: Imds) -> bool:
         started = time.monotonic()
         version = self._version(imds)
-        meta = _crawl(imds, f"{version}/meta-data", 0)
+        meta = _crawl(imds, _path("meta_data", version), 0)
         if not meta.get("instance-id"):
             LOG.warning("Ec2: %s/%s/meta-data has no instance-id", imds.base, version)
             return False
-        userdata = imds.get(f"{version}/user-data", max_bytes=MAX_USERDATA)
+        userdata = imds.get(_path("user_data", version), max_bytes=MAX_USERDATA)
         identity: dict[str, Any] = {}
-        doc = imds.get(f"{version}/dynamic/instance-identity/document")
+        doc = imds.get(_path("identity", version))
         if doc:
             try:
                 loaded = json.loads(doc.decode("utf-8", "replace"))
                 identity = loaded if isinstance(loaded, dict) else {}
             except ValueError as e:
-                msg = f"{imds.base}/{version}/dynamic/instance-identity/document: invalid JSON: {e}"
+                msg = f"{imds.base}/{_path('identity', version)}: invalid JSON: {e}"
                 LOG.warning("Ec2: %s", msg)
                 self.warnings.append(msg)
         self._fill(meta, userdata, identity)
         if self.userdata_raw and self.ctx.checks_signatures:  # signed user-data: user-data.sig beside it
             from cloudseed.agent.userdata_trust import read_signatures
 
-            read_signatures(self, {"user-data": (f"{imds.base}/{version}/user-data", {})},
+            read_signatures(self, {"user-data": (f"{imds.base}/{_path('user_data', version)}", {})},
                             lambda url, _headers: imds.get(url[len(imds.base) + 1:], max_bytes=16 * 1024))
         signed = self._signed_identity(imds, version)
         self.raw = {"meta-data": meta, "dynamic": {"instance-identity": {"document": identity, **signed}},
@@ -379,12 +385,12 @@ class Ec2(Datasource):
     def _signed_identity(imds: Imds, version: str) -> dict[str, str]:
         """The identity's signatures the service lists (``pkcs7``, ``signature``, ``rsa2048``), as
         cloud-init 22.4 reads them, so ``query ds.dynamic.instance-identity.pkcs7`` answers."""
-        listing = imds.get(f"{version}/dynamic/instance-identity/") or b""
+        listing = imds.get(_path("signatures", version) + "/") or b""
         names = {line.strip() for line in listing.decode("utf-8", "replace").splitlines()}
         signed = {}
         for name in SIGNED_IDENTITY:
             if name in names:
-                blob = imds.get(f"{version}/dynamic/instance-identity/{name}", max_bytes=64 * 1024)
+                blob = imds.get(f"{_path('signatures', version)}/{name}", max_bytes=64 * 1024)
                 if blob:
                     signed[name] = blob.decode("ascii", "replace").strip()
         return signed

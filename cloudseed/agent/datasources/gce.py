@@ -23,11 +23,12 @@ from typing import Any
 
 from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
+from cloudseed.clouds.gce import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.gce")
 
-DEFAULT_URL = "http://169.254.169.254/computeMetadata/v1/"
-HEADERS = {"Metadata-Flavor": "Google"}
+DEFAULT_URL = CLOUD.default_url()  # the wire contract is clouds/gce.py's
+HEADERS = CLOUD.requests["instance"].headers()
 MAX_DOCUMENT = 4 * 1024 * 1024
 KEY_USERS = ("cloudinit",)
 
@@ -117,10 +118,10 @@ class GCE(MetadataServiceDatasource):
 
     def _read(self, base: str, limits: ServiceLimits) -> bool:
         started = time.monotonic()
-        instance = self._get(f"{base}instance/?recursive=true", limits, first=True)
+        instance = self._get(base + CLOUD.tail("instance"), limits, first=True)
         if not isinstance(instance, dict):
             return False
-        project = self._get(f"{base}project/attributes/?recursive=true", limits, first=False)
+        project = self._get(base + CLOUD.tail("project"), limits, first=False)
         project = project if isinstance(project, dict) else {}
         for key in ("id", "zone", "hostname"):
             if instance.get(key) in (None, ""):
@@ -148,7 +149,7 @@ class GCE(MetadataServiceDatasource):
             elif encoding:
                 LOG.warning("GCE: unknown user-data-encoding %r; user-data used as it is", encoding)
             self.userdata_raw = data
-            self.served_at("user-data", f"{base}instance/attributes/user-data", HEADERS)
+            self.served_at("user-data", base + CLOUD.tail("user_data"), HEADERS)
         self.network_config = network_config(instance.get("networkInterfaces"), system_macs())
         self.raw = {"instance": instance, "project": {"attributes": project}}
         return self.found(base, instance["id"], started)

@@ -27,8 +27,6 @@ LOG = logging.getLogger("cloudseed.reporting")
 EVENTS_PATH = "/cloudseed/v1/events"
 BATCH = 100
 MAX_HELD = 2000
-TOKEN_PATH = "/latest/api/token"
-TOKEN_TTL = "21600"
 
 
 def endpoint_for(datasource: Any) -> str | None:
@@ -81,11 +79,13 @@ class CloudseedHandler:
         self.held = []
 
     def _token(self) -> str:
+        from cloudseed.clouds.ec2 import CLOUD
         from cloudseed.core.http import request
 
         parts = urllib.parse.urlsplit(self.endpoint)
-        answer = request(f"{parts.scheme}://{parts.netloc}{TOKEN_PATH}", method="PUT", timeout=self.timeout,
-                         headers={"X-aws-ec2-metadata-token-ttl-seconds": TOKEN_TTL}, max_bytes=4096)
+        asked = CLOUD.requests["token"]
+        answer = request(f"{parts.scheme}://{parts.netloc}{asked.path}", method=asked.method, timeout=self.timeout,
+                         headers=asked.headers(), max_bytes=4096)
         return answer.body.decode("ascii", "replace").strip()
 
     def _post(self, items: list) -> None:
@@ -95,7 +95,9 @@ class CloudseedHandler:
         for attempt in range(2):
             headers = {"Content-Type": "application/json"}
             if self.token:
-                headers["X-aws-ec2-metadata-token"] = self.token
+                from cloudseed.clouds.ec2 import CLOUD
+
+                headers[CLOUD.names["token"]] = self.token
             try:
                 fetch_response(self.endpoint, method="POST", data=body, headers=headers, timeout=self.timeout,
                                retries=self.retries, backoff=0.3, max_bytes=64 * 1024,

@@ -31,13 +31,16 @@ import time
 from typing import Any, Optional, Union
 from urllib.parse import parse_qsl
 
+from cloudseed.clouds.gce import CLOUD
 from cloudseed.provider.instance_data import gce
 from cloudseed.provider.server.http import Response
 from cloudseed.provider.server.instance_cache import CachedInstance
 from cloudseed.provider.server.json_tree import list_index
 
-PREFIX = "/computeMetadata"
-FLAVOR = ("Metadata-Flavor", "Google")
+PREFIX = CLOUD.names["prefix"]  # the wire contract is clouds/gce.py's
+FLAVOR = (CLOUD.names["flavor"], CLOUD.names["flavor_value"])
+_FLAVOR_ASKED = FLAVOR[0].lower()  # request headers arrive lower-cased
+_VERSION = "/" + CLOUD.versions[0]
 DEFAULT_WAIT = 60.0
 MAX_WAIT = 300.0
 POLL = 0.25
@@ -54,15 +57,20 @@ def error(status: int, message: str) -> Response:
 
 _NOT_FOUND = error(404, "Not Found")
 _NO_FLAVOR = error(403, "Your client does not have permission to get URL from this server. "
-                        "Missing Metadata-Flavor:Google header.")
+                        f"Missing {FLAVOR[0]}:{FLAVOR[1]} header.")
 ROOT = Response(200, "computeMetadata/\n", TEXT, headers=[FLAVOR])
 _FORWARDED = error(403, "Your client does not have permission to get URL from this server. "
                         "Requests carrying X-Forwarded-For are refused.")
 
 
+def flavored(request: Any) -> bool:
+    """The request carries ``Metadata-Flavor: Google``, as GCE requires of every request."""
+    return request.headers.get(_FLAVOR_ASKED) == FLAVOR[1]
+
+
 def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
     """The answer to ``request`` (a Response, or an awaitable of one for ``wait_for_change``)."""
-    if request.headers.get("metadata-flavor") != "Google":
+    if not flavored(request):
         return _NO_FLAVOR
     if "x-forwarded-for" in request.headers and not app._is_proxy(request.peer):
         return _FORWARDED
@@ -89,9 +97,9 @@ def _answer(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
     rest = request.path[len(PREFIX):]
     if rest in ("", "/"):
         return _answer_text(instance, "root", "v1/\n")
-    if not (rest == "/v1" or rest.startswith("/v1/")):
+    if not (rest == _VERSION or rest.startswith(_VERSION + "/")):
         return _NOT_FOUND
-    path = tuple(p for p in rest[len("/v1"):].split("/") if p)
+    path = tuple(p for p in rest[len(_VERSION):].split("/") if p)
     query = {k.lower(): v for k, v in parse_qsl(request.query or "", keep_blank_values=True)}
     recursive = query.get("recursive", "").lower() == "true"
     alt = query.get("alt", "").lower()

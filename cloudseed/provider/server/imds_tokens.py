@@ -22,8 +22,10 @@ import os
 import time
 from typing import Callable, Optional
 
-TOKEN_HEADER = "x-aws-ec2-metadata-token"
-TTL_HEADER = "x-aws-ec2-metadata-token-ttl-seconds"
+from cloudseed.clouds.ec2 import CLOUD as EC2_CLOUD
+
+TOKEN_HEADER = EC2_CLOUD.names["token"].lower()  # request headers arrive lower-cased
+TTL_HEADER = EC2_CLOUD.names["ttl"].lower()
 MAX_TTL = 21600
 
 
@@ -47,10 +49,10 @@ class TokenIssuer:
 
     def parse_ttl(self, raw: Optional[str]) -> int:
         if raw is None:
-            raise TokenError(400, "missing X-aws-ec2-metadata-token-ttl-seconds header")
+            raise TokenError(400, f"missing {EC2_CLOUD.names['ttl']} header")
         raw = raw.strip()
         if not (raw.isascii() and raw.isdigit()) or len(raw) > 5 or not 1 <= int(raw) <= MAX_TTL:
-            raise TokenError(400, f"X-aws-ec2-metadata-token-ttl-seconds must be an integer from 1 to {MAX_TTL}"
+            raise TokenError(400, f"{EC2_CLOUD.names['ttl']} must be an integer from 1 to {MAX_TTL}"
                                   f", got {raw[:20]!r}")
         return int(raw)
 

@@ -22,7 +22,7 @@ from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api, signa
 from cloudseed.provider.server.cloud_credentials import CloudCredentials
 from cloudseed.provider.server.config import ServerConfig
 from cloudseed.provider.server.http import Request, Response, text_error
-from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
+from cloudseed.provider.server.imds_tokens import EC2_CLOUD, TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
 from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance, InstanceCache
 from cloudseed.provider.server.rate_limit import RateLimiter
 from cloudseed.provider.server.routes import (
@@ -307,9 +307,9 @@ class MetadataApp:
         if request.method not in READ_METHODS:
             return _method_not_allowed("GET, HEAD")
         if not version:  # not kept in routes: GCE's clients ask "/" too (google-auth's ping)
-            if request.headers.get("metadata-flavor") == "Google":
-                from cloudseed.provider.server import gce_api
+            from cloudseed.provider.server import gce_api
 
+            if gce_api.flavored(request):
                 return gce_api.ROOT
             return self._ec2_versions
         subpath = parts[2] if len(parts) > 2 else ""
@@ -366,7 +366,7 @@ class MetadataApp:
         except TokenError as error:
             return text_error(error.status, str(error))
         token = self.tokens.issue(instance.record.instance_id, ttl)
-        return Response(200, token, headers=[("X-aws-ec2-metadata-token-ttl-seconds", str(ttl))],
+        return Response(200, token, headers=[(EC2_CLOUD.names["ttl"], str(ttl))],
                         ip_ttl=instance.record.ec2.get("hop_limit") or self.config.token_hop_limit)
 
     def _phone_home(self, request: Request, instance: CachedInstance, rest: str) -> Answer:

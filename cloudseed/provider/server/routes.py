@@ -6,6 +6,9 @@ counted under the API that answered it.
 
 from __future__ import annotations
 
+from cloudseed.clouds.ec2 import CLOUD as EC2_CLOUD
+from cloudseed.clouds.gce import CLOUD as GCE_CLOUD
+
 OPENSTACK, NOCLOUD, PHONE_HOME, TOKEN, EC2 = "openstack", "nocloud", "phone_home", "token", "ec2"
 PROVISIONING = "provisioning"  # an instance's own provisioning reports (provisioning_api.py)
 GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE = "gce", "digitalocean", "hetzner", "oracle", "azure"
@@ -14,7 +17,8 @@ CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS = "cloudstack", "exoscale", "aliyun
 # each answered by provider/server/<api>_api.py: handle(app, request, instance)
 CLOUD_APIS = frozenset((GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE, VULTR, SCALEWAY, UPCLOUD, NWCS, AKAMAI,
                         CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS))
-TOKEN_PATH = "/latest/api/token"
+TOKEN_PATH = EC2_CLOUD.requests["token"].path
+_GCE_PREFIX = GCE_CLOUD.names["prefix"]
 
 # Path families that several platforms use: the family's own API answers unless the instance's record
 # names (in its ``clouds`` settings) one of the others, in this order. ``/metadata/v1.json`` is
@@ -60,7 +64,7 @@ def api_of(path: str) -> str:
         return PROVISIONING
     if initial == "l" and path == TOKEN_PATH:
         return TOKEN
-    if initial == "c" and path.startswith("/computeMetadata"):
+    if initial == "c" and path.startswith(_GCE_PREFIX):
         return GCE
     if initial == "m" and (path == "/metadata/v1" or path.startswith(("/metadata/v1/", "/metadata/v1.json"))):
         return DIGITALOCEAN

@@ -1,0 +1,150 @@
+"""The clouds' contracts are declared once: every file loads, names are not taken twice, each is read
+by its datasource and its server API, and nothing else in the package spells its paths or headers."""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+import textwrap
+
+import pytest
+
+import cloudseed
+from cloudseed.clouds import Cloud, DuplicateCloud, declared
+
+PACKAGE = os.path.dirname(os.path.abspath(cloudseed.__file__))
+CLOUDS = declared()
+# the clouds the server answers with handle(app, request, instance) in provider/server/<name>_api.py;
+# EC2's token, OpenStack and NoCloud are answered in metadata_app.py itself
+SERVED_IN_APP = {"ec2": "provider/server/metadata_app.py"}
+
+
+def _package(tmp_path, files: dict[str, str]) -> str:
+    """A throw-away package beside the real one, named ``fakeclouds<n>``, holding ``files``."""
+    name = f"fakeclouds{len(sys.modules)}"
+    top = tmp_path / name
+    top.mkdir()
+    (top / "__init__.py").write_text("")
+    for rel, text in files.items():
+        (top / rel).write_text(textwrap.dedent(text))
+    sys.path.insert(0, str(tmp_path))
+    return name
+
+
+DECLARATION = """\
+from cloudseed.clouds import Cloud, Request
+CLOUD = Cloud("{name}", datasource="{ds}", addresses=("http://192.0.2.1",), requests={{"x": Request("/x")}})
+"""
+
+
+@pytest.mark.parametrize(("second", "refused"), [
+    ({"name": "acme", "ds": "Other"}, r"acme2\.py: cloud 'acme' is already declared in .*acme\.py"),
+    ({"name": "acme2", "ds": "Acme"}, r"acme2\.py: datasource 'Acme' is already declared in .*acme\.py"),
+], ids=["one cloud in two files", "one datasource for two clouds"])
+def test_a_name_declared_twice_is_refused(tmp_path, second, refused):
+    name = _package(tmp_path, {"acme.py": DECLARATION.format(name="acme", ds="Acme"),
+                               "acme2.py": DECLARATION.format(**second)})
+    try:
+        with pytest.raises(DuplicateCloud, match=refused):
+            declared(str(tmp_path / name), name)
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_a_file_without_a_cloud_is_named(tmp_path):
+    name = _package(tmp_path, {"empty.py": "CLOUD = {'name': 'x'}\n"})
+    try:
+        with pytest.raises(TypeError, match=r"empty\.py: CLOUD must be a cloudseed.clouds.Cloud, got dict"):
+            declared(str(tmp_path / name), name)
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def _imports(path: str) -> set[str]:
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(CLOUDS))
+def test_the_datasource_and_the_server_api_read_the_contract(name):
+    cloud: Cloud = CLOUDS[name]
+    assert cloud.name == name and cloud.requests, name
+    module = f"cloudseed.clouds.{name}"
+    datasource = os.path.join(PACKAGE, "agent", "datasources", f"{cloud.datasource.lower()}.py")
+    assert os.path.exists(datasource), f"clouds/{name}.py names datasource {cloud.datasource}: no {datasource}"
+    from importlib import import_module
+
+    assert import_module(f"cloudseed.agent.datasources.{cloud.datasource.lower()}").DATASOURCE.name == cloud.datasource
+    assert module in _imports(datasource), f"{datasource} does not import {module}"
+    server = os.path.join(PACKAGE, SERVED_IN_APP.get(name, f"provider/server/{name}_api.py"))
+    assert module in _imports(server) or module in _imports(os.path.join(PACKAGE, "provider/server/routes.py")), (
+        f"{server} does not import {module}")
+    for role in cloud.requests:
+        cloud.tail(role)  # every request is under the base path
+
+
+def _spelled(cloud: Cloud) -> set[str]:
+    """What only the contract may spell: its header names and its paths (versionless). Addresses are
+    shared by several clouds (169.254.169.254), so they are checked in the cloud's datasource only."""
+    words = {cloud.base} if "{" not in cloud.base and cloud.base != "/" else set()
+    for request in cloud.requests.values():
+        words.update(header for header, _ in (*request.sends, *request.answers))
+        if "{" not in request.path and request.path != "/":
+            words.add(request.path)
+    words.update(value for key, value in cloud.names.items() if key in ("token", "ttl", "flavor", "prefix"))
+    return words
+
+
+def _strings(path: str) -> list[tuple[int, str]]:
+    """String constants of the file (f-string parts too), docstrings left out."""
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    return [(node.lineno, node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_nothing_else_in_the_package_spells_a_contract():
+    """A header name, a path or an address of a contract written again in agent/ or provider/ (any
+    case) is a second copy that can drift from the first."""
+    words = {}
+    for cloud in CLOUDS.values():
+        for word in _spelled(cloud):
+            words[word.lower()] = cloud.name
+    copies = []
+    for part in ("agent", "provider"):
+        for top, _dirs, files in os.walk(os.path.join(PACKAGE, part)):
+            for file in files:
+                if file.endswith(".py"):
+                    path = os.path.join(top, file)
+                    for line, value in _strings(path):
+                        if value.lower() in words:
+                            copies.append(f"{os.path.relpath(path, PACKAGE)}:{line}: {value!r} "
+                                          f"(clouds/{words[value.lower()]}.py)")
+    for cloud in CLOUDS.values():
+        path = os.path.join(PACKAGE, "agent", "datasources", f"{cloud.datasource.lower()}.py")
+        copies += [f"{os.path.relpath(path, PACKAGE)}:{line}: {value!r} (clouds/{cloud.name}.py's address)"
+                   for line, value in _strings(path) if any(value.startswith(a) for a in cloud.addresses)]
+    assert not copies, "contract strings written a second time:\n" + "\n".join(copies)
+
+
+@pytest.mark.parametrize("name", sorted(CLOUDS))
+def test_a_datasource_imports_only_its_own_cloud(name):
+    """The boot imports the contract of the cloud it runs on and no other."""
+    import subprocess
+
+    module = f"cloudseed.agent.datasources.{CLOUDS[name].datasource.lower()}"
+    code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.startswith('cloudseed.clouds.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == repr([f"cloudseed.clouds.{name}"])

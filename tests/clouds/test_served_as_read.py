@@ -1,0 +1,102 @@
+"""Every cloud's guest, as its contract says it reads, against a real ``cloudseed serve`` on loopback.
+
+One server process for all the clouds; each cloud's instance is registered at its own loopback
+address and every request of its contract (``cloudseed/clouds/<name>.py``) is made from there as
+the datasource makes it: the session token first where the cloud has one, the versioned paths at
+the newest version the guest understands, the headers it sends. Each must be answered (200) with
+the headers the contract says the answer carries and the fields the guest reads. A path, header
+or version changed on one side only fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
+
+from server_support import ServerProcess, http, new_address  # noqa: E402
+
+from cloudseed.clouds import Cloud, declared  # noqa: E402
+
+CLOUDS = declared()
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractTestKey guest@example"
+USER_DATA = "#cloud-config\nhostname: from-the-contract-test\n"
+NO_SETTINGS = ("ec2", "openstack", "nocloud")  # the server's own families, chosen by path alone
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The server and, per cloud, the loopback address its instance is registered at."""
+    tmp = tmp_path_factory.mktemp("contract")
+    server = ServerProcess(str(tmp / "server.db"), str(tmp / "server"), ["127.0.0.1:0"],
+                           config={"rate_limit": 0})
+    try:
+        addresses = {}
+        for name in CLOUDS:
+            address = addresses[name] = new_address()
+            server.add(instance_id=f"contract-{name}-vm", hostname=f"{name}-vm", availability_zone="zone-1a",
+                       addresses=[{"address": address, "network": "default", "mac": "52:54:00:12:34:56"}],
+                       ssh_keys=[{"name": "guest", "data": KEY}], user_data=USER_DATA,
+                       clouds={} if name in NO_SETTINGS else {name: {}})
+        yield server, addresses
+    finally:
+        server.stop()
+
+
+def _version(cloud: Cloud, ask) -> str:
+    """The version the guest would choose: the newest it understands that the service lists
+    (a cloud with a ``versions`` request), else its newest."""
+    if not cloud.versions:
+        return ""
+    if "versions" not in cloud.requests:
+        return cloud.versions[0]
+    listed = ask("versions", "").body.decode().split()
+    chosen = [v for v in cloud.versions if v in listed]
+    assert chosen, f"{cloud.name}: the service lists {listed}, none of the guest's versions {cloud.versions}"
+    return chosen[0]
+
+
+@pytest.mark.parametrize("name", sorted(CLOUDS))
+def test_every_request_of_the_contract_is_served(served, name):
+    server, addresses = served
+    cloud = CLOUDS[name]
+    token = ""
+
+    def ask(role: str, version: str):
+        request = cloud.requests[role]
+        return http(server.port, request.target(version), method=request.method, source=addresses[name],
+                    headers=request.headers(token))
+
+    if "token" in cloud.requests:
+        reply = ask("token", "")
+        assert reply.status == 200, f"{name} token: {reply.status} {reply.text[:200]}"
+        token = reply.text.strip()
+        assert token
+    version = _version(cloud, ask)
+    for role, request in cloud.requests.items():
+        if role == "token":
+            continue
+        reply = ask(role, version)
+        where = f"{name} {role} ({request.method} {request.target(version)})"
+        assert reply.status == 200, f"{where}: {reply.status} {reply.text[:200]}"
+        for header, value in request.answers:
+            assert header.lower() in reply.headers, f"{where}: no {header} in {sorted(reply.headers)}"
+            if value is not None:
+                assert reply.headers[header.lower()] == value, where
+        if request.form == "json":
+            document = json.loads(reply.body)
+            for field in request.fields:
+                node = document
+                for part in field.split("."):
+                    assert isinstance(node, dict) and part in node, f"{where}: no {field} in {sorted(document)}"
+                    node = node[part]
+        elif request.form == "listing":
+            entries = reply.text.split()
+            missing = [f for f in request.fields if f not in entries]
+            assert not missing, f"{where}: {missing} not in the listing {entries}"
+        elif role == "user_data":
+            assert reply.text == USER_DATA, where
