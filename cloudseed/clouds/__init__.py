@@ -25,7 +25,8 @@ class Request:
     ``versions`` the service lists); ``sends`` are the headers the guest sends, a value of None
     meaning the session token the cloud's ``token`` request gave; ``answers`` the headers the
     answer carries (None: any value); ``fields`` the keys the guest reads from the answer (a JSON
-    object, dotted for nested keys, or, for ``form="listing"``, entries of the listing)."""
+    object, dotted for nested keys, or, for ``form="listing"``, entries of the listing). ``form``:
+    ``text``, ``json``, ``yaml``, ``listing`` (one entry a line) or ``base64`` (text to decode)."""
 
     __slots__ = ("method", "path", "query", "sends", "answers", "fields", "form")
 
@@ -56,11 +57,11 @@ class Cloud:
     (``token``, ``meta_data``, ``user_data``...); ``names`` are header and field names both sides
     use outside a single request (a token header, a TTL header...)."""
 
-    __slots__ = ("name", "datasource", "addresses", "base", "versions", "requests", "names")
+    __slots__ = ("name", "datasource", "addresses", "base", "versions", "requests", "names", "prefixes")
 
     def __init__(self, name: str, *, datasource: str, addresses: tuple[str, ...],
                  requests: dict[str, Request], base: str = "/", versions: tuple[str, ...] = (),
-                 names: Optional[dict[str, str]] = None):
+                 names: Optional[dict[str, str]] = None, prefixes: tuple[str, ...] = ()):
         self.name = name
         self.datasource = datasource
         self.addresses = addresses  # base URLs, tried side by side or in order (the datasource says)
@@ -68,6 +69,7 @@ class Cloud:
         self.versions = versions  # API versions the guest understands, newest first
         self.requests = requests
         self.names = names or {}
+        self.prefixes = prefixes or (base,)  # the path families the server routes to this cloud's API
 
     def base_path(self, version: str = "") -> str:
         return self.base.replace("{version}", version or (self.versions[0] if self.versions else ""))

@@ -15,6 +15,7 @@ CLOUD = Cloud(
     "gce", datasource="GCE",
     addresses=("http://169.254.169.254",),
     base=PREFIX + "/{version}/",
+    prefixes=(PREFIX,),
     versions=("v1",),
     names={"prefix": PREFIX, "flavor": FLAVOR[0], "flavor_value": FLAVOR[1]},
     requests={

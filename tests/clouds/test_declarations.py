@@ -18,6 +18,7 @@ CLOUDS = declared()
 # the clouds the server answers with handle(app, request, instance) in provider/server/<name>_api.py;
 # EC2's token, OpenStack and NoCloud are answered in metadata_app.py itself
 SERVED_IN_APP = {"ec2": "provider/server/metadata_app.py"}
+HTTP_HEADERS = {"Accept", "Content-Type", "User-Agent"}  # HTTP's own, not a cloud's
 
 
 def _package(tmp_path, files: dict[str, str]) -> str:
@@ -95,8 +96,9 @@ def _spelled(cloud: Cloud) -> set[str]:
     """What only the contract may spell: its header names and its paths (versionless). Addresses are
     shared by several clouds (169.254.169.254), so they are checked in the cloud's datasource only."""
     words = {cloud.base} if "{" not in cloud.base and cloud.base != "/" else set()
+    words.update(prefix for prefix in cloud.prefixes if "{" not in prefix and prefix != "/")
     for request in cloud.requests.values():
-        words.update(header for header, _ in (*request.sends, *request.answers))
+        words.update(header for header, _ in (*request.sends, *request.answers) if header not in HTTP_HEADERS)
         if "{" not in request.path and request.path != "/":
             words.add(request.path)
     words.update(value for key, value in cloud.names.items() if key in ("token", "ttl", "flavor", "prefix"))
@@ -148,3 +150,16 @@ def test_a_datasource_imports_only_its_own_cloud(name):
     code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.startswith('cloudseed.clouds.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == repr([f"cloudseed.clouds.{name}"])
+
+
+@pytest.mark.parametrize("name", sorted(CLOUDS))
+def test_the_server_routes_every_request_of_a_cloud_to_its_api(name):
+    from cloudseed.provider.server.routes import TOKEN, api_for
+
+    cloud = CLOUDS[name]
+    settings = {name: {}}
+    for role, request in cloud.requests.items():
+        target = request.target(cloud.versions[0] if cloud.versions else "")
+        path, _, query = target.partition("?")
+        expected = TOKEN if (name, role) == ("ec2", "token") else name
+        assert api_for(path, settings, query) == expected, f"{name} {role}: {target}"

@@ -10,11 +10,13 @@ or version changed on one side only fails here.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sys
 
 import pytest
+import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
 
@@ -87,8 +89,8 @@ def test_every_request_of_the_contract_is_served(served, name):
             assert header.lower() in reply.headers, f"{where}: no {header} in {sorted(reply.headers)}"
             if value is not None:
                 assert reply.headers[header.lower()] == value, where
-        if request.form == "json":
-            document = json.loads(reply.body)
+        if request.form in ("json", "yaml"):
+            document = json.loads(reply.body) if request.form == "json" else yaml.safe_load(reply.body)
             for field in request.fields:
                 node = document
                 for part in field.split("."):
@@ -99,4 +101,5 @@ def test_every_request_of_the_contract_is_served(served, name):
             missing = [f for f in request.fields if f not in entries]
             assert not missing, f"{where}: {missing} not in the listing {entries}"
         elif role == "user_data":
-            assert reply.text == USER_DATA, where
+            body = base64.b64decode(reply.body) if request.form == "base64" else reply.body
+            assert body.decode() == USER_DATA, where

@@ -26,12 +26,14 @@ from typing import Any
 from cloudseed.agent.datasources import LOCAL, NETWORK, DatasourceContext
 from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
+from cloudseed.clouds.akamai import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.akamai")
 
-BASE_URLS = ("http://169.254.169.254", "http://[fd00:a9fe:a9fe::1]")
+BASE_URLS = CLOUD.addresses  # the wire contract: clouds/akamai.py
 MAX_DOCUMENT = 4 * 1024 * 1024
-TOKEN_EXPIRY = "300"
+TOKEN = CLOUD.requests["token"]
+DOCUMENTS = ("instance", "ssh_keys", "network")  # roles of the contract's requests
 DMI_FLAGS = {"als": "allow_local_stage", "ais": "allow_init_stage", "v4": "allow_ipv4", "v6": "allow_ipv6"}
 
 
@@ -83,8 +85,7 @@ class Akamai(MetadataServiceDatasource):
 
         started = time.monotonic()
         addresses = bases(section, settings(self.ctx, section))
-        answer = first_answer([f"{b}/v1/token" for b in addresses], method="PUT",
-                              headers={"Metadata-Token-Expiry-Seconds": TOKEN_EXPIRY},
+        answer = first_answer([b + TOKEN.path for b in addresses], method=TOKEN.method, headers=TOKEN.headers(),
                               timeout=limits.max_wait, max_wait=limits.max_wait, max_bytes=4096,
                               accept=lambda e: e.status in (400, 401, 403, 404, 405))
         if answer is None:
@@ -96,12 +97,12 @@ class Akamai(MetadataServiceDatasource):
         token = response.body.decode("ascii", "replace").strip()
         if not token or len(token) > 1024 or not token.isprintable() or token.startswith(("[", "{")):
             raise ValueError(f"{token_url}: not a metadata token ({token[:40]!r})")
-        base = token_url[:-len("/v1/token")]
+        base = token_url[:-len(TOKEN.path)]
         docs: dict[str, Any] = {}
-        for name in ("instance", "ssh-keys", "network"):
-            url = f"{base}/v1/{name}"
+        for name in DOCUMENTS:
+            url = base + CLOUD.requests[name].path
             body = fetch(url, timeout=limits.timeout, retries=limits.retries, max_bytes=MAX_DOCUMENT,
-                         headers={"Metadata-Token": token, "Accept": "application/json"},
+                         headers=CLOUD.requests[name].headers(token),
                          max_wait=limits.timeout * (limits.retries + 1) + 2)
             try:
                 docs[name] = json.loads(body.decode("utf-8", "replace"))
@@ -109,15 +110,17 @@ class Akamai(MetadataServiceDatasource):
                 raise ValueError(f"{url}: not JSON ({e})") from None
             if not isinstance(docs[name], dict):
                 raise ValueError(f"{url}: not a JSON object")
-        userdata = fetch(f"{base}/v1/user-data", timeout=limits.timeout, retries=limits.retries,
-                         max_bytes=MAX_DOCUMENT, headers={"Metadata-Token": token},
+        asked = CLOUD.requests["user_data"]
+        userdata_url, userdata_headers = base + asked.path, asked.headers(token)
+        userdata = fetch(userdata_url, timeout=limits.timeout, retries=limits.retries,
+                         max_bytes=MAX_DOCUMENT, headers=userdata_headers,
                          max_wait=limits.timeout * (limits.retries + 1) + 2)
         md = docs["instance"]
         if md.get("id") in (None, ""):
-            raise ValueError(f"{base}/v1/instance: not a Linode instance document (no id)")
+            raise ValueError(f"{base}{CLOUD.requests['instance'].path}: not a Linode instance document (no id)")
         instance_id = str(md["id"])
         self.metadata = {"instance-id": instance_id, "local-hostname": str(md.get("label") or instance_id)}
-        users = docs["ssh-keys"].get("users")
+        users = docs["ssh_keys"].get("users")
         keys: list[str] = []
         for user_keys in (users.values() if isinstance(users, dict) else []):
             for key in user_keys if isinstance(user_keys, list) else [user_keys]:
@@ -125,15 +128,15 @@ class Akamai(MetadataServiceDatasource):
                     keys.append(key.strip())
         self.public_keys = keys
         if userdata.strip():
-            self.served_at("user-data", f"{base}/v1/user-data", {"Metadata-Token": token})
+            self.served_at("user-data", userdata_url, userdata_headers)
             try:
                 self.userdata_raw = base64.b64decode(userdata.strip(), validate=True)
             except (binascii.Error, ValueError):
-                LOG.warning("Akamai: user-data from %s/v1/user-data is not base64; used as given", base)
+                LOG.warning("Akamai: user-data from %s is not base64; used as given", userdata_url)
                 self.userdata_raw = userdata
         self.region = str(md["region"]) if md.get("region") else None
         self.network_config = None  # the fallback (DHCP), as cloud-init 23.4
-        self.raw = {"instance": md, "network": docs["network"], "ssh-keys": docs["ssh-keys"]}
+        self.raw = {"instance": md, "network": docs["network"], "ssh-keys": docs["ssh_keys"]}
         return self.found(base, instance_id, started, "Linode")
 
 

@@ -18,8 +18,9 @@ from typing import Any
 
 from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
+from cloudseed.clouds.cloudcix import CLOUD
 
-BASE_URL = "http://169.254.169.254/v1"
+MD_URL = CLOUD.addresses[0] + CLOUD.requests["meta_data"].path  # the wire contract: clouds/cloudcix.py
 MAX_DOCUMENT = 4 * 1024 * 1024
 
 
@@ -37,8 +38,8 @@ class CloudCIX(MetadataServiceDatasource):
         from cloudseed.agent.datasources.hetzner import maybe_b64decode
         from cloudseed.core.http import fetch
 
-        md_url = str(section.get("metadata_url") or f"{BASE_URL}/metadata")
-        ud_url = str(section.get("userdata_url") or md_url.rsplit("/", 1)[0] + "/userdata")
+        md_url = str(section.get("metadata_url") or MD_URL)
+        ud_url = str(section.get("userdata_url") or md_url.rsplit("/", 1)[0] + CLOUD.tail("user_data"))
         started = time.monotonic()
         body = self.get_document(md_url, limits, retries=0, raise_in_network=False)
         if body is None:

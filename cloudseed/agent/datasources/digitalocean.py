@@ -28,10 +28,11 @@ from cloudseed.agent.datasources._metadata_service import (
     listed_keys,
     system_macs,
 )
+from cloudseed.clouds.digitalocean import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.digitalocean")
 
-DEFAULT_URL = "http://169.254.169.254/metadata/v1.json"
+DEFAULT_URL = CLOUD.addresses[0] + CLOUD.requests["document"].path  # the wire contract: clouds/digitalocean.py
 NIC_NAMES = {"public": "eth0", "private": "eth1"}
 
 

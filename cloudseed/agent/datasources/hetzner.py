@@ -16,8 +16,9 @@ from typing import Any
 
 from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, listed_keys
+from cloudseed.clouds.hetzner import CLOUD
 
-BASE_URL = "http://169.254.169.254/hetzner/v1"
+MD_URL, UD_URL = (CLOUD.addresses[0] + CLOUD.requests[r].path for r in ("meta_data", "user_data"))  # clouds/hetzner.py
 MAX_DOCUMENT = 4 * 1024 * 1024
 
 
@@ -43,8 +44,8 @@ class Hetzner(MetadataServiceDatasource):
         from cloudseed.core.http import fetch
         from cloudseed.core.yaml_loading import load_yaml
 
-        md_url = str(section.get("metadata_url") or f"{BASE_URL}/metadata")
-        ud_url = str(section.get("userdata_url") or f"{BASE_URL}/userdata")
+        md_url = str(section.get("metadata_url") or MD_URL)
+        ud_url = str(section.get("userdata_url") or UD_URL)
         started = time.monotonic()
         body = self.get_document(md_url, limits, retries=0, raise_in_network=False)
         if body is None:

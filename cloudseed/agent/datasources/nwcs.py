@@ -22,10 +22,11 @@ from cloudseed.agent.datasources._metadata_service import (
     listed_keys,
     system_macs,
 )
+from cloudseed.clouds.nwcs import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.nwcs")
 
-DEFAULT_URL = "http://169.254.169.254/api/v1/metadata"
+DEFAULT_URL = CLOUD.addresses[0] + CLOUD.requests["document"].path  # the wire contract: clouds/nwcs.py
 
 
 class NWCSError(Exception):

@@ -25,8 +25,9 @@ from cloudseed.agent.datasources._metadata_service import (
     listed_keys,
     system_macs,
 )
+from cloudseed.clouds.upcloud import CLOUD
 
-DEFAULT_URL = "http://169.254.169.254/metadata/v1.json"
+DEFAULT_URL = CLOUD.addresses[0] + CLOUD.requests["document"].path  # the wire contract: clouds/upcloud.py
 
 
 class UpCloudError(Exception):

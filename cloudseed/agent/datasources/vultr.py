@@ -27,8 +27,10 @@ from cloudseed.agent.datasources._metadata_service import (
     listed_keys,
     system_macs,
 )
+from cloudseed.clouds.vultr import CLOUD
 
-DEFAULT_URL = "http://169.254.169.254"
+DEFAULT_URL = CLOUD.addresses[0]  # the wire contract: clouds/vultr.py
+DOCUMENT = CLOUD.requests["document"]
 NAMESERVERS = ["108.61.10.10", "2001:19f0:300:1704::6"]
 
 
@@ -123,9 +125,9 @@ class Vultr(MetadataServiceDatasource):
     error = VultrError
 
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
-        url = str(section.get("metadata_url") or f"{str(section.get('url') or DEFAULT_URL).rstrip('/')}/v1.json")
+        url = str(section.get("metadata_url") or f"{str(section.get('url') or DEFAULT_URL).rstrip('/')}{DOCUMENT.path}")
         started = time.monotonic()
-        body = self.get_document(url, limits, headers={"Metadata-Token": "cloudinit"})
+        body = self.get_document(url, limits, headers=DOCUMENT.headers())
         if body is None:
             return False
         md = self.json_object(body, url)
@@ -148,7 +150,7 @@ class Vultr(MetadataServiceDatasource):
         self.vendordata_raw = vendordata(md.get("vendor-data"))
         if url.endswith(".json"):  # each also served as text: /v1/user-data, /v1/vendor-data
             for kind in ("user-data", "vendor-data"):
-                self.served_at(kind, f"{url[:-5]}/{kind}", {"Metadata-Token": "cloudinit"})
+                self.served_at(kind, f"{url[:-5]}/{kind}", DOCUMENT.headers())
         self.network_config = network_config(md, system_macs())
         return self.found(url, instance_id, started)
 

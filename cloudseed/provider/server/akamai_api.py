@@ -19,10 +19,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cloudseed.clouds.akamai import CLOUD
 from cloudseed.provider.instance_data import akamai
 from cloudseed.provider.server.http import Response, text_error
 
 SCOPE = "akamai"
+PREFIX = CLOUD.base  # the wire contract: clouds/akamai.py
+TOKEN_PATH = CLOUD.requests["token"].path
+TOKEN_HEADER = CLOUD.names["token"]
+EXPIRY_HEADER = CLOUD.names["expiry"]
 MAX_EXPIRY = 43200
 DEFAULT_EXPIRY = 3600
 DOCUMENTS = {"instance": akamai.instance, "network": akamai.network, "ssh-keys": akamai.ssh_keys}
@@ -30,22 +35,22 @@ DOCUMENTS = {"instance": akamai.instance, "network": akamai.network, "ssh-keys":
 
 def handle(app: Any, request: Any, instance: Any) -> Any:
     path = request.path.rstrip("/")
-    if path == "/v1/token":
+    if path == TOKEN_PATH:
         return _token(app, request, instance)
     if request.method not in ("GET", "HEAD"):
         return text_error(405, "method not allowed; use GET", [("Allow", "GET, HEAD")])
-    name = path[len("/v1/"):] if path.startswith("/v1/") else ""
+    name = path[len(PREFIX) + 1:] if path.startswith(PREFIX + "/") else ""
     if name not in DOCUMENTS and name != "user-data":
         return text_error(404, "not found")
-    token = request.headers.get("metadata-token")
+    token = request.headers.get(TOKEN_HEADER.lower())
     if not token:
-        return text_error(401, "Metadata-Token header required: PUT /v1/token first")
+        return text_error(401, f"{TOKEN_HEADER} header required: PUT {TOKEN_PATH} first")
     from cloudseed.provider.server.imds_tokens import TokenError
 
     try:
         app.tokens.check(token, instance.record.instance_id, SCOPE)
     except TokenError as error:
-        return text_error(401, str(error).replace("IMDSv2 token", "Metadata-Token"))
+        return text_error(401, str(error).replace("IMDSv2 token", TOKEN_HEADER))
     record = instance.record
     if name == "user-data":
         return _memo(instance, "ak/user-data", lambda: Response(200, akamai.user_data(record)))
@@ -59,13 +64,13 @@ def _token(app: Any, request: Any, instance: Any) -> Response:
         return text_error(405, "method not allowed; use PUT", [("Allow", "PUT")])
     if request.headers.get("x-forwarded-for") is not None and request.client == request.peer:
         return text_error(403, "token requests carrying X-Forwarded-For are refused")
-    raw = request.headers.get("metadata-token-expiry-seconds")
+    raw = request.headers.get(EXPIRY_HEADER.lower())
     if raw is None:
         expiry = DEFAULT_EXPIRY
     else:
         raw = raw.strip()
         if not (raw.isascii() and raw.isdigit()) or len(raw) > 6 or not 1 <= int(raw) <= MAX_EXPIRY:
-            return text_error(400, f"Metadata-Token-Expiry-Seconds must be an integer from 1 to {MAX_EXPIRY}, "
+            return text_error(400, f"{EXPIRY_HEADER} must be an integer from 1 to {MAX_EXPIRY}, "
                                    f"got {raw[:20]!r}")
         expiry = int(raw)
     from cloudseed.provider.server.imds_tokens import TOKEN_HEADER

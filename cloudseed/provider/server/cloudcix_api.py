@@ -11,18 +11,21 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from cloudseed.clouds.cloudcix import CLOUD
 from cloudseed.provider.instance_data import cloudcix
 from cloudseed.provider.server.http import Response, text_error
+
+PREFIX = CLOUD.base  # the wire contract: clouds/cloudcix.py
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:
     if request.method not in ("GET", "HEAD"):
         return text_error(405, "method not allowed; use GET", [("Allow", "GET, HEAD")])
     path = request.path.rstrip("/")
-    if path != "/v1" and not path.startswith("/v1/"):
+    if path != PREFIX and not path.startswith(PREFIX + "/"):
         return text_error(404, "not found")
     record = instance.record
-    leaf = path[len("/v1/"):] if path != "/v1" else ""
+    leaf = path[len(PREFIX) + 1:] if path != PREFIX else ""
     return app._cached(request, instance, "cix/" + leaf, lambda: render(record, leaf))
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudseed.clouds.digitalocean import CLOUD
 from cloudseed.provider.instance_data import digitalocean
 from cloudseed.provider.server import json_tree
 
-PREFIX = "/metadata/v1"
+PREFIX = CLOUD.base  # the wire contract: clouds/digitalocean.py
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from cloudseed.clouds.hetzner import CLOUD
 from cloudseed.provider.instance_data import hetzner
 from cloudseed.provider.server.http import Response, text_error
 
-PREFIX = "/hetzner/v1"
+PREFIX = CLOUD.base  # the wire contract: clouds/hetzner.py
 YAML = "text/yaml"
 
 

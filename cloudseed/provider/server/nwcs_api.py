@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from cloudseed.clouds.nwcs import CLOUD
 from cloudseed.provider.instance_data import nwcs
 from cloudseed.provider.server.http import Response, text_error
 from cloudseed.provider.server.json_tree import tree_response
 
-PREFIX = "/api/v1"
+PREFIX = CLOUD.base  # the wire contract: clouds/nwcs.py
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:

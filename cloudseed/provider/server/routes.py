@@ -6,8 +6,12 @@ counted under the API that answered it.
 
 from __future__ import annotations
 
+from cloudseed.clouds import digitalocean as _digitalocean
+from cloudseed.clouds import gce as _gce
+from cloudseed.clouds import hetzner as _hetzner
+from cloudseed.clouds import nwcs as _nwcs
+from cloudseed.clouds import vultr as _vultr
 from cloudseed.clouds.ec2 import CLOUD as EC2_CLOUD
-from cloudseed.clouds.gce import CLOUD as GCE_CLOUD
 
 OPENSTACK, NOCLOUD, PHONE_HOME, TOKEN, EC2 = "openstack", "nocloud", "phone_home", "token", "ec2"
 PROVISIONING = "provisioning"  # an instance's own provisioning reports (provisioning_api.py)
@@ -18,7 +22,10 @@ CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS = "cloudstack", "exoscale", "aliyun
 CLOUD_APIS = frozenset((GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE, VULTR, SCALEWAY, UPCLOUD, NWCS, AKAMAI,
                         CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS))
 TOKEN_PATH = EC2_CLOUD.requests["token"].path
-_GCE_PREFIX = GCE_CLOUD.names["prefix"]
+# the path families of the clouds' contracts (clouds/<name>.py: base, prefixes)
+_GCE, _HETZNER, _NWCS = _gce.CLOUD.prefixes, _hetzner.CLOUD.prefixes, _nwcs.CLOUD.prefixes
+_DIGITALOCEAN, _DIGITALOCEAN_ROOT = _digitalocean.CLOUD.prefixes, _digitalocean.CLOUD.base
+_VULTR, _VULTR_ROOT = _vultr.CLOUD.prefixes, _vultr.CLOUD.base
 
 # Path families that several platforms use: the family's own API answers unless the instance's record
 # names (in its ``clouds`` settings) one of the others, in this order. ``/metadata/v1.json`` is
@@ -64,19 +71,19 @@ def api_of(path: str) -> str:
         return PROVISIONING
     if initial == "l" and path == TOKEN_PATH:
         return TOKEN
-    if initial == "c" and path.startswith(_GCE_PREFIX):
+    if initial == "c" and path.startswith(_GCE):
         return GCE
-    if initial == "m" and (path == "/metadata/v1" or path.startswith(("/metadata/v1/", "/metadata/v1.json"))):
+    if initial == "m" and (path == _DIGITALOCEAN_ROOT or path.startswith(_DIGITALOCEAN)):
         return DIGITALOCEAN
     if initial == "m" and path.startswith(("/metadata/", "/machine")):
         return AZURE  # IMDS (/metadata/instance, /metadata/attested) and the wire server (/machine)
-    if initial == "h" and path.startswith("/hetzner"):
+    if initial == "h" and path.startswith(_HETZNER):
         return HETZNER
     if initial == "o" and path.startswith("/opc"):
         return ORACLE
-    if initial == "v" and (path == "/v1" or path.startswith(("/v1/", "/v1.json"))):
+    if initial == "v" and (path == _VULTR_ROOT or path.startswith(_VULTR)):
         return VULTR
-    if initial == "a" and path.startswith("/api/v1"):
+    if initial == "a" and path.startswith(_NWCS):
         return NWCS
     if initial == "M" and path.startswith("/MAAS"):
         return MAAS

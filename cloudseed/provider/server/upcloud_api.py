@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudseed.clouds.upcloud import CLOUD
 from cloudseed.provider.instance_data import upcloud
 from cloudseed.provider.server import json_tree
 
-PREFIX = "/metadata/v1"
+PREFIX = CLOUD.base  # the wire contract: clouds/upcloud.py
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:

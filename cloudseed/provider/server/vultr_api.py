@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudseed.clouds.vultr import CLOUD
 from cloudseed.provider.instance_data import vultr
 from cloudseed.provider.server import json_tree
 
-PREFIX = "/v1"
+PREFIX = CLOUD.base  # the wire contract: clouds/vultr.py
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:

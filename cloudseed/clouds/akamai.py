@@ -1,0 +1,30 @@
+"""Akamai's (Linode's) metadata service as its guest reads it: ``PUT /v1/token`` with an expiry header,
+then JSON documents under ``/v1/`` and the base64 user-data, each asked with the ``Metadata-Token``.
+
+Read by ``agent/datasources/akamai.py``, served by ``provider/server/akamai_api.py``. ``/v1...`` is
+Vultr's and CloudCIX's too: the server tells them apart by the instance's record.
+"""
+
+from __future__ import annotations
+
+from cloudseed.clouds import Cloud, Request
+
+TOKEN = "Metadata-Token"
+EXPIRY = "Metadata-Token-Expiry-Seconds"
+AS_JSON = ("Accept", "application/json")
+
+CLOUD = Cloud(
+    "akamai", datasource="Akamai",
+    addresses=("http://169.254.169.254", "http://[fd00:a9fe:a9fe::1]"),
+    base="/v1",
+    prefixes=("/v1/",),
+    names={"token": TOKEN, "expiry": EXPIRY, "expiry_value": "300"},
+    requests={
+        "token": Request("/v1/token", method="PUT", sends=((EXPIRY, "300"),)),
+        "instance": Request("/v1/instance", sends=((TOKEN, None), AS_JSON), form="json",
+                            fields=("id", "label", "region")),
+        "ssh_keys": Request("/v1/ssh-keys", sends=((TOKEN, None), AS_JSON), form="json", fields=("users",)),
+        "network": Request("/v1/network", sends=((TOKEN, None), AS_JSON), form="json"),
+        "user_data": Request("/v1/user-data", sends=((TOKEN, None),), form="base64"),
+    },
+)
