@@ -18,7 +18,7 @@ CLOUDS = declared()
 # the clouds the server answers with handle(app, request, instance) in provider/server/<name>_api.py;
 # EC2's token, OpenStack and NoCloud are answered in metadata_app.py itself
 SERVED_IN_APP = {"ec2": "provider/server/metadata_app.py"}
-HTTP_HEADERS = {"Accept", "Content-Type", "User-Agent"}  # HTTP's own, not a cloud's
+HTTP_HEADERS = {"Accept", "Content-Type", "User-Agent", "Authorization"}  # HTTP's own: their values are the cloud's
 
 
 def _package(tmp_path, files: dict[str, str]) -> str:
@@ -99,6 +99,7 @@ def _spelled(cloud: Cloud) -> set[str]:
     words.update(prefix for prefix in cloud.prefixes if "{" not in prefix and prefix != "/")
     for request in cloud.requests.values():
         words.update(header for header, _ in (*request.sends, *request.answers) if header not in HTTP_HEADERS)
+        words.update(value for header, value in request.sends if header == "Authorization" and value)
         if "{" not in request.path and request.path != "/":
             words.add(request.path)
     words.update(value for key, value in cloud.names.items() if key in ("token", "ttl", "flavor", "prefix"))

@@ -27,11 +27,12 @@ from typing import Any
 from cloudseed.agent.datasources import DatasourceContext
 from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, system_macs
+from cloudseed.clouds.oracle import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.oracle")
 
-BASE_URL = "http://169.254.169.254/opc"
-V2_HEADERS = {"Authorization": "Bearer Oracle"}
+BASE_URL = CLOUD.default_url()  # the wire contract: clouds/oracle.py
+V2_HEADERS = CLOUD.requests["instance"].headers()
 CHASSIS_ASSET_TAG = "OracleCloud.com"
 MTU = 9000
 MAX_DOCUMENT = 4 * 1024 * 1024
@@ -89,12 +90,12 @@ class Oracle(MetadataServiceDatasource):
         data: Any = None
         version = 2
         try:
-            data = self._get(f"{base}/v2/instance/", 2, limits.max_wait, 0)
+            data = self._get(base + CLOUD.tail("instance", "v2"), 2, limits.max_wait, 0)
         except (FetchError, ValueError) as e:
             LOG.info("Oracle: IMDS v2 unusable (%s); trying v1", e)
             version = 1
             try:
-                data = self._get(f"{base}/v1/instance/", 1, limits.max_wait, 0)
+                data = self._get(base + CLOUD.tail("instance", "v1"), 1, limits.max_wait, 0)
             except (FetchError, ValueError) as e1:
                 LOG.info("Oracle: no metadata service at %s: %s", base, e1)
                 return False
@@ -104,7 +105,7 @@ class Oracle(MetadataServiceDatasource):
         vnics = None
         if not iscsi:
             try:
-                vnics = self._get(f"{base}/v{version}/vnics/", version, limits.timeout, limits.retries)
+                vnics = self._get(base + CLOUD.tail("vnics", f"v{version}"), version, limits.timeout, limits.retries)
             except (FetchError, ValueError) as e:
                 LOG.warning("Oracle: %s/v%d/vnics/ unreadable: %s", base, version, e)
         self.imds_version = f"v{version}"
@@ -115,7 +116,7 @@ class Oracle(MetadataServiceDatasource):
                          "public_keys": meta.get("ssh_authorized_keys")}
         if meta.get("user_data"):
             self.userdata_raw = base64.b64decode(meta["user_data"])
-            self.served_at("user-data", f"{base}/v{version}/instance/metadata/user_data",
+            self.served_at("user-data", base + CLOUD.tail("user_data", f"v{version}"),
                            V2_HEADERS if version > 1 else {})
         keys = meta.get("ssh_authorized_keys") or []
         if isinstance(keys, str):

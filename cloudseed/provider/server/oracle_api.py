@@ -15,20 +15,23 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from cloudseed.clouds.oracle import CLOUD
 from cloudseed.provider.instance_data import oracle
 from cloudseed.provider.server.http import Response, text_error
 from cloudseed.provider.server.json_tree import list_index
 
 _NOT_FOUND = text_error(404, "not found")
-_UNAUTHORIZED = text_error(401, "Authorization: Bearer Oracle is required for /opc/v2",
+BEARER = (CLOUD.names["v2_header"].lower(), CLOUD.names["v2_value"])  # the wire contract: clouds/oracle.py
+V2, V1 = CLOUD.versions
+_UNAUTHORIZED = text_error(401, f"{CLOUD.names['v2_header']}: {BEARER[1]} is required for {CLOUD.base}/{V2}",
                            [("WWW-Authenticate", "Bearer")])
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:
     parts = [p for p in request.path.split("/") if p]  # "opc", version, document, keys...
-    if len(parts) < 2 or parts[1] not in ("v1", "v2"):
+    if len(parts) < 2 or parts[1] not in CLOUD.versions:
         return _NOT_FOUND
-    if parts[1] == "v2" and request.headers.get("authorization") != "Bearer Oracle":
+    if parts[1] == V2 and request.headers.get(BEARER[0]) != BEARER[1]:
         return _UNAUTHORIZED
     if request.method not in ("GET", "HEAD"):
         return text_error(405, "method not allowed; use GET", [("Allow", "GET, HEAD")])

@@ -10,6 +10,7 @@ from cloudseed.clouds import digitalocean as _digitalocean
 from cloudseed.clouds import gce as _gce
 from cloudseed.clouds import hetzner as _hetzner
 from cloudseed.clouds import nwcs as _nwcs
+from cloudseed.clouds import oracle as _oracle
 from cloudseed.clouds import vultr as _vultr
 from cloudseed.clouds.ec2 import CLOUD as EC2_CLOUD
 
@@ -23,7 +24,7 @@ CLOUD_APIS = frozenset((GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE, VULTR, SCALEW
                         CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS))
 TOKEN_PATH = EC2_CLOUD.requests["token"].path
 # the path families of the clouds' contracts (clouds/<name>.py: base, prefixes)
-_GCE, _HETZNER, _NWCS = _gce.CLOUD.prefixes, _hetzner.CLOUD.prefixes, _nwcs.CLOUD.prefixes
+_GCE, _HETZNER, _NWCS, _ORACLE = (c.CLOUD.prefixes for c in (_gce, _hetzner, _nwcs, _oracle))
 _DIGITALOCEAN, _DIGITALOCEAN_ROOT = _digitalocean.CLOUD.prefixes, _digitalocean.CLOUD.base
 _VULTR, _VULTR_ROOT = _vultr.CLOUD.prefixes, _vultr.CLOUD.base
 
@@ -79,7 +80,7 @@ def api_of(path: str) -> str:
         return AZURE  # IMDS (/metadata/instance, /metadata/attested) and the wire server (/machine)
     if initial == "h" and path.startswith(_HETZNER):
         return HETZNER
-    if initial == "o" and path.startswith("/opc"):
+    if initial == "o" and path.startswith(_ORACLE):
         return ORACLE
     if initial == "v" and (path == _VULTR_ROOT or path.startswith(_VULTR)):
         return VULTR
