@@ -69,6 +69,7 @@ def _imports(path: str) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)  # from package import module
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return found

@@ -19,11 +19,12 @@ from typing import Any
 from cloudseed.agent.datasources import NETWORK
 from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits, urls_from_cfg
+from cloudseed.clouds.aliyun import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.aliyun")
 
-DEFAULT_URLS = ("http://100.100.100.200",)
-VERSION = "2016-01-01"
+DEFAULT_URLS = CLOUD.addresses  # the wire contract: clouds/aliyun.py
+VERSION = CLOUD.versions[0]
 PRODUCT = "Alibaba Cloud ECS"
 MAX_USERDATA = 16 * 1024 * 1024
 
@@ -53,13 +54,13 @@ class AliYun(MetadataServiceDatasource):
         from cloudseed.agent.datasources.ec2 import read_compatible_service
 
         started = time.monotonic()
-        read = read_compatible_service(self.name, urls_from_cfg(section, DEFAULT_URLS), VERSION, limits,
+        read = read_compatible_service(CLOUD, urls_from_cfg(section, DEFAULT_URLS), VERSION, limits,
                                        MAX_USERDATA)
         if read is None:
             return False
         base, meta, userdata = read
         self._fill(meta, userdata)
-        self.served_at("user-data", f"{base}/{VERSION}/user-data")
+        self.served_at("user-data", base + CLOUD.tail("user_data", VERSION))
         return self.found(base, self.metadata["instance-id"], started, "")
 
     def _fill(self, meta: dict[str, Any], userdata: bytes) -> None:

@@ -28,14 +28,16 @@ from typing import Any
 from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
+from cloudseed.clouds.cloudstack import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.cloudstack")
 
-PASSWORD_PORT = 8080
+PASSWORD_PORT = int(CLOUD.names["password_port"])  # the wire contract: clouds/cloudstack.py
+PASSWORD_HEADER, SEND, SAVED = (CLOUD.names[k] for k in ("password_header", "send_password", "saved_password"))
 LEASE_DIRS = ("/var/lib/dhclient", "/var/lib/dhcp", "/var/lib/NetworkManager")
 NETWORKD_LEASES = "/run/systemd/netif/leases"
 MAX_PASSWORD = 1024
-NO_PASSWORD = ("", "saved_password")
+NO_PASSWORD = ("", SAVED)
 
 
 class PasswordServerError(Exception):
@@ -157,7 +159,7 @@ def router_address(ctx: DatasourceContext, dns_timeout: float) -> tuple[str | No
 def password_request(url: str, what: str, limits: ServiceLimits) -> str:
     from cloudseed.core.http import fetch
 
-    body = fetch(url, headers={"DomU_Request": what}, timeout=limits.timeout, retries=limits.retries,
+    body = fetch(url, headers={PASSWORD_HEADER: what}, timeout=limits.timeout, retries=limits.retries,
                  max_bytes=MAX_PASSWORD + 64, max_wait=limits.timeout * (limits.retries + 1) + 2)
     return body.decode("utf-8", "replace").strip()
 
@@ -168,7 +170,7 @@ def read_password(url: str, limits: ServiceLimits, name: str) -> str | None:
     FetchError when the server cannot be read; PasswordServerError when its answer is unusable."""
     from cloudseed.core.http import FetchError
 
-    answer = password_request(url, "send_my_password", limits)
+    answer = password_request(url, SEND, limits)
     if answer in NO_PASSWORD:
         return None
     if answer == "bad_request":
@@ -176,7 +178,7 @@ def read_password(url: str, limits: ServiceLimits, name: str) -> str | None:
     if len(answer.encode("utf-8")) > MAX_PASSWORD or "\n" in answer or not answer.isprintable():
         raise PasswordServerError(f"{url}: the answer is not a one-line password ({len(answer)} characters)")
     try:
-        password_request(url, "saved_password", limits)
+        password_request(url, SAVED, limits)
     except FetchError as e:
         LOG.warning("%s: acknowledging the password failed (%s); it may be served again", name, e)
     return answer
@@ -207,12 +209,14 @@ def apply_password(ds: Datasource, password: str) -> None:
 # ------------------------------------------------------------------------------------ reading
 
 
-def read_tree(ds: MetadataServiceDatasource, base: str, version: str, limits: ServiceLimits, max_userdata: int) -> bool:
+def read_tree(ds: MetadataServiceDatasource, cloud: Any, base: str, version: str, limits: ServiceLimits,
+              max_userdata: int) -> bool:
     """Wait for ``base/version/meta-data/instance-id``, then crawl ``meta-data/`` and read ``user-data``
-    into ``ds`` (metadata, keys, hostname, zone); False when the service never answered."""
+    into ``ds`` (metadata, keys, hostname, zone), at the paths of ``cloud``'s contract; False when the
+    service never answered."""
     from cloudseed.agent.datasources.ec2 import read_compatible_service
 
-    read = read_compatible_service(ds.name, [base], version, limits, max_userdata)
+    read = read_compatible_service(cloud, [base], version, limits, max_userdata)
     if read is None:
         return False
     base, meta, userdata = read
@@ -266,7 +270,7 @@ class CloudStack(MetadataServiceDatasource):
                 return False
             base = f"http://{router}"
         LOG.debug("CloudStack: virtual router %s (from %s)", router, how)
-        if not read_tree(self, base, "latest", limits, 16 * 1024 * 1024):
+        if not read_tree(self, CLOUD, base, CLOUD.versions[0], limits, 16 * 1024 * 1024):
             return False
         self.metadata_address = base
         self.subplatform = f"metadata ({base})"

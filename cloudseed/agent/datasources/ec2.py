@@ -140,14 +140,18 @@ def crawl_tree(base: str, path: str, limits: ServiceLimits, headers: dict[str, s
     return _crawl(Imds(base, limits, token), path, 0)
 
 
-def read_compatible_service(name: str, urls: list[str], version: str, limits: ServiceLimits,
+def read_compatible_service(cloud: Any, urls: list[str], version: str, limits: ServiceLimits,
                             max_userdata: int) -> tuple[str, dict, bytes] | None:
     """An EC2-compatible service without tokens (CloudStack, Exoscale, AliYun): the first of ``urls``
     to answer ``VERSION/meta-data/instance-id``, its crawled ``meta-data/`` and its ``user-data``
-    (empty on 404), as (base, meta-data, user-data); None when none answered. Errors name ``name``."""
+    (empty on 404), as (base, meta-data, user-data); None when none answered. The paths are those of
+    ``cloud``'s contract (a ``cloudseed.clouds.Cloud`` with ``meta_data`` and ``user_data`` requests);
+    errors name its datasource."""
     from cloudseed.core.http import FetchError, fetch, first_answer
 
-    leaf = f"/{_path('meta_data', version)}/instance-id"
+    name = cloud.datasource
+    meta_data, user_data = (cloud.tail(role, version).strip("/") for role in ("meta_data", "user_data"))
+    leaf = f"/{meta_data}/instance-id"
     answer = first_answer([u + leaf for u in urls], timeout=limits.max_wait, max_wait=limits.max_wait,
                           max_bytes=4096)
     if answer is None:
@@ -158,14 +162,14 @@ def read_compatible_service(name: str, urls: list[str], version: str, limits: Se
         return None
     base = answer[0][: -len(leaf)]
     try:
-        meta = crawl_tree(base, _path("meta_data", version), limits)
+        meta = crawl_tree(base, meta_data, limits)
     except ImdsError as e:
         raise ValueError(f"{name}: {e}") from None
     instance_id = meta.get("instance-id")
     if not isinstance(instance_id, str) or not instance_id.strip():
         raise ValueError(f"{name}: {base}{leaf} is empty or not text")
     try:
-        userdata = fetch(f"{base}/{_path('user_data', version)}", timeout=limits.timeout, retries=limits.retries,
+        userdata = fetch(f"{base}/{user_data}", timeout=limits.timeout, retries=limits.retries,
                          max_bytes=max_userdata, max_wait=limits.timeout * (limits.retries + 1) + 2)
     except FetchError as e:
         if e.status != 404:

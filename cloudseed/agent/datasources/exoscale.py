@@ -21,12 +21,13 @@ from typing import Any
 from cloudseed.agent.datasources import NETWORK, DatasourceContext
 from cloudseed.agent.datasources._facts import Dmi, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
+from cloudseed.clouds.exoscale import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.exoscale")
 
-METADATA_URL = "http://169.254.169.254"
-API_VERSION = "1.0"
-PASSWORD_PORT = 8080
+METADATA_URL = CLOUD.addresses[0]  # the wire contract: clouds/exoscale.py
+API_VERSION = CLOUD.versions[0]
+PASSWORD_PORT = int(CLOUD.names["password_port"])
 
 
 class Exoscale(MetadataServiceDatasource):
@@ -56,7 +57,7 @@ class Exoscale(MetadataServiceDatasource):
         started = time.monotonic()
         base = str(section.get("metadata_url") or METADATA_URL).rstrip("/")
         version = str(section.get("api_version") or API_VERSION).strip("/")
-        if not read_tree(self, base, version, limits, 16 * 1024 * 1024):
+        if not read_tree(self, CLOUD, base, version, limits, 16 * 1024 * 1024):
             return False
         self.metadata_address = base
         self.subplatform = f"metadata ({base})"

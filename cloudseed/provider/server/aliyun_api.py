@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudseed.clouds.aliyun import CLOUD
 from cloudseed.provider.instance_data import aliyun
 from cloudseed.provider.server.cloudstack_api import handle_tree
 
-VERSIONS = ("2016-01-01", "latest")
+VERSIONS = (*CLOUD.versions, "latest")  # the guest's (clouds/aliyun.py), and "latest" as ECS
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from cloudseed.clouds import cloudstack as cloudstack_contract
+from cloudseed.clouds import exoscale as exoscale_contract
 from cloudseed.provider.instance_data import cloudstack
 from cloudseed.provider.server.http import Response, text_error
 
-VERSIONS = ("1.0", "latest")
+# the versions the guests of CloudStack and Exoscale ask (their contracts), served to both: 1.0, latest
+VERSIONS = (*exoscale_contract.CLOUD.versions, *cloudstack_contract.CLOUD.versions)
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudseed.clouds.exoscale import CLOUD
 from cloudseed.provider.instance_data import cloudstack
 from cloudseed.provider.server.cloudstack_api import VERSIONS, handle_tree
+
+assert set(CLOUD.versions) <= set(VERSIONS), "cloudstack_api.VERSIONS serves Exoscale's"
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:

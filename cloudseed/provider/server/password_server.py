@@ -26,14 +26,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudseed.clouds.cloudstack import CLOUD
 from cloudseed.provider.server.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TokenError
 from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance
 
 API = "password"
 CLOUDS = ("cloudstack", "exoscale")
-HEADER = "domu_request"
-SAVED = "saved_password"
+HEADER = CLOUD.names["password_header"].lower()  # the wire contract: clouds/cloudstack.py
+SAVED, SEND = CLOUD.names["saved_password"], CLOUD.names["send_password"]
 _HEADERS = [("Server", "cloudseed password server"), ("Cache-Control", "no-store")]
 
 
@@ -86,7 +87,7 @@ class PasswordServer:
             except TokenError as error:
                 return text_error(error.status, str(error))
         wanted = request.headers.get(HEADER, "").strip()
-        if wanted == "send_my_password":
+        if wanted == SEND:
             # read fresh from the registry: another process may have served it meanwhile
             current = await self.cache.run(self.registry.get, record.instance_id)
             password = current.password if current is not None and current.password_by == "operator" else None
