@@ -43,9 +43,9 @@ class Request:
         self.form = form
 
     def target(self, version: str = "") -> str:
-        """The request target: path (``{version}`` filled in) and query."""
-        path = self.path.replace("{version}", version) if version else self.path
-        return f"{path}?{self.query}" if self.query else path
+        """The request target: path and query, ``{version}`` filled in."""
+        target = f"{self.path}?{self.query}" if self.query else self.path
+        return target.replace("{version}", version) if version else target
 
     def headers(self, token: str = "") -> dict[str, str]:
         """The headers to send, the session token where the contract says so."""

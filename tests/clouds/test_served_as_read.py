@@ -80,7 +80,7 @@ def test_every_request_of_the_contract_is_served(served, name):
         assert token
     version = _version(cloud, ask)
     for role, request in cloud.requests.items():
-        if role == "token":
+        if role == "token" or request.method == "POST":  # a POST reports (Azure's health), it reads nothing
             continue
         reply = ask(role, version)
         where = f"{name} {role} ({request.method} {request.target(version)})"

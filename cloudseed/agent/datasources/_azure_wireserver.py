@@ -18,10 +18,13 @@ import os
 import time
 from xml.sax.saxutils import escape
 
+from cloudseed.clouds.azure import CLOUD
+
 LOG = logging.getLogger("cloudseed.datasources.azure")
 
-WELL_KNOWN = "168.63.129.16"
-HEADERS = {"x-ms-agent-name": "cloudseed", "x-ms-version": "2012-11-30"}
+WELL_KNOWN = CLOUD.names["wire_server"]  # the wire contract: clouds/azure.py
+GOAL_STATE, HEALTH = CLOUD.requests["goal_state"], CLOUD.requests["health"]
+HEADERS = GOAL_STATE.headers()
 MAX_GOAL_STATE = 1024 * 1024
 LEASE_DIRS = ("/run/systemd/netif/leases", "/var/lib/dhcp", "/var/lib/dhclient")
 
@@ -142,15 +145,14 @@ def report_health(endpoint: str, state: str, substatus: str = "", description: s
     end = time.monotonic() + deadline
     host = f"[{endpoint}]" if endpoint.count(":") > 1 and not endpoint.startswith("[") else endpoint  # IPv6
     try:
-        answer = fetch_response(f"http://{host}/machine/?comp=goalstate", headers=HEADERS, timeout=timeout,
+        answer = fetch_response(f"http://{host}{GOAL_STATE.target()}", headers=HEADERS, timeout=timeout,
                                 retries=retries, max_bytes=MAX_GOAL_STATE,
                                 max_wait=max(0.1, end - time.monotonic()))
         incarnation, container, instance = _goal_state(answer.body)
         left = end - time.monotonic()
         if left <= 0:
             raise WireServerError(f"no time left to post the health report to {endpoint}")
-        fetch_response(f"http://{host}/machine?comp=health", method="POST",
-                       headers={**HEADERS, "Content-Type": "text/xml; charset=utf-8"},
+        fetch_response(f"http://{host}{HEALTH.target()}", method=HEALTH.method, headers=HEALTH.headers(),
                        data=health_report(incarnation, container, instance, state, substatus, description),
                        timeout=min(timeout, left),
                        retries=retries, max_bytes=MAX_GOAL_STATE, max_wait=left)

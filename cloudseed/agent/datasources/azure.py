@@ -33,14 +33,15 @@ from typing import Any
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import AnyOf, Disk, Dmi, Path
 from cloudseed.agent.datasources._metadata_service import ServiceLimits, reachable
+from cloudseed.clouds.azure import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.azure")
 
 ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"
 SEED_DIRS = ("/var/lib/cloudseed/seed/azure", "/var/lib/cloud/seed/azure")
 LABEL_PREFIX = "rd_rdfe_stable"
-IMDS_URL = "http://169.254.169.254/metadata/instance"
-API_VERSION = "2021-08-01"
+IMDS_URL = CLOUD.addresses[0] + CLOUD.requests["instance"].path  # the wire contract: clouds/azure.py
+API_VERSION = CLOUD.versions[0]
 MAX_DOCUMENT = 4 * 1024 * 1024
 READY_MARKER = "azure-reported-ready"
 
@@ -181,7 +182,9 @@ class Azure(Datasource):
         from cloudseed.core.http import FetchError, fetch
 
         try:
-            body = fetch(f"{url}?api-version={API_VERSION}", headers={"Metadata": "true"}, timeout=limits.timeout,
+            asked = CLOUD.requests["instance"]
+            body = fetch(f"{url}?{asked.query.replace('{version}', API_VERSION)}", headers=asked.headers(),
+                         timeout=limits.timeout,
                          retries=limits.retries, max_bytes=MAX_DOCUMENT,
                          max_wait=limits.max_wait + limits.timeout * limits.retries)
         except FetchError as e:
@@ -241,8 +244,9 @@ class Azure(Datasource):
         from cloudseed.agent.datasources._metadata_service import get_signature
         from cloudseed.agent.userdata_trust import read_signatures
 
-        url = f"{imds_url}/compute/userData?api-version={API_VERSION}&format=text"
-        read_signatures(self, {"user-data": (url, {"Metadata": "true"})},
+        asked = CLOUD.requests["user_data"]
+        url = imds_url + asked.target(API_VERSION)[len(CLOUD.requests["instance"].path):]
+        read_signatures(self, {"user-data": (url, asked.headers())},
                         lambda sig_url, headers: get_signature(sig_url, headers, limits))
 
     def service_url(self) -> str | None:

@@ -22,6 +22,7 @@ import json
 from typing import Any, Union
 from urllib.parse import parse_qsl
 
+from cloudseed.clouds.azure import CLOUD
 from cloudseed.provider.instance_data import azure
 from cloudseed.provider.server.http import Response
 from cloudseed.provider.server.json_tree import list_index
@@ -48,14 +49,18 @@ MAX_KEPT_TARGET = 256  # longer request targets are answered, not remembered
 _VERSIONS = Response(200, json.dumps({"apiVersions": list(VERSIONS)}), JSON)
 
 
+METADATA = (CLOUD.names["metadata"].lower(), CLOUD.names["metadata_value"])  # the wire contract: clouds/azure.py
+WIRE_SERVER = CLOUD.requests["goal_state"].path.rstrip("/")
+
+
 def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
-    if request.path.startswith("/machine") or request.path == "/":  # "/": ?comp=versions (routes.api_for)
+    if request.path.startswith(WIRE_SERVER) or request.path == "/":  # "/": ?comp=versions (routes.api_for)
         from cloudseed.provider.server import azure_wireserver
 
         return azure_wireserver.handle(app, request, instance)
     if request.path.rstrip("/") == "/metadata/identity/oauth2/token":
         return _identity(app, request, instance)  # its own rules and OAuth-style errors
-    if request.headers.get("metadata", "").lower() != "true":
+    if request.headers.get(METADATA[0], "").lower() != METADATA[1]:
         return _NO_METADATA
     if "x-forwarded-for" in request.headers and not app._is_proxy(request.peer):
         return _FORWARDED
@@ -104,7 +109,7 @@ def handle(app: Any, request: Any, instance: Any) -> Union[Response, Any]:
 def _identity(app: Any, request: Any, instance: Any) -> Response:
     from cloudseed.provider.server import azure_identity
 
-    if request.headers.get("metadata", "").lower() != "true":
+    if request.headers.get(METADATA[0], "").lower() != METADATA[1]:
         return azure_identity.NO_METADATA
     if "x-forwarded-for" in request.headers and not app._is_proxy(request.peer):
         return azure_identity.oauth_error(400, "invalid_request", "Requests carrying X-Forwarded-For are refused")

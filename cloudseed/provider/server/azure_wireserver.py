@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl
 
+from cloudseed.clouds.azure import CLOUD
 from cloudseed.provider.instance_data import azure
 from cloudseed.provider.server.http import Response, text_error
 
@@ -30,15 +31,18 @@ _VERSIONS = ('<?xml version="1.0" encoding="utf-8"?>\n<Versions>\n  <Preferred>\
              + "".join(f"    <Version>{v}</Version>\n" for v in WIRE_VERSIONS) + "  </Supported>\n</Versions>\n")
 
 
+_VERSION_HEADER = CLOUD.names["wire_version"].lower()
+
+
 def handle(app: Any, request: Any, instance: Any) -> Any:
     if request.path == "/":  # routed here only with ?comp=versions
         if request.method not in ("GET", "HEAD"):
             return text_error(405, "use GET", [("Allow", "GET, HEAD")])
         return Response(200, _VERSIONS, XML)
-    if request.path.rstrip("/") != "/machine":
+    if request.path.rstrip("/") != CLOUD.requests["goal_state"].path.rstrip("/"):  # the contract: clouds/azure.py
         return text_error(404, "Not found")
-    if not request.headers.get("x-ms-version"):
-        return text_error(400, "x-ms-version header required")
+    if not request.headers.get(_VERSION_HEADER):
+        return text_error(400, f"{CLOUD.names['wire_version']} header required")
     comp = dict(parse_qsl(request.query or "")).get("comp", "")
     record = instance.record
     if comp == "goalstate":

@@ -6,6 +6,7 @@ counted under the API that answered it.
 
 from __future__ import annotations
 
+from cloudseed.clouds import azure as _azure
 from cloudseed.clouds import digitalocean as _digitalocean
 from cloudseed.clouds import gce as _gce
 from cloudseed.clouds import hetzner as _hetzner
@@ -27,6 +28,7 @@ TOKEN_PATH = EC2_CLOUD.requests["token"].path
 _GCE, _HETZNER, _NWCS, _ORACLE = (c.CLOUD.prefixes for c in (_gce, _hetzner, _nwcs, _oracle))
 _DIGITALOCEAN, _DIGITALOCEAN_ROOT = _digitalocean.CLOUD.prefixes, _digitalocean.CLOUD.base
 _VULTR, _VULTR_ROOT = _vultr.CLOUD.prefixes, _vultr.CLOUD.base
+_AZURE = _azure.CLOUD.prefixes
 
 # Path families that several platforms use: the family's own API answers unless the instance's record
 # names (in its ``clouds`` settings) one of the others, in this order. ``/metadata/v1.json`` is
@@ -76,7 +78,7 @@ def api_of(path: str) -> str:
         return GCE
     if initial == "m" and (path == _DIGITALOCEAN_ROOT or path.startswith(_DIGITALOCEAN)):
         return DIGITALOCEAN
-    if initial == "m" and path.startswith(("/metadata/", "/machine")):
+    if initial == "m" and path.startswith(_AZURE):
         return AZURE  # IMDS (/metadata/instance, /metadata/attested) and the wire server (/machine)
     if initial == "h" and path.startswith(_HETZNER):
         return HETZNER
