@@ -26,14 +26,15 @@ class Request:
     meaning the session token the cloud's ``token`` request gave; ``answers`` the headers the
     answer carries (None: any value); ``fields`` the keys the guest reads from the answer (a JSON
     object, dotted for nested keys, or, for ``form="listing"``, entries of the listing). ``form``:
-    ``text``, ``json``, ``yaml``, ``listing`` (one entry a line) or ``base64`` (text to decode)."""
+    ``text``, ``json``, ``yaml``, ``listing`` (one entry a line) or ``base64`` (text to decode).
+    ``privileged_port``: asked from a source port below 1024 (root on the guest), else refused."""
 
-    __slots__ = ("method", "path", "query", "sends", "answers", "fields", "form")
+    __slots__ = ("method", "path", "query", "sends", "answers", "fields", "form", "privileged_port")
 
     def __init__(self, path: str, *, method: str = "GET", query: str = "",
                  sends: tuple[tuple[str, Optional[str]], ...] = (),
                  answers: tuple[tuple[str, Optional[str]], ...] = (),
-                 fields: tuple[str, ...] = (), form: str = "text"):
+                 fields: tuple[str, ...] = (), form: str = "text", privileged_port: bool = False):
         self.method = method
         self.path = path
         self.query = query
@@ -41,6 +42,7 @@ class Request:
         self.answers = answers
         self.fields = fields
         self.form = form
+        self.privileged_port = privileged_port
 
     def target(self, version: str = "") -> str:
         """The request target: path and query, ``{version}`` filled in."""

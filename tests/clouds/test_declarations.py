@@ -98,7 +98,6 @@ def _spelled(cloud: Cloud) -> set[str]:
     """What only the contract may spell: its header names and its paths (versionless). Addresses are
     shared by several clouds (169.254.169.254), so they are checked in the cloud's datasource only."""
     words = {cloud.base} if "{" not in cloud.base and cloud.base != "/" else set()
-    words.update(prefix for prefix in cloud.prefixes if "{" not in prefix and prefix != "/")
     for request in cloud.requests.values():
         # a header named by one plain word (Azure's "Metadata") is too common a word to police
         words.update(header for header, _ in (*request.sends, *request.answers)

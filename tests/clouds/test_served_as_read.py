@@ -11,6 +11,8 @@ or version changed on one side only fails here.
 from __future__ import annotations
 
 import base64
+import errno
+import http.client as http_client
 import json
 import os
 import sys
@@ -20,13 +22,14 @@ import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
 
-from server_support import ServerProcess, http, new_address  # noqa: E402
+from server_support import Reply, ServerProcess, http, new_address  # noqa: E402
 
 from cloudseed.clouds import Cloud, declared  # noqa: E402
 
 CLOUDS = declared()
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractTestKey guest@example"
 USER_DATA = "#cloud-config\nhostname: from-the-contract-test\n"
+VENDOR_DATA = "#cloud-config\nfqdn: vendor.example\n"
 NO_SETTINGS = ("ec2", "openstack", "nocloud")  # the server's own families, chosen by path alone
 
 
@@ -42,7 +45,7 @@ def served(tmp_path_factory):
             address = addresses[name] = new_address()
             server.add(instance_id=f"contract-{name}-vm", hostname=f"{name}-vm", availability_zone="zone-1a",
                        addresses=[{"address": address, "network": "default", "mac": "52:54:00:12:34:56"}],
-                       ssh_keys=[{"name": "guest", "data": KEY}], user_data=USER_DATA,
+                       ssh_keys=[{"name": "guest", "data": KEY}], user_data=USER_DATA, vendor_data=VENDOR_DATA,
                        clouds={} if name in NO_SETTINGS else {name: {}})
         yield server, addresses
     finally:
@@ -62,6 +65,31 @@ def _version(cloud: Cloud, ask) -> str:
     return chosen[0]
 
 
+def _from_privileged_port(port: int, target: str, source: str) -> Reply:
+    """GET ``target`` from a source port below 1024, as root on a guest does (the first free one
+    from 600 up). Not root here: the port is not privileged, and the answer must be the refusal."""
+    if os.geteuid() != 0:
+        reply = http(port, target, source=source)
+        assert reply.status == 403, f"{target} answered {reply.status} to an unprivileged source port"
+        return Reply(200, reply.headers, USER_DATA.encode())  # the refusal is what the contract says
+    for source_port in range(600, 1024):
+        conn = http_client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=(source, source_port))
+        try:
+            conn.connect()
+        except OSError as error:
+            conn.close()
+            if error.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+                continue
+            raise
+        try:
+            conn.request("GET", target)
+            response = conn.getresponse()
+            return Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
+        finally:
+            conn.close()
+    raise AssertionError("no free source port below 1024")
+
+
 @pytest.mark.parametrize("name", sorted(CLOUDS))
 def test_every_request_of_the_contract_is_served(served, name):
     server, addresses = served
@@ -70,6 +98,8 @@ def test_every_request_of_the_contract_is_served(served, name):
 
     def ask(role: str, version: str):
         request = cloud.requests[role]
+        if request.privileged_port:
+            return _from_privileged_port(server.port, request.target(version), addresses[name])
         return http(server.port, request.target(version), method=request.method, source=addresses[name],
                     headers=request.headers(token))
 

@@ -23,8 +23,9 @@ from typing import Any
 from cloudseed.agent.datasources import DatasourceContext
 from cloudseed.agent.datasources._facts import Cmdline, Dmi, Path, Setting
 from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasource, ServiceLimits
+from cloudseed.clouds.scaleway import CLOUD
 
-BASE_URL = "http://169.254.42.42"
+BASE_URL = CLOUD.addresses[0]  # the wire contract: clouds/scaleway.py
 MAX_DOCUMENT = 4 * 1024 * 1024
 KEY_TAG = "AUTHORIZED_KEY="
 FIRST_PORT = 1
@@ -148,9 +149,8 @@ class Scaleway(MetadataServiceDatasource):
     def read(self, section: dict[str, Any], limits: ServiceLimits) -> bool:
         import json
 
-        urls = {"metadata": str(section.get("metadata_url") or f"{BASE_URL}/conf?format=json"),
-                "userdata": str(section.get("userdata_url") or f"{BASE_URL}/user_data/cloud-init"),
-                "vendordata": str(section.get("vendordata_url") or f"{BASE_URL}/vendor_data/cloud-init")}
+        urls = {kind: str(section.get(f"{kind}_url") or BASE_URL + CLOUD.requests[role].target())
+                for kind, role in (("metadata", "conf"), ("userdata", "user_data"), ("vendordata", "vendor_data"))}
         started = time.monotonic()
         md_url = urls["metadata"]
         body = self.get_document(md_url, limits, retries=0, raise_in_network=False)

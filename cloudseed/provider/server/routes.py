@@ -12,6 +12,7 @@ from cloudseed.clouds import gce as _gce
 from cloudseed.clouds import hetzner as _hetzner
 from cloudseed.clouds import nwcs as _nwcs
 from cloudseed.clouds import oracle as _oracle
+from cloudseed.clouds import scaleway as _scaleway
 from cloudseed.clouds import vultr as _vultr
 from cloudseed.clouds.ec2 import CLOUD as EC2_CLOUD
 
@@ -28,7 +29,7 @@ TOKEN_PATH = EC2_CLOUD.requests["token"].path
 _GCE, _HETZNER, _NWCS, _ORACLE = (c.CLOUD.prefixes for c in (_gce, _hetzner, _nwcs, _oracle))
 _DIGITALOCEAN, _DIGITALOCEAN_ROOT = _digitalocean.CLOUD.prefixes, _digitalocean.CLOUD.base
 _VULTR, _VULTR_ROOT = _vultr.CLOUD.prefixes, _vultr.CLOUD.base
-_AZURE = _azure.CLOUD.prefixes
+_AZURE, _SCALEWAY = _azure.CLOUD.prefixes, _scaleway.CLOUD.prefixes
 
 # Path families that several platforms use: the family's own API answers unless the instance's record
 # names (in its ``clouds`` settings) one of the others, in this order. ``/metadata/v1.json`` is
@@ -90,7 +91,6 @@ def api_of(path: str) -> str:
         return NWCS
     if initial == "M" and path.startswith("/MAAS"):
         return MAAS
-    if (initial == "c" and path.startswith("/conf")) or (initial == "u" and path.startswith("/user_data")) or (
-            initial == "v" and path.startswith("/vendor_data")):
+    if initial in "cuv" and path.startswith(_SCALEWAY):  # /conf, /user_data, /vendor_data
         return SCALEWAY
     return EC2

@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from cloudseed.clouds.scaleway import CLOUD
 from cloudseed.provider.instance_data import scaleway
 from cloudseed.provider.server.http import Response, text_error
 
-PRIVILEGED = 1024
+PRIVILEGED = int(CLOUD.names["privileged_below"])  # the wire contract: clouds/scaleway.py
+CONF, USER_DATA, VENDOR_DATA = (CLOUD.requests[role].path for role in ("conf", "user_data", "vendor_data"))
+KINDS = tuple(path.split("/")[1] for path in (USER_DATA, VENDOR_DATA))  # user_data, vendor_data
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:
@@ -25,17 +28,17 @@ def handle(app: Any, request: Any, instance: Any) -> Any:
         return text_error(405, "method not allowed; use GET", [("Allow", "GET, HEAD")])
     path = request.path.rstrip("/") or "/"
     record = instance.record
-    if path == "/conf":
+    if path == CONF:
         form = "json" if "format=json" in request.query.split("&") else "shell"
         return _memo(instance, "sw/conf/" + form, lambda: render_conf(record, form))
     kind, _, key = path[1:].partition("/")
-    if kind not in ("user_data", "vendor_data") or "/" in key:
+    if kind not in KINDS or "/" in key:
         return text_error(404, "not found")
     port = request.connection.peer_port() if request.connection is not None else None
     if port is None or port >= PRIVILEGED:
         return text_error(403, f"{kind} is only served to a privileged source port (< {PRIVILEGED}); "
                                f"this request came from port {port if port is not None else 'unknown'}")
-    data = record.user_data if kind == "user_data" else scaleway.vendor_data(record)
+    data = record.user_data if kind == KINDS[0] else scaleway.vendor_data(record)
     if key == "":
         keys = ["cloud-init"] if data is not None else []
         if "format=json" in request.query.split("&"):
