@@ -27,14 +27,17 @@ class Request:
     answer carries (None: any value); ``fields`` the keys the guest reads from the answer (a JSON
     object, dotted for nested keys, or, for ``form="listing"``, entries of the listing). ``form``:
     ``text``, ``json``, ``yaml``, ``listing`` (one entry a line) or ``base64`` (text to decode).
-    ``privileged_port``: asked from a source port below 1024 (root on the guest), else refused."""
+    ``privileged_port``: asked from a source port below 1024 (root on the guest), else refused.
+    ``signed="oauth"``: an ``Authorization`` header signs the request (OAuth 1.0 PLAINTEXT with the
+    instance's keys, ``core/oauth.py``)."""
 
-    __slots__ = ("method", "path", "query", "sends", "answers", "fields", "form", "privileged_port")
+    __slots__ = ("method", "path", "query", "sends", "answers", "fields", "form", "privileged_port", "signed")
 
     def __init__(self, path: str, *, method: str = "GET", query: str = "",
                  sends: tuple[tuple[str, Optional[str]], ...] = (),
                  answers: tuple[tuple[str, Optional[str]], ...] = (),
-                 fields: tuple[str, ...] = (), form: str = "text", privileged_port: bool = False):
+                 fields: tuple[str, ...] = (), form: str = "text", privileged_port: bool = False,
+                 signed: str = ""):
         self.method = method
         self.path = path
         self.query = query
@@ -43,6 +46,7 @@ class Request:
         self.fields = fields
         self.form = form
         self.privileged_port = privileged_port
+        self.signed = signed
 
     def target(self, version: str = "") -> str:
         """The request target: path and query, ``{version}`` filled in."""

@@ -25,12 +25,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "se
 from server_support import Reply, ServerProcess, http, new_address  # noqa: E402
 
 from cloudseed.clouds import Cloud, declared  # noqa: E402
+from cloudseed.core import oauth  # noqa: E402
 
 CLOUDS = declared()
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractTestKey guest@example"
 USER_DATA = "#cloud-config\nhostname: from-the-contract-test\n"
 VENDOR_DATA = "#cloud-config\nfqdn: vendor.example\n"
 NO_SETTINGS = ("ec2", "openstack", "nocloud")  # the server's own families, chosen by path alone
+MAAS_KEYS = {"consumer_key": "Cq7mXnbJvS4mB9Z2Ly", "token_key": "Hz3Vn8pTqJ2wR6yL5s",
+             "token_secret": "PbYq7xKj2LmNw9RtZs4VcXu3HfGd8Ea1"}
+SETTINGS = {"maas": MAAS_KEYS}  # a cloud that serves nothing without them
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +50,7 @@ def served(tmp_path_factory):
             server.add(instance_id=f"contract-{name}-vm", hostname=f"{name}-vm", availability_zone="zone-1a",
                        addresses=[{"address": address, "network": "default", "mac": "52:54:00:12:34:56"}],
                        ssh_keys=[{"name": "guest", "data": KEY}], user_data=USER_DATA, vendor_data=VENDOR_DATA,
-                       clouds={} if name in NO_SETTINGS else {name: {}})
+                       clouds={} if name in NO_SETTINGS else {name: SETTINGS.get(name, {})})
         yield server, addresses
     finally:
         server.stop()
@@ -100,8 +104,12 @@ def test_every_request_of_the_contract_is_served(served, name):
         request = cloud.requests[role]
         if request.privileged_port:
             return _from_privileged_port(server.port, request.target(version), addresses[name])
+        headers = request.headers(token)
+        if request.signed == "oauth":
+            headers["Authorization"] = oauth.header(MAAS_KEYS["consumer_key"], MAAS_KEYS["token_key"],
+                                                    MAAS_KEYS["token_secret"])
         return http(server.port, request.target(version), method=request.method, source=addresses[name],
-                    headers=request.headers(token))
+                    headers=headers)
 
     if "token" in cloud.requests:
         reply = ask("token", "")

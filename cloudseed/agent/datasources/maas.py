@@ -25,6 +25,7 @@ import time
 
 from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import AllOf, Cmdline, Path, Setting
+from cloudseed.clouds.maas import CLOUD
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -32,12 +33,18 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("cloudseed.datasources.maas")
 
-MD_VERSION = "2012-03-01"
+MD_VERSION = CLOUD.versions[0]  # the wire contract: clouds/maas.py
 SEED_DIRS = ("/var/lib/cloudseed/seed/maas", "/var/lib/cloud/seed/maas")
 MAAS_IQN = "iqn.2004-05.com.ubuntu:maas"
-# (path, required)
-FILES = (("meta-data/instance-id", True), ("meta-data/local-hostname", True), ("meta-data/public-keys", False),
-         ("meta-data/vendor-data", False), ("user-data", False))
+
+
+def _file(role: str) -> str:
+    """The contract's ``role`` request as a path under the version (``meta-data/instance-id``)."""
+    return CLOUD.tail(role).split("/", 1)[1]
+
+
+# (path, required), in the contract's order: instance-id and local-hostname are required
+FILES = tuple((_file(role), role in ("instance_id", "local_hostname")) for role in CLOUD.requests)
 MAX_FILE = 16 * 1024 * 1024
 KEYS = ("consumer_key", "token_key", "token_secret", "consumer_secret")
 
@@ -238,8 +245,8 @@ class MAAS(Datasource):
             from cloudseed.agent.userdata_trust import read_signatures
 
             base = f"{url.rstrip('/')}/{MD_VERSION}"
-            read_signatures(self, {"user-data": (f"{base}/user-data", {}),  # vendor-data: the YAML MAAS serves
-                                   "vendor-data": (f"{base}/meta-data/vendor-data", {}, data["vendordata_document"])},
+            read_signatures(self, {"user-data": (f"{base}/{_file('user_data')}", {}),  # vendor-data: MAAS's YAML
+                                   "vendor-data": (f"{base}/{_file('vendor_data')}", {}, data["vendordata_document"])},
                             lambda sig_url, _headers: reader.get(sig_url))
         LOG.info("MAAS: read %s from %s in %.2fs", self.instance_id, url, time.monotonic() - started)
         return True

@@ -15,11 +15,12 @@ from __future__ import annotations
 import email.utils
 from typing import Any, Optional
 
+from cloudseed.clouds.maas import CLOUD
 from cloudseed.provider.instance_data import maas
 from cloudseed.provider.server.http import Response, text_error
 
-PREFIX = "/MAAS/metadata"
-VERSIONS = ("2012-03-01", "latest")
+PREFIX = CLOUD.prefixes[0]  # the wire contract: clouds/maas.py
+VERSIONS = (*CLOUD.versions, "latest")
 
 
 def handle(app: Any, request: Any, instance: Any) -> Any:

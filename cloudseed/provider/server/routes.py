@@ -10,6 +10,7 @@ from cloudseed.clouds import azure as _azure
 from cloudseed.clouds import digitalocean as _digitalocean
 from cloudseed.clouds import gce as _gce
 from cloudseed.clouds import hetzner as _hetzner
+from cloudseed.clouds import maas as _maas
 from cloudseed.clouds import nwcs as _nwcs
 from cloudseed.clouds import oracle as _oracle
 from cloudseed.clouds import scaleway as _scaleway
@@ -29,7 +30,7 @@ TOKEN_PATH = EC2_CLOUD.requests["token"].path
 _GCE, _HETZNER, _NWCS, _ORACLE = (c.CLOUD.prefixes for c in (_gce, _hetzner, _nwcs, _oracle))
 _DIGITALOCEAN, _DIGITALOCEAN_ROOT = _digitalocean.CLOUD.prefixes, _digitalocean.CLOUD.base
 _VULTR, _VULTR_ROOT = _vultr.CLOUD.prefixes, _vultr.CLOUD.base
-_AZURE, _SCALEWAY = _azure.CLOUD.prefixes, _scaleway.CLOUD.prefixes
+_AZURE, _SCALEWAY, _MAAS = _azure.CLOUD.prefixes, _scaleway.CLOUD.prefixes, _maas.CLOUD.prefixes
 
 # Path families that several platforms use: the family's own API answers unless the instance's record
 # names (in its ``clouds`` settings) one of the others, in this order. ``/metadata/v1.json`` is
@@ -89,7 +90,7 @@ def api_of(path: str) -> str:
         return VULTR
     if initial == "a" and path.startswith(_NWCS):
         return NWCS
-    if initial == "M" and path.startswith("/MAAS"):
+    if initial == "M" and path.startswith(_MAAS):
         return MAAS
     if initial in "cuv" and path.startswith(_SCALEWAY):  # /conf, /user_data, /vendor_data
         return SCALEWAY
