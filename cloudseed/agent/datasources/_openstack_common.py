@@ -12,11 +12,13 @@ import json
 import logging
 from typing import Any, Callable
 
+from cloudseed.clouds.openstack import CLOUD
+
 LOG = logging.getLogger("cloudseed.datasources.openstack")
 
-# Nova's metadata versions, oldest first; "latest" is used when none of these is offered.
-OS_VERSIONS = ("2012-08-10", "2013-04-04", "2013-10-17", "2015-10-15", "2016-06-30", "2016-10-06",
-               "2017-02-22", "2018-08-27")
+# Nova's metadata versions, oldest first; "latest" is used when none of these is offered (the wire
+# contract, clouds/openstack.py, which a config drive's files follow too)
+OS_VERSIONS = tuple(reversed(CLOUD.versions))
 # DMI facts by which an OpenStack (Nova) guest recognises its cloud
 NOVA_PRODUCTS = ("OpenStack Nova", "OpenStack Compute")
 OPENSTACK_ASSET_TAGS = NOVA_PRODUCTS + ("OpenTelekomCloud", "SAP CCloud VM", "HUAWEICLOUD")
@@ -30,10 +32,10 @@ class MetadataError(Exception):
 
 def choose_version(available: list[str]) -> str:
     """The newest version we understand among ``available``, else ``latest``."""
-    for version in reversed(OS_VERSIONS):
+    for version in CLOUD.versions:
         if version in available:
             return version
-    return "latest"
+    return CLOUD.names["latest"]
 
 
 def load_json(data: bytes, where: str, types: tuple[type, ...] = (dict,)) -> Any:
@@ -92,27 +94,27 @@ def read_tree(read: Reader, versions: list[str], where: str, signatures: bool = 
     ``vendor_data2.json.sig`` beside the vendor data documents (signed user-data), in ``signed``:
     ``{kind: (signature, the document it covers or None for the data itself)}``."""
     version = choose_version(versions)
-    base = f"openstack/{version}"
+    paths = {role: CLOUD.tail(role, version) for role in CLOUD.requests if role != "versions"}
     tree: dict[str, Any] = {"version": version}
-    meta_raw = read(f"{base}/meta_data.json")
+    meta_raw = read(paths["meta_data"])
     if meta_raw is None:
-        raise MetadataError(f"{where}/{base}/meta_data.json is missing")
-    tree["meta_data"] = load_json(meta_raw, f"{where}/{base}/meta_data.json")
-    tree["user_data"] = read(f"{base}/user_data")
+        raise MetadataError(f"{where}/{paths['meta_data']} is missing")
+    tree["meta_data"] = load_json(meta_raw, f"{where}/{paths['meta_data']}")
+    tree["user_data"] = read(paths["user_data"])
     signed: dict[str, tuple[bytes | None, bytes | None]] = {}
     tree["signed"] = signed
     if signatures and tree["user_data"]:
-        signed["user-data"] = (read(f"{base}/user_data.sig"), None)
-    for key, name in (("vendor_data", "vendor_data.json"), ("vendor_data2", "vendor_data2.json"),
-                      ("network_data", "network_data.json")):
-        raw = read(f"{base}/{name}")
+        signed["user-data"] = (read(f"{paths['user_data']}.sig"), None)
+    for key in ("vendor_data", "vendor_data2", "network_data"):
+        name = paths[key].rpartition("/")[2]
+        raw = read(paths[key])
         if raw is None:
             continue
         if signatures and name in SIGNED_JSON:
-            signed[SIGNED_JSON[name]] = (read(f"{base}/{name}.sig"), raw)
+            signed[SIGNED_JSON[name]] = (read(f"{paths[key]}.sig"), raw)
         try:
             types: tuple[type, ...] = (dict,) if key == "network_data" else (dict, list, str)
-            tree[key] = load_json(raw, f"{where}/{base}/{name}", types)
+            tree[key] = load_json(raw, f"{where}/{paths[key]}", types)
         except MetadataError as e:  # optional files: report and carry on
             LOG.error("%s; ignored", e)
             tree.setdefault("errors", []).append(str(e))

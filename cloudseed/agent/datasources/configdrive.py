@@ -74,7 +74,9 @@ class ConfigDrive(Datasource):
 
     @classmethod
     def _seed_dirs(cls, ctx: DatasourceContext) -> list[str]:
-        return [d for d in SEED_DIRS if ctx.root.isdir(f"{d}/openstack")]
+        from cloudseed.clouds.openstack import CLOUD  # a config drive carries OpenStack's tree as files
+
+        return [d for d in SEED_DIRS if ctx.root.isdir(d + CLOUD.requests["versions"].path)]
 
     def fetch(self) -> bool:
         for directory in self._seed_dirs(self.ctx):

@@ -23,10 +23,12 @@ from cloudseed.agent.datasources._openstack_common import (
     fill_datasource,
     read_tree,
 )
+from cloudseed.clouds.openstack import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.openstack")
 
-DEFAULT_URLS = ("http://169.254.169.254",)
+DEFAULT_URLS = CLOUD.addresses  # the wire contract: clouds/openstack.py
+LISTING = CLOUD.requests["versions"].path
 MAX_METADATA_FILE = 16 * 1024 * 1024
 
 
@@ -66,13 +68,13 @@ class OpenStack(Datasource):
         from cloudseed.core.http import FetchError, fetch, first_answer
 
         started = time.monotonic()
-        answer = first_answer([f"{u}/openstack" for u in urls], timeout=limits.max_wait,
+        answer = first_answer([u + LISTING for u in urls], timeout=limits.max_wait,
                               max_wait=limits.max_wait)
         if answer is None or not hasattr(answer[1], "body"):
             LOG.info("OpenStack: no metadata service answered at %s within %gs", ", ".join(urls), limits.max_wait)
             return False
         listing_url, resp = answer
-        base = listing_url[: -len("/openstack")]
+        base = listing_url[: -len(LISTING)]
         self.metadata_address = base
         versions = [line.strip() for line in resp.body.decode("utf-8", "replace").splitlines() if line.strip()]
         LOG.debug("OpenStack: %s offers versions %s", base, versions)
@@ -94,7 +96,7 @@ class OpenStack(Datasource):
         if self.ctx.ds_cfg(self.name).get("ec2_metadata"):
             tree["ec2_metadata"] = self._ec2_metadata(base, limits)
         fill_datasource(self, tree, base)
-        password = read(f"openstack/{tree['version']}/password")
+        password = read(CLOUD.tail("password", tree["version"]))
         if password and password.strip():
             self.extra["password"] = password.decode("utf-8", "replace").strip()
         self.subplatform = f"metadata ({base})"

@@ -30,6 +30,7 @@ from cloudseed.provider.server.routes import (
     CLOUD_APIS,
     NOCLOUD,
     OPENSTACK,
+    OPENSTACK_PREFIX,
     PHONE_HOME,
     PROVISIONING,
     TOKEN,
@@ -196,7 +197,7 @@ class MetadataApp:
         if path[-4:] == ".sig" and signature_api.is_signature_path(path) and request.method in READ_METHODS:
             return signature_api.answer(self, request, instance, self._route)  # signed user-data, every API
         if api == OPENSTACK:
-            return self._openstack(request, instance, path[len("/openstack"):])
+            return self._openstack(request, instance, path[len(OPENSTACK_PREFIX):])
         if api == NOCLOUD:
             return self._nocloud(request, instance, path[len("/nocloud"):])
         if api == PHONE_HOME:

@@ -12,6 +12,7 @@ from cloudseed.clouds import gce as _gce
 from cloudseed.clouds import hetzner as _hetzner
 from cloudseed.clouds import maas as _maas
 from cloudseed.clouds import nwcs as _nwcs
+from cloudseed.clouds import openstack as _openstack
 from cloudseed.clouds import oracle as _oracle
 from cloudseed.clouds import scaleway as _scaleway
 from cloudseed.clouds import vultr as _vultr
@@ -31,6 +32,7 @@ _GCE, _HETZNER, _NWCS, _ORACLE = (c.CLOUD.prefixes for c in (_gce, _hetzner, _nw
 _DIGITALOCEAN, _DIGITALOCEAN_ROOT = _digitalocean.CLOUD.prefixes, _digitalocean.CLOUD.base
 _VULTR, _VULTR_ROOT = _vultr.CLOUD.prefixes, _vultr.CLOUD.base
 _AZURE, _SCALEWAY, _MAAS = _azure.CLOUD.prefixes, _scaleway.CLOUD.prefixes, _maas.CLOUD.prefixes
+OPENSTACK_PREFIX = _openstack.CLOUD.prefixes[0]  # /openstack
 
 # Path families that several platforms use: the family's own API answers unless the instance's record
 # names (in its ``clouds`` settings) one of the others, in this order. ``/metadata/v1.json`` is
@@ -66,7 +68,7 @@ def api_of(path: str) -> str:
     (/MAAS/...) or ``ec2`` (everything else: /, /latest/..., /2009-04-04/...). Shared families are
     resolved per instance by ``api_for``."""
     initial = path[1:2]  # one comparison for most EC2 paths ("/latest/...", "/2021-03-23/...")
-    if initial == "o" and path.startswith("/openstack"):
+    if initial == "o" and path.startswith(OPENSTACK_PREFIX):
         return OPENSTACK
     if initial == "n" and path.startswith("/nocloud"):
         return NOCLOUD
