@@ -60,7 +60,7 @@ class AliYun(MetadataServiceDatasource):
             return False
         base, meta, userdata = read
         self._fill(meta, userdata)
-        self.served_at("user-data", base + CLOUD.tail("user_data", VERSION))
+        self.served_at("user-data", base + CLOUD.requests["user_data"].target(VERSION))
         return self.found(base, self.metadata["instance-id"], started, "")
 
     def _fill(self, meta: dict[str, Any], userdata: bytes) -> None:

@@ -16,6 +16,7 @@ import os
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import AllOf, Cmdline, Disk, Dmi, Hatch, Path, Setting, anycase
+from cloudseed.clouds.nocloud import CLOUD
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ SEED_DIRS = (
     "/var/lib/cloud/seed/nocloud",
     "/var/lib/cloud/seed/nocloud-net",
 )
-SEED_FILES = ("meta-data", "user-data", "vendor-data", "network-config")
+SEED_FILES = tuple(CLOUD.tail(role) for role in CLOUD.requests)  # the wire contract: clouds/nocloud.py
 # signed user-data (``cloudseed.agent.userdata_trust``): each signature beside its data
 SIGNATURE_FILES = {"user-data": "user-data.sig", "vendor-data": "vendor-data.sig"}
 LABEL = "cidata"  # the default of datasource.NoCloud.fs_label

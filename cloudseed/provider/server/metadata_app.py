@@ -29,6 +29,7 @@ from cloudseed.provider.server.routes import (
     AKAMAI,
     CLOUD_APIS,
     NOCLOUD,
+    NOCLOUD_PREFIX,
     OPENSTACK,
     OPENSTACK_PREFIX,
     PHONE_HOME,
@@ -199,7 +200,7 @@ class MetadataApp:
         if api == OPENSTACK:
             return self._openstack(request, instance, path[len(OPENSTACK_PREFIX):])
         if api == NOCLOUD:
-            return self._nocloud(request, instance, path[len("/nocloud"):])
+            return self._nocloud(request, instance, path[len(NOCLOUD_PREFIX):])
         if api == PHONE_HOME:
             return self._phone_home(request, instance, path[len("/phone-home"):])
         if api == PROVISIONING:  # the agent's reports of its own boot

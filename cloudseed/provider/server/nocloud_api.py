@@ -13,12 +13,13 @@ from typing import Optional
 
 import yaml
 
+from cloudseed.clouds.nocloud import CLOUD
 from cloudseed.provider.instance_data import nocloud
 from cloudseed.provider.instance_data.network import nocloud_network_config
 from cloudseed.provider.registry import InstanceRecord
 from cloudseed.provider.server.http import Response
 
-FILES = ("meta-data", "user-data", "vendor-data", "network-config")
+FILES = tuple(CLOUD.tail(role) for role in CLOUD.requests)  # the wire contract: clouds/nocloud.py
 
 
 def render(record: InstanceRecord, name: str) -> Optional[Response]:

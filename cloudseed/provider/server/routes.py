@@ -11,6 +11,7 @@ from cloudseed.clouds import digitalocean as _digitalocean
 from cloudseed.clouds import gce as _gce
 from cloudseed.clouds import hetzner as _hetzner
 from cloudseed.clouds import maas as _maas
+from cloudseed.clouds import nocloud as _nocloud
 from cloudseed.clouds import nwcs as _nwcs
 from cloudseed.clouds import openstack as _openstack
 from cloudseed.clouds import oracle as _oracle
@@ -33,6 +34,7 @@ _DIGITALOCEAN, _DIGITALOCEAN_ROOT = _digitalocean.CLOUD.prefixes, _digitalocean.
 _VULTR, _VULTR_ROOT = _vultr.CLOUD.prefixes, _vultr.CLOUD.base
 _AZURE, _SCALEWAY, _MAAS = _azure.CLOUD.prefixes, _scaleway.CLOUD.prefixes, _maas.CLOUD.prefixes
 OPENSTACK_PREFIX = _openstack.CLOUD.prefixes[0]  # /openstack
+NOCLOUD_PREFIX = _nocloud.CLOUD.prefixes[0]  # /nocloud
 
 # Path families that several platforms use: the family's own API answers unless the instance's record
 # names (in its ``clouds`` settings) one of the others, in this order. ``/metadata/v1.json`` is
@@ -70,7 +72,7 @@ def api_of(path: str) -> str:
     initial = path[1:2]  # one comparison for most EC2 paths ("/latest/...", "/2021-03-23/...")
     if initial == "o" and path.startswith(OPENSTACK_PREFIX):
         return OPENSTACK
-    if initial == "n" and path.startswith("/nocloud"):
+    if initial == "n" and path.startswith(NOCLOUD_PREFIX):
         return NOCLOUD
     if initial == "p" and path.startswith("/phone-home"):
         return PHONE_HOME
