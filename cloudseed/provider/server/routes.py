@@ -7,6 +7,7 @@ counted under the API that answered it.
 from __future__ import annotations
 
 from cloudseed.clouds import azure as _azure
+from cloudseed.clouds import declared
 from cloudseed.clouds import digitalocean as _digitalocean
 from cloudseed.clouds import gce as _gce
 from cloudseed.clouds import hetzner as _hetzner
@@ -24,9 +25,9 @@ PROVISIONING = "provisioning"  # an instance's own provisioning reports (provisi
 GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE = "gce", "digitalocean", "hetzner", "oracle", "azure"
 VULTR, SCALEWAY, UPCLOUD, NWCS, AKAMAI = "vultr", "scaleway", "upcloud", "nwcs", "akamai"
 CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS = "cloudstack", "exoscale", "aliyun", "cloudcix", "maas"
-# each answered by provider/server/<api>_api.py: handle(app, request, instance)
-CLOUD_APIS = frozenset((GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE, VULTR, SCALEWAY, UPCLOUD, NWCS, AKAMAI,
-                        CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS))
+# every declared cloud (cloudseed/clouds/<name>.py) but the three MetadataApp answers itself (EC2,
+# OpenStack, NoCloud): each answered by provider/server/<name>_api.py: handle(app, request, instance)
+CLOUD_APIS = frozenset(declared()) - {EC2, OPENSTACK, NOCLOUD}
 TOKEN_PATH = EC2_CLOUD.requests["token"].path
 # the path families of the clouds' contracts (clouds/<name>.py: base, prefixes)
 _GCE, _HETZNER, _NWCS, _ORACLE = (c.CLOUD.prefixes for c in (_gce, _hetzner, _nwcs, _oracle))
