@@ -33,6 +33,7 @@ LOG = logging.getLogger("cloudseed.datasources.oracle")
 
 BASE_URL = CLOUD.default_url()  # the wire contract: clouds/oracle.py
 V2_HEADERS = CLOUD.requests["instance"].headers()
+V2, V1 = CLOUD.versions  # "v2", then "v1" when v2 fails
 CHASSIS_ASSET_TAG = "OracleCloud.com"
 MTU = 9000
 MAX_DOCUMENT = 4 * 1024 * 1024
@@ -90,12 +91,12 @@ class Oracle(MetadataServiceDatasource):
         data: Any = None
         version = 2
         try:
-            data = self._get(base + CLOUD.tail("instance", "v2"), 2, limits.max_wait, 0)
+            data = self._get(base + CLOUD.tail("instance", V2), 2, limits.max_wait, 0)
         except (FetchError, ValueError) as e:
             LOG.info("Oracle: IMDS v2 unusable (%s); trying v1", e)
             version = 1
             try:
-                data = self._get(base + CLOUD.tail("instance", "v1"), 1, limits.max_wait, 0)
+                data = self._get(base + CLOUD.tail("instance", V1), 1, limits.max_wait, 0)
             except (FetchError, ValueError) as e1:
                 LOG.info("Oracle: no metadata service at %s: %s", base, e1)
                 return False
