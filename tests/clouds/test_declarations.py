@@ -139,8 +139,9 @@ def test_nothing_else_in_the_package_spells_a_contract():
                                           f"(clouds/{words[value.lower()]}.py)")
     for cloud in CLOUDS.values():
         path = os.path.join(PACKAGE, "agent", "datasources", f"{cloud.datasource.lower()}.py")
-        copies += [f"{os.path.relpath(path, PACKAGE)}:{line}: {value!r} (clouds/{cloud.name}.py's address)"
-                   for line, value in _strings(path) if any(value.startswith(a) for a in cloud.addresses)]
+        copies += [f"{os.path.relpath(path, PACKAGE)}:{line}: {value!r} (clouds/{cloud.name}.py's address or version)"
+                   for line, value in _strings(path)
+                   if any(value.startswith(a) for a in cloud.addresses) or value in cloud.versions]
     assert not copies, "contract strings written a second time:\n" + "\n".join(copies)
 
 
