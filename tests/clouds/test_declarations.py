@@ -121,8 +121,8 @@ def _strings(path: str) -> list[tuple[int, str]]:
 
 
 def test_nothing_else_in_the_package_spells_a_contract():
-    """A header name, a path or an address of a contract written again in agent/ or provider/ (any
-    case) is a second copy that can drift from the first."""
+    """A header name or a path of a contract written again in agent/ or provider/ (any case), or an
+    address or version of it in its datasource, is a second copy that can drift from the first."""
     words = {}
     for cloud in CLOUDS.values():
         for word in _spelled(cloud):
