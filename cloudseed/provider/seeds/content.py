@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from cloudseed.clouds.nocloud import CLOUD as NOCLOUD
 from cloudseed.core.userdata_signatures import KINDS
 from cloudseed.core.userdata_signatures import SUFFIX as SIGNATURE_SUFFIX
 from cloudseed.provider.instance_data import ec2, nocloud, openstack
@@ -38,30 +39,33 @@ def _json(value: Any) -> bytes:
     return (json.dumps(value, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+SEED = {role: NOCLOUD.tail(role) for role in NOCLOUD.requests}  # meta-data, user-data... (clouds/nocloud.py)
+
+
 def nocloud_files(spec: InstanceSpec) -> dict[str, bytes]:
-    """The files of a NoCloud seed for ``spec``."""
+    """The files of a NoCloud seed for ``spec`` (named as NoCloud's contract names them)."""
     record = spec.to_record()
     meta: dict[str, Any] = dict(spec.extra_meta_data)
     meta.update(nocloud.meta_data(record))
     if spec.record is None and not spec.hostname:
         del meta["local-hostname"]  # none given: the guest keeps its own
     files = {
-        "meta-data": yaml.safe_dump(meta, default_flow_style=False, sort_keys=True).encode("utf-8"),
-        "user-data": record.user_data or b"",
+        SEED["meta_data"]: yaml.safe_dump(meta, default_flow_style=False, sort_keys=True).encode("utf-8"),
+        SEED["user_data"]: record.user_data or b"",
     }
     if isinstance(record.vendor_data, bytes):
-        files["vendor-data"] = record.vendor_data  # binary vendor data, as given
+        files[SEED["vendor_data"]] = record.vendor_data  # binary vendor data, as given
     elif record.vendor_data is not None:
-        files["vendor-data"] = nocloud.vendor_text(record.vendor_data).encode("utf-8")
+        files[SEED["vendor_data"]] = nocloud.vendor_text(record.vendor_data).encode("utf-8")
     if spec.network_config_raw is not None:
         _check_network_config(spec.network_config or {})
-        files["network-config"] = spec.network_config_raw
+        files[SEED["network_config"]] = spec.network_config_raw
     elif spec.network_config is not None:
-        files["network-config"] = yaml.safe_dump(spec.network_config, sort_keys=True).encode("utf-8")
+        files[SEED["network_config"]] = yaml.safe_dump(spec.network_config, sort_keys=True).encode("utf-8")
     elif spec.record is not None:
         config = nocloud_network_config(record)
         if config is not None:
-            files["network-config"] = yaml.safe_dump(config, sort_keys=True).encode("utf-8")
+            files[SEED["network_config"]] = yaml.safe_dump(config, sort_keys=True).encode("utf-8")
     if spec.signer is not None:
         for kind in KINDS:
             if files.get(kind):
