@@ -3,8 +3,8 @@
 Layers, top to bottom: commands (and the CLI entry) -> lab -> provider | agent -> network | clouds
 -> core. A module may import its own layer or any layer below it; ``provider`` and ``agent`` are
 peers that may not import each other, nor may ``network`` and ``clouds`` (each cloud's wire
-contract, read by the agent and the provider alike). Imports inside functions count (they are where a lazy import
-would hide an upward arrow). ``cloudseed`` itself (the version) is importable from anywhere.
+contract, read by the agent and the provider alike). Imports inside functions count (they are
+where a lazy import would hide an upward arrow). ``cloudseed`` itself (the version) is importable from anywhere.
 
 Two more structure rules: no import cycles (``cycles``: modules importing one another, imports
 inside functions included, ``if TYPE_CHECKING:`` blocks left out since they never run), and no
