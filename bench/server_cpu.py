@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -265,6 +266,8 @@ def main() -> int:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait()
+        if not os.environ.get("CLOUDSEED_KEEP_CALLGRIND"):  # the dumps' folder is printed to be read after
+            shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
