@@ -28,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.dirname(HERE)
 PY = "/usr/bin/python3"
-sys.path.insert(0, os.path.join(PROJECT, "tests"))
+sys.path.insert(0, PROJECT)  # run as a script: the tests package (the reference cloud-init) of this checkout
 
 
 def clean_env(pythonpath: str) -> dict[str, str]:
@@ -159,7 +159,7 @@ def main() -> int:
     results["cloudseed_version_ms"] = round(wall([PY, "-m", "cloudseed", "--version"], ours, args.runs), 1)
     local_path = "import cloudseed.cli, cloudseed.agent.boot.stages, cloudseed.agent.datasources.nocloud"
     results["cloudseed_local_import_ms"] = round(import_ms(local_path, ours, args.runs), 1)
-    from reference import reference_tree
+    from tests.reference import reference_tree
 
     tree = reference_tree()
     if tree:

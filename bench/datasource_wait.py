@@ -24,10 +24,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests"))
-sys.path.insert(0, os.path.join(REPO, "tests", "agent", "datasources"))
+sys.path.insert(0, REPO)  # run as a script: the tests package (its lab helpers) of this checkout
 
-from netlab import NetLab, find_in_guest, write_tree  # noqa: E402
+from tests.agent.datasources.netlab import NetLab, find_in_guest, write_tree  # noqa: E402
 
 REFERENCE_CODE = """
 import sys, time, logging
@@ -69,7 +68,7 @@ def our_network_stage(lab: NetLab, tmp: str, facts: dict, host_keys: bool = True
 
 
 def reference(lab: NetLab, tmp: str, kind: str, product: str, vendor: str, uuid: str) -> str:
-    from reference import SYSTEM_PYTHON, _env
+    from tests.reference import SYSTEM_PYTHON, _env
 
     env = _env()
     code = (REFERENCE_CODE.replace("PRODUCT", repr(product)).replace("VENDOR", repr(vendor))

@@ -19,12 +19,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "network"))
-
-from net_corpus import RENDERERS, cases, distro_for, kind, load, macs_for, path_of  # noqa: E402
+sys.path.insert(0, os.path.dirname(HERE))  # run as a script: the tests package (its corpus) of this checkout
 
 from cloudseed.network import parse, render  # noqa: E402
+from tests.network.net_corpus import RENDERERS, cases, distro_for, kind, load, macs_for, path_of  # noqa: E402
 
 
 def ours() -> dict:
@@ -41,10 +39,9 @@ def ours() -> dict:
 
 
 def apply_once() -> float:
-    from net_support import add_dev
-
     from cloudseed.core.root import TargetRoot
     from cloudseed.network.apply import apply_network
+    from tests.network.net_support import add_dev
 
     with tempfile.TemporaryDirectory() as d:
         from pathlib import Path
@@ -75,7 +72,7 @@ def import_cost() -> float:
 
 
 def reference(n: int) -> dict:
-    import reference as ref
+    from tests import reference as ref
 
     if ref.reference_tree() is None:
         return {}

@@ -30,10 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(PROJECT, "tests"))
-sys.path.insert(0, os.path.join(PROJECT, "tests", "agent", "packages"))
-sys.path.insert(0, os.path.join(PROJECT, "tests", "agent", "identity"))
-sys.path.insert(0, os.path.join(PROJECT, "tests", "agent", "modules"))
+sys.path.insert(0, PROJECT)  # run as a script: the tests package (repository, chroot helpers) of this checkout
 
 DOCUMENT = {"package_update": True, "packages": ["hello-cs", ["tool-cs", "1.0"], "extra-cs"]}
 
@@ -71,19 +68,17 @@ print(json.dumps({"total": total, "commands": spent[0]}))
 
 
 def fresh_root(base: str, name: str):
-    import debian_chroot
-
     from cloudseed.core.root import TargetRoot
+    from tests.agent.identity import debian_chroot
 
     return TargetRoot(debian_chroot.unpack(os.path.join(base, name)))
 
 
 def run_ours(root, url: str, repository) -> dict:
-    import repo
-    from module_support import run
-
     from cloudseed.agent.package_managers import base
     from cloudseed.core.root import TargetRoot
+    from tests.agent.modules.module_support import run
+    from tests.agent.packages import repo
 
     spent = [0.0]
     real_run = TargetRoot.run
@@ -110,8 +105,8 @@ def run_ours(root, url: str, repository) -> dict:
 
 
 def run_reference(root, url: str, repository, state: str) -> dict:
-    import repo
-    from reference import reference_python
+    from tests.agent.packages import repo
+    from tests.reference import reference_python
 
     with repo.chroot_mounts(root.top):
         repository.configure_root(root, url)
@@ -127,7 +122,7 @@ def main() -> None:
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (chroot, mounts)")
-    import repo
+    from tests.agent.packages import repo
 
     work = tempfile.mkdtemp(prefix="cloudseed-bench-packages-")
     repository = repo.Repository(os.path.join(work, "repo"))

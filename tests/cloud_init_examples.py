@@ -26,7 +26,7 @@ import os
 import subprocess
 import tarfile
 
-from reference import CACHE, NEW_SUITES, NEW_VERSION, oracle_named, reference_python, reference_tree
+from tests.reference import CACHE, NEW_SUITES, NEW_VERSION, oracle_named, reference_python, reference_tree
 
 NEWER_DIR = os.path.join(CACHE, "cloud-init-examples-new")
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture
@@ -51,7 +48,7 @@ def shell_target(target):
 def oracle(request):
     """The cloud-init release a differential test compares with: 22.4 unless the test is marked
     ``@pytest.mark.oracle("new")`` (or parametrized indirectly with the oracle's name)."""
-    from reference import OLD, oracle_named
+    from tests.reference import OLD, oracle_named
 
     marker = request.node.get_closest_marker("oracle")
     name = getattr(request, "param", None) or (marker.args[0] if marker else None)

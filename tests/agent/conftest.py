@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "identity"))  # debian_chroot: the cached tree
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +18,7 @@ def _debian_base():
     """The cached debootstrapped tree, unpacked once per test session (read-only below overlays)."""
     if os.geteuid() != 0 or not shutil.which("debootstrap"):
         pytest.skip("needs root and debootstrap")
-    import debian_chroot
+    from tests.agent.identity import debian_chroot
 
     base = tempfile.mkdtemp(prefix="cloudseed-module-base-")
     try:

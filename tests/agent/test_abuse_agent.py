@@ -11,9 +11,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "modules"))
-
-from module_support import run  # noqa: E402  (after the sys.path line)
+from tests.agent.modules.module_support import run
 
 
 def _gzip_bomb(expanded: int) -> bytes:

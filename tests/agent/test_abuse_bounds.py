@@ -20,12 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "modules"))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "datasources"))
-
-from module_support import run  # noqa: E402  (after the sys.path line)
-
-from cloudseed.agent.boot.stages import Agent  # noqa: E402
+from cloudseed.agent.boot.stages import Agent
+from tests.agent.modules.module_support import run
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEED = "/var/lib/cloud/seed/nocloud"

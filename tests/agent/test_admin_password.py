@@ -17,15 +17,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from cloudseed.agent.modules._rsa_pkcs1 import KeyFormatError, encrypt, parse_ssh_rsa
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "identity"))  # debian_chroot: the cached Debian tree
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "provider", "server"))  # server_support
 
 CLOUDSEED = os.path.join(os.path.dirname(os.path.dirname(HERE)), ".venv", "bin", "cloudseed")
 IID = "7d2c1b0a-0000-4000-8000-0000000a11ce"
@@ -84,14 +81,14 @@ def test_bad_keys_are_named(line, why):
 def debian_tree(tmp_path_factory):
     if os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("openssl"):
         pytest.skip("needs root, debootstrap and openssl")
-    import debian_chroot
+    from tests.agent.identity import debian_chroot
 
     return debian_chroot.unpack(str(tmp_path_factory.mktemp("debian") / "root"))
 
 
 @pytest.fixture
 def cloud(tmp_path, debian_tree):
-    from server_support import ServerProcess
+    from tests.provider.server.server_support import ServerProcess
 
     rsa = keygen(tmp_path, "id_rsa")  # OpenSSH format, as ssh-keygen writes it by default
     (tmp_path / "ed.pub").write_text(ED25519 + "\n")

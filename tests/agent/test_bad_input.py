@@ -6,7 +6,7 @@ import gzip
 import json
 import os
 
-from test_stages import boot, lines, read, seed, status
+from tests.agent.boot_support import boot, lines, read, seed, status
 
 
 def all_stages_finished(root) -> bool:
@@ -111,7 +111,7 @@ def test_broken_system_config_file_is_named_and_skipped(shell_target):
 
 
 def test_no_datasource_at_all_falls_back_to_none(shell_target):
-    from test_stages import CORE_MODULES
+    from tests.agent.boot_support import CORE_MODULES
 
     root = shell_target
     root.write("/etc/cloudseed/cloud.cfg.d/00-core-modules.cfg", CORE_MODULES)

@@ -47,11 +47,11 @@ def _instance_id(root) -> str | None:
 
 def test_a_reboot_of_the_same_instance_searches_no_datasource(target):
     """SMBIOS UUID equal to the cached instance id: the reboot uses the cache; the service can be gone."""
-    from test_instance_data_stages import IID, SYSTEM_CFG, _serve
+    from tests.agent.openstack_service import IID, SYSTEM_CFG, serve
 
     root = target
     root.write("/sys/class/dmi/id/product_uuid", IID.upper() + "\n")
-    with _serve() as url:
+    with serve() as url:
         root.write("/etc/cloudseed/cloud.cfg.d/50-test.cfg", SYSTEM_CFG % url)
         assert _boot(root) == 0
         assert _instance_id(root) == IID
@@ -64,11 +64,11 @@ def test_a_reboot_of_the_same_instance_searches_no_datasource(target):
 
 
 def test_another_uuid_means_a_search(target):
-    from test_instance_data_stages import IID, SYSTEM_CFG, _serve
+    from tests.agent.openstack_service import IID, SYSTEM_CFG, serve
 
     root = target
     root.write("/sys/class/dmi/id/product_uuid", IID + "\n")
-    with _serve() as url:
+    with serve() as url:
         root.write("/etc/cloudseed/cloud.cfg.d/50-test.cfg", SYSTEM_CFG % url)
         assert _boot(root) == 0
     root.write("/sys/class/dmi/id/product_uuid", "00000000-1111-2222-3333-444444444444\n")

@@ -10,9 +10,8 @@ import json
 import os
 import shutil
 
-from test_reporting import Hook
-
 from cloudseed.agent.boot.stages import Agent
+from tests.agent.webhook import Hook
 
 SEED = "/var/lib/cloud/seed/nocloud"
 MODULES = "network: {config: disabled}\ncloud_init_modules: []\ncloud_config_modules: [runcmd]\n" \

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from test_stages import CORE_MODULES, boot, seed
+from tests.agent.boot_support import CORE_MODULES, boot, seed
 
 CLOUDSEED = [sys.executable, "-m", "cloudseed"]
 

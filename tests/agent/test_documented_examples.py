@@ -30,8 +30,6 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))                     # tests/: reference, cloud_init_examples
-sys.path.insert(0, os.path.join(HERE, "identity"))             # debian_chroot
 
 CAPABILITIES_DROPPED = "-sys_time,-sys_module,-sys_boot"
 ALL = os.environ.get("CLOUDSEED_EXAMPLES") == "all"
@@ -43,7 +41,7 @@ APT_OFFLINE = 'Acquire::Retries "0";\nAcquire::http::Timeout "1";\n'  # apt wait
 def _examples() -> dict[str, bytes]:
     if os.geteuid() != 0 or not shutil.which("debootstrap") or not shutil.which("setpriv"):
         return {}
-    import cloud_init_examples
+    from tests import cloud_init_examples
 
     found = cloud_init_examples.user_data_examples()
     if ALL:
@@ -58,7 +56,7 @@ EXAMPLES = _examples()
 
 @pytest.fixture(scope="module")
 def base():
-    import debian_chroot
+    from tests.agent.identity import debian_chroot
 
     top = tempfile.mkdtemp(prefix="cloudseed-examples-base-")
     try:

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "modules"))
-
-from module_support import run  # noqa: E402  (after the sys.path line)
+from tests.agent.modules.module_support import run
 
 UBUNTU = 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n'
 

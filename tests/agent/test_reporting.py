@@ -8,9 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -18,8 +16,7 @@ from cloudseed.agent.boot.stages import Agent
 from cloudseed.agent.reporting import Event, Reporter
 from cloudseed.agent.reporting.hyperv import AZURE_VALUE_SIZE, decode_records, encode_event
 from cloudseed.core.root import TargetRoot
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
+from tests.agent.webhook import Hook
 
 SEED = "/var/lib/cloud/seed/nocloud"
 MODULES = """\
@@ -32,34 +29,6 @@ SECRET_PASSWORD = "Hunter2-Sekrit-Pw"
 SECRET_TOKEN = "tok-0123456789abcdef"
 PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n" \
               "-----END OPENSSH PRIVATE KEY-----\n"
-
-
-class Hook:
-    """A real webhook endpoint on loopback: records each POST; ``delay`` seconds before answering."""
-
-    def __init__(self, delay: float = 0.0, status: int = 200):
-        received, hook = [], self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                received.append((dict(self.headers), json.loads(body)))
-                time.sleep(hook.delay)
-                self.send_response(hook.status)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.delay, self.status, self.received = delay, status, received
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/boot"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -209,7 +178,7 @@ def test_a_later_part_removes_a_handler_with_a_false_value(target, hook):
 
 
 def test_the_cloudseed_handler_reports_to_the_metadata_server(shell_target, tmp_path):
-    from server_support import ServerProcess
+    from tests.provider.server.server_support import ServerProcess
 
     server = ServerProcess(str(tmp_path / "db.sqlite"), str(tmp_path / "srv"), ["127.0.0.1:0"],
                            config={"imds_tokens": "required"})

@@ -11,7 +11,6 @@ nothing is sent and the status says why. What each datasource says it was read f
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,8 +18,6 @@ import sys
 import pytest
 
 from cloudseed.agent.boot.stages import Agent
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
 
 MODULES = """\
 network: {config: disabled}
@@ -35,7 +32,7 @@ STAGES = ("init-local", "init-network", "modules-config", "modules-final")
 
 @pytest.fixture
 def server(tmp_path):
-    from server_support import ServerProcess
+    from tests.provider.server.server_support import ServerProcess
 
     process = ServerProcess(str(tmp_path / "db.sqlite"), str(tmp_path / "srv"), ["127.0.0.1:0"])
     process.add(instance_id="iid-endpoint", addresses=["127.0.0.1"], user_data=FAILING)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from reference import NEW
 
 from cloudseed.agent.reporting import Event
+from tests.reference import NEW
 
 CASES = [
     ("start", "init-network", "searching for network datasources", None, None),

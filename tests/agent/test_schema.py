@@ -253,7 +253,7 @@ def test_every_key_of_cloud_inits_schema_is_known():
 # --- at boot ---
 
 def test_boot_status_is_degraded_naming_a_key_not_done_here(shell_target):
-    from test_stages import boot, seed, status
+    from tests.agent.boot_support import boot, seed, status
 
     root = shell_target
     seed(root, "instance-id: iid-keys\n",

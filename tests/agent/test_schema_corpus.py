@@ -18,7 +18,8 @@ import os
 import re
 
 import pytest
-from reference import NEW, OLD, reference_cli
+
+from tests.reference import NEW, OLD, reference_cli
 
 CORPUS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "schema_corpus", "*.yaml")))
 

@@ -14,8 +14,6 @@ import pytest
 
 from cloudseed.agent.boot.stages import Agent
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
-
 SEED = "/var/lib/cloud/seed/nocloud"
 MODULES = """\
 network: {config: disabled}
@@ -151,9 +149,8 @@ def test_the_platform_asks_for_it_in_the_datasource_metadata(shell_target):
 
 
 def test_azure_failure_reaches_the_wire_server_as_not_ready(tmp_path):
-    from server_support import ServerProcess
-
     from cloudseed.agent.datasources._azure_wireserver import report_health
+    from tests.provider.server.server_support import ServerProcess
 
     server = ServerProcess(str(tmp_path / "db.sqlite"), str(tmp_path / "srv"), ["127.0.0.1:0"])
     try:

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import os
-import sys
 import textwrap
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-import layers  # noqa: E402  (after the sys.path line)
-
-import cloudseed  # noqa: E402
+import cloudseed
+from tests.architecture import layers
 
 PACKAGE = os.path.dirname(os.path.abspath(cloudseed.__file__))
 

@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 
 import pytest
 import yaml
@@ -25,7 +24,6 @@ from cloudseed.agent.modules import all_module_names, load_module
 
 SECONDS_PER_EXAMPLE = 60
 SHELLS = ("sh", "bash", "dash", "busybox", "env", "nsenter", "sudo")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "agent", "modules"))  # module_support
 
 
 def _cases() -> list:
@@ -138,7 +136,7 @@ def confined(monkeypatch, target):
 
 @pytest.mark.parametrize("name,index,text", CASES)
 def test_example_runs_in_a_temporary_root(name, index, text, target, confined):
-    from module_support import RHEL_OS_RELEASE, InputDatasource, run
+    from tests.agent.modules.module_support import RHEL_OS_RELEASE, InputDatasource, run
 
     spec, _handle = load_module(name)
     if spec.distros and "debian" not in spec.distros:

@@ -12,14 +12,10 @@ YAML through the bounded loader.
 from __future__ import annotations
 
 import os
-import sys
 import textwrap
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-import calls  # noqa: E402  (after the sys.path line)
-
-import cloudseed  # noqa: E402
+import cloudseed
+from tests.architecture import calls
 
 PACKAGE = os.path.dirname(os.path.abspath(cloudseed.__file__))
 

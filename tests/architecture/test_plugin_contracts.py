@@ -15,7 +15,6 @@ import re
 import types
 
 import pytest
-from protocol_check import contract_problems
 
 import cloudseed
 from cloudseed.agent.datasources import _contract as datasource_contract
@@ -24,6 +23,7 @@ from cloudseed.agent.modules import ModuleSpec
 from cloudseed.agent.modules import _contract as module_contract
 from cloudseed.commands import _contract as verb_contract
 from cloudseed.network.renderers import _contract as renderer_contract
+from tests.architecture.protocol_check import contract_problems
 
 PACKAGE = os.path.dirname(os.path.abspath(cloudseed.__file__))
 KINDS = {  # directory under the package -> the dotted package

@@ -12,7 +12,6 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
@@ -21,7 +20,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.dirname(os.path.dirname(HERE))
 CACHE = os.environ.get("CLOUDSEED_CACHE") or os.path.expanduser("~/.cache/cloudseed")
 DEBIAN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-sys.path.insert(0, HERE)  # deb_build
 
 def _conftest(name: str, *where: str):
     spec = importlib.util.spec_from_file_location(name, os.path.join(PROJECT, "tests", "agent", *where, "conftest.py"))
@@ -37,7 +35,7 @@ debian_root = _conftest("cloudseed_modules_conftest", "modules").debian_root
 @pytest.fixture(scope="session")
 def deb_package(tmp_path_factory) -> str:
     """``dpkg-buildpackage -us -uc -b`` run on a copy of the tree: the path of cloudseed_*.deb."""
-    import deb_build
+    from tests.compat import deb_build
 
     if not deb_build.can_build():
         pytest.skip("needs dpkg-dev, debhelper, dh-python, pybuild-plugin-pyproject (scripts/setup.sh)")

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from reference import NEW
 
 from cloudseed.cli import main
+from tests.reference import NEW
 
 CASES = [
     ("aws", "us-east-1", "ec2"), ("aws", "cn-north-1", "ec2"), ("aws", "cn-northwest-1", "ec2"),

@@ -14,8 +14,9 @@ import json
 import re
 
 import pytest
-from reference import NEW
-from test_cloud_init_command import boot, ci, seed
+
+from tests.compat.cloud_init_command import boot, ci, seed
+from tests.reference import NEW
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-user-data, content: \"user-data\\n\"}\n"
 

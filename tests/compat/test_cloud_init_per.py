@@ -94,7 +94,7 @@ def our_per(top: str, frequency: str, name: str) -> int:
 @pytest.mark.root
 @pytest.mark.reference
 def test_cloud_init_per_matches_the_reference_across_reboots_and_instances(tmp_path):
-    from reference import reference_tree
+    from tests.reference import reference_tree
 
     if os.geteuid() != 0 or not os.path.exists(BUSYBOX):
         pytest.skip("needs root and busybox-static")

@@ -23,8 +23,9 @@ import shutil
 import tarfile
 
 import pytest
-from reference import NEW
-from test_cloud_init_command import boot, ci, seed
+
+from tests.compat.cloud_init_command import boot, ci, seed
+from tests.reference import NEW
 
 pytestmark = pytest.mark.reference
 

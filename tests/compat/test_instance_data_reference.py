@@ -14,9 +14,9 @@ import subprocess
 import sys
 
 import pytest
-from reference import NEW
 
 from cloudseed.agent.boot.stages import BootState, run_local, run_network
+from tests.reference import NEW
 
 META = "instance-id: iid-query\nlocal-hostname: query-host\npublic-keys:\n  - ssh-ed25519 AAAAC3Nza q@host\n"
 USER = "#cloud-config\nruncmd: [echo hi]\n"

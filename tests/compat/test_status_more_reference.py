@@ -9,7 +9,8 @@ the config stage, an error beside a warning, a deprecation beside a warning.
 from __future__ import annotations
 
 import pytest
-from test_status_reference import OURS_ONLY, booted, both
+
+from tests.compat.status_support import OURS_ONLY, booted, both
 
 
 @pytest.mark.reference

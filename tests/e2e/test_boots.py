@@ -11,13 +11,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from guest import BOOT_TIMEOUT, assert_provisioned, read_disk, seed_boot, spec, ssh, user_data  # noqa: E402
+from tests.e2e.guest import BOOT_TIMEOUT, assert_provisioned, read_disk, seed_boot, spec, ssh, user_data
 
 # per-boot work the reboot must still do (issue 30): a per-boot script, /etc/hosts rendered again
 # (the first boot's deferred write leaves a stale line in it), a mount the fstab keeps after the

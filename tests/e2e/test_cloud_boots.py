@@ -10,14 +10,9 @@ and reaches the wire server at 168.63.129.16, which must have recorded it Ready.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from guest import BOOT_TIMEOUT, assert_provisioned, read_disk, spec  # noqa: E402
+from tests.e2e.guest import BOOT_TIMEOUT, assert_provisioned, read_disk, spec
 
 DATASOURCES = {"gce": "gce", "digitalocean": "digitalocean", "hetzner": "hetzner", "oracle": "oracle",
                "azure": "azure"}

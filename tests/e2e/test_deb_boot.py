@@ -8,23 +8,15 @@ answering from cloudseed. Slow (an image of its own): CLOUDSEED_E2E=all.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-HERE = os.path.dirname(__file__)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "compat"))
-
-from guest import assert_provisioned, read_disk, seed_boot, spec  # noqa: E402
+from tests.e2e.guest import assert_provisioned, read_disk, seed_boot, spec
 
 
 @pytest.mark.e2e_extra
 def test_deb_installed_over_cloud_init_provisions_the_instance(lab, ssh_key, tmp_path):
-    import deb_build
-
     from cloudseed.lab.image import lab_image
+    from tests.compat import deb_build
 
     if not deb_build.can_build():
         pytest.skip("needs dpkg-dev, debhelper, dh-python, pybuild-plugin-pyproject (scripts/setup.sh)")

@@ -15,15 +15,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from guest import BOOT_TIMEOUT, read_disk, spec  # noqa: E402
-
-from cloudseed.lab.readback import GuestDisk  # noqa: E402
+from cloudseed.lab.readback import GuestDisk
+from tests.e2e.guest import BOOT_TIMEOUT, read_disk, spec
 
 OURS = "comment=cloudconfig"
 RECORD = ("findmnt -n -o SOURCE,FSTYPE /srv/e2edata > /var/tmp/e2e-disks.txt; "

@@ -10,16 +10,12 @@ running when SSH comes up and the waits start; all times are read on the guest's
 from __future__ import annotations
 
 import json
-import os
-import sys
 import threading
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from guest import BOOT_TIMEOUT, spec, ssh, user_data  # noqa: E402
+from tests.e2e.guest import BOOT_TIMEOUT, spec, ssh, user_data
 
 SLEEP = 40
 WAIT_STATUS = "cloud-init status --wait > /tmp/wait.out; echo $? $(date +%s.%N)"

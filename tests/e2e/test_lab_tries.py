@@ -22,10 +22,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "provider", "server"))  # the fleet tests' browser
-
-from browser import CHROMIUM, Browser  # noqa: E402
+from tests.provider.server.browser import CHROMIUM, Browser
 
 TIMEOUT = float(os.environ.get("CLOUDSEED_E2E_TIMEOUT", "480"))
 

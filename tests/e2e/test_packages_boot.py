@@ -12,16 +12,9 @@ boot assembles a new one).
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-HERE = os.path.dirname(__file__)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "agent", "packages"))  # repo.py
-
-from guest import BOOT_TIMEOUT  # noqa: E402
+from tests.e2e.guest import BOOT_TIMEOUT
 
 GUEST_ADDRESS, GUEST_PORT = "10.0.2.100", 8080
 
@@ -64,11 +57,10 @@ def _boot(lab, tmp_path, body: str, timeout: float):
     for tool in ("dpkg-deb", "apt-ftparchive", "gpg"):
         if not shutil.which(tool):
             pytest.skip(f"{tool} is not installed (scripts/setup.sh)")
-    import repo
-
     from cloudseed.lab.session import run_boot
     from cloudseed.provider.seeds.build import build_seed
     from cloudseed.provider.seeds.spec import InstanceSpec
+    from tests.agent.packages import repo
 
     image, accel, reason = lab
     repository = repo.Repository(str(tmp_path / "repo"))

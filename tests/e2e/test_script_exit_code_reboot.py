@@ -8,14 +8,9 @@ and its console.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from guest import read_disk, seed_boot, spec  # noqa: E402
+from tests.e2e.guest import read_disk, seed_boot, spec
 
 USER_DATA = b"""#cloud-config
 bootcmd:

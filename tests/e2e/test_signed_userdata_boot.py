@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from guest import BOOT_TIMEOUT, assert_provisioned, read_disk, spec  # noqa: E402
-
-from cloudseed.lab.session import run_boot  # noqa: E402
-from cloudseed.provider.seeds.build import build_seed  # noqa: E402
+from cloudseed.lab.session import run_boot
+from cloudseed.provider.seeds.build import build_seed
+from tests.e2e.guest import BOOT_TIMEOUT, assert_provisioned, read_disk, spec
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,10 @@ default e2e set.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from guest import BOOT_TIMEOUT, spec, ssh  # noqa: E402
+from tests.e2e.guest import BOOT_TIMEOUT, spec, ssh
 
 USER_DATA = b"""#cloud-config
 bootcmd:
@@ -88,8 +85,7 @@ def test_strict_azure_boot_fails_closed_and_tells_the_platform(lab, ssh_key, tmp
         assert stage in names, names  # the whole boot, the local stage replayed from the status
     assert "init-network/strict" in names
     # the same registry behind an admin listener: the boot's page, its bars and its failure
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
-    from server_support import ADMIN_TOKEN, ServerProcess, http
+    from tests.provider.server.server_support import ADMIN_TOKEN, ServerProcess, http
 
     admin = ServerProcess(server.db, str(tmp_path / "admin"), ["127.0.0.1:0"])
     try:

@@ -24,6 +24,7 @@ import tempfile
 
 import atheris
 
+# run as a script under atheris, not by pytest: this checkout first, even from a Python without it installed
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 with atheris.instrument_imports():

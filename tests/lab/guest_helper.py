@@ -12,7 +12,7 @@ import sys
 GUEST = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                      "cloudseed", "lab", "guest")
 if GUEST not in sys.path:
-    sys.path.insert(0, GUEST)
+    sys.path.insert(0, GUEST)  # plain scripts, not a package: loaded from their directory as the guest does
 
 import labguest  # noqa: E402
 import labstate  # noqa: E402

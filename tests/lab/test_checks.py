@@ -13,10 +13,10 @@ import os
 import socket
 
 import pytest
-from guest_helper import labstate
 
 from cloudseed.lab import junit
 from cloudseed.lab.checks import ExpectError, evaluate, load, queries, summary
+from tests.lab.guest_helper import labstate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -19,13 +19,13 @@ import threading
 import time
 
 import pytest
-from guest_helper import labguest
 
 from cloudseed.lab.agent_install import _GATE_GENERATOR, HELPER
 from cloudseed.lab.snapshot import SEED_BYTES, pad_seed
 from cloudseed.lab.vm import LabError
 from cloudseed.provider.seeds.build import build_seed
 from cloudseed.provider.seeds.spec import InstanceSpec
+from tests.lab.guest_helper import labguest
 
 
 class Host:
@@ -140,7 +140,7 @@ def test_a_seed_larger_than_a_snapshots_seed_disk_is_refused(tmp_path):
 def test_the_state_waits_for_host_keys_the_agent_still_makes(tmp_path, monkeypatch):
     """cloudseed finishes RSA in the background after its stages: the state is taken once it is in
     place; a key whose ssh-keygen ended but which nobody installed is named, without waiting longer."""
-    from guest_helper import labstate
+    from tests.lab.guest_helper import labstate
 
     monkeypatch.setattr(labstate, "BACKGROUND_KEYS", str(tmp_path))
     keygen = subprocess.Popen(["sleep", "1"])

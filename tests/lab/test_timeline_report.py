@@ -15,7 +15,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import sys
 import tempfile
 
 import pytest
@@ -26,11 +25,9 @@ from cloudseed.lab.report import report_dict
 from cloudseed.lab.session import replay
 from cloudseed.lab.timeline import build, render_text
 from cloudseed.provider.server import timeline_svg
+from tests.provider.server.browser import CHROMIUM, Browser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "provider", "server"))  # the fleet tests' browser
-
-from browser import CHROMIUM, Browser  # noqa: E402
 
 
 def recorded(name: str) -> str:

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 import yaml
-from net_support import add_dev
 
 from cloudseed.network.apply import MARKER, apply_network
+from tests.network.net_support import add_dev
 
 V2_STATIC = {"version": 2, "ethernets": {"eth0": {"match": {"macaddress": "52:54:00:12:34:56"},
                                                   "set-name": "eth0", "addresses": ["10.5.0.5/24"]}}}

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from net_corpus import corpus_macs, path_of
 
 from cloudseed.cli import main
+from tests.network.net_corpus import corpus_macs, path_of
 
 
 @pytest.mark.parametrize("renderer,expected", [

@@ -10,11 +10,11 @@ import sys
 import uuid
 
 import pytest
-from net_support import add_dev
 
 from cloudseed.core.root import TargetRoot
 from cloudseed.network import parse, render
 from cloudseed.network.fallback import candidates, choose_fallback_nic, fallback_config
+from tests.network.net_support import add_dev
 
 
 @pytest.fixture

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from net_corpus import cases, load, macs_for
-from net_semantic import facts_netplan
-from net_support import add_dev
 
 from cloudseed.core.root import TargetRoot
 from cloudseed.network import NetworkConfigError, parse, render, to_network_data
 from cloudseed.network.parsers import parse as parse_in_root
+from tests.network.net_corpus import cases, load, macs_for
+from tests.network.net_semantic import facts_netplan
+from tests.network.net_support import add_dev
 
 
 # ---------------------------------------------------------------------- v1

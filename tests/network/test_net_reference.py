@@ -13,13 +13,13 @@ import os
 import tempfile
 
 import pytest
-from net_corpus import RENDERERS, cases, distro_for, kind, load, macs_for, path_of
-from net_differences import Ctx, explain
-from net_semantic import FACTS, load_tree
 
 from cloudseed.core.root import TargetRoot
 from cloudseed.network import parse, render
 from cloudseed.network.output import write_files
+from tests.network.net_corpus import RENDERERS, cases, distro_for, kind, load, macs_for, path_of
+from tests.network.net_differences import Ctx, explain
+from tests.network.net_semantic import FACTS, load_tree
 
 pytestmark = pytest.mark.reference
 
@@ -39,7 +39,7 @@ def reference_outputs(oracle) -> dict:
     and the input; what is missing is converted in one reference process
     (``reference_net_convert.py``: cloud-init imported once, each conversion in a forked child).
     """
-    import reference
+    from tests import reference
 
     if oracle.label in _OUTPUTS:
         return _OUTPUTS[oracle.label]

@@ -30,7 +30,8 @@ import tempfile
 
 import pytest
 import yaml
-from reference import NEW
+
+from tests.reference import NEW
 
 HERE = os.path.dirname(__file__)
 SCHEMA_CORPUS = sorted(glob.glob(os.path.join(HERE, "schema_corpus", "*.yaml")))

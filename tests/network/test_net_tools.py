@@ -14,9 +14,9 @@ import subprocess
 import tempfile
 
 import pytest
-from net_corpus import cases, load, macs_for
 
 from cloudseed.network import parse, render
+from tests.network.net_corpus import cases, load, macs_for
 
 NETWORKD = next((p for p in ("/lib/systemd/systemd-networkd", "/usr/lib/systemd/systemd-networkd")
                  if os.path.exists(p)), None)
@@ -166,7 +166,7 @@ def test_networkd_means_what_netplan_generates(case, tmp_path):
     """An independent implementation of the same mapping: netplan generate, fed our netplan output,
     writes systemd-networkd files; ours must mean the same (cloud-init writes no .netdev/.link
     files to compare ours with)."""
-    from net_semantic import facts_networkd, load_tree
+    from tests.network.net_semantic import facts_networkd, load_tree
 
     model = _model(case)
     for f in render(model, "netplan"):

@@ -16,13 +16,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
-from netlab import PYTHON, REPO, NetLab, write_tree
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "identity"))
+from tests.agent.datasources.netlab import PYTHON, REPO, NetLab, write_tree
 
 CLOUDSEED = os.path.join(REPO, ".venv", "bin", "cloudseed")
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvVFenV4n3KLcbe42bjG/VeA8aGFXsM+fbfMA9qFdrd guest@example"
@@ -94,7 +91,7 @@ class DebianRoot:
     """A private writable Debian root (overlay over the cached tree); ``close`` removes it."""
 
     def __init__(self) -> None:
-        import debian_chroot
+        from tests.agent.identity import debian_chroot
 
         self.work = tempfile.mkdtemp(prefix="cloudseed-cloudlab-")
         lower = _shared_base(debian_chroot)

@@ -54,7 +54,7 @@ def loop_device(image: str):
 def generator_verdicts(tmp: str, files: dict[str, str]) -> dict[str, str]:
     """What the shell generator and ``cloudseed generator`` decide for a root holding ``files``
     (the host's devices are what both probe): ``{"shell": "enabled: ...", "python": ...}``."""
-    from cloudlab import CLOUDSEED, GENERATOR
+    from tests.agent.datasources.cloudlab import CLOUDSEED, GENERATOR
 
     verdicts = {}
     for kind in ("shell", "python"):

@@ -30,7 +30,8 @@ import threading
 import tty
 
 import pytest
-from reference import CACHE, SYSTEM_PYTHON, _env
+
+from tests.reference import CACHE, SYSTEM_PYTHON, _env
 
 
 def crc(body: str) -> str:

@@ -6,7 +6,8 @@ import os
 import subprocess
 
 import pytest
-from netlab import NetLab, find_in_guest, write_tree
+
+from tests.agent.datasources.netlab import NetLab, find_in_guest, write_tree
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 

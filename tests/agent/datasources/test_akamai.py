@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import os
 
-import cloudlab
-import netlab
 import pytest
-from cloudlab import KEY, CloudLab, generators, provision
-from netlab import find_against_script, find_in_guest, write_tree
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.akamai import Akamai, settings
 from cloudseed.agent.state import Paths
+from tests.agent.datasources import cloudlab, netlab
+from tests.agent.datasources.cloudlab import KEY, CloudLab, generators, provision
+from tests.agent.datasources.netlab import find_against_script, find_in_guest, write_tree
 
 V6 = "fd00:a9fe:a9fe::1"
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-akamai-user-data, content: seen}\n"

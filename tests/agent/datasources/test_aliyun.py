@@ -11,14 +11,14 @@ import subprocess
 import textwrap
 
 import pytest
-from cloudlab import KEY, CloudLab, generators, provision
-from netlab import find_in_guest, write_tree
-from reference import SYSTEM_PYTHON, _env, reference_tree
-from test_cloudstack import RawServer
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.aliyun import AliYun, public_keys
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.cloudlab import KEY, CloudLab, generators, provision
+from tests.agent.datasources.cloudstack_support import RawServer
+from tests.agent.datasources.netlab import find_in_guest, write_tree
+from tests.reference import SYSTEM_PYTHON, _env, reference_tree
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-aliyun-user-data, content: seen}\n"
 IID = "i-bp1aliyunlab0001"

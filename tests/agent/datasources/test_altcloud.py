@@ -10,12 +10,12 @@ import json
 import os
 
 import pytest
-from diskimages import loop_device, make_iso, make_vfat, write_tree
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
 from cloudseed.agent.datasources._disk_image import extracted
 from cloudseed.agent.datasources.altcloud import METADATA, AltCloud, cloud_type, user_data_in
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.diskimages import loop_device, make_iso, make_vfat, write_tree
 
 USER_DATA = "#cloud-config\nruncmd: [[touch, /run/altcloud]]\n"
 
@@ -63,7 +63,7 @@ print(json.dumps(out))
 
 
 def test_same_cloud_type_as_cloud_init(tmp_path):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     for i, (facts, expected) in enumerate(TYPES):
         root = write_tree(str(tmp_path / f"r{i}"), facts)
@@ -74,7 +74,7 @@ def test_same_cloud_type_as_cloud_init(tmp_path):
 @pytest.mark.parametrize("names", [["user-data.txt"], ["deltacloud-user-data.txt"],
                                    ["user-data.txt", "deltacloud-user-data.txt"]])
 def test_user_data_files_as_cloud_init(tmp_path, names):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     src = write_tree(str(tmp_path / "fd"), {n: f"\n{USER_DATA}# from {n}\n\n" for n in names})
     ref = json.loads(reference_python(REF_TYPE, str(tmp_path), src).stdout)

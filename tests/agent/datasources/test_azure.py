@@ -18,13 +18,13 @@ import threading
 import time
 
 import pytest
-from cloudlab import CLOUDSEED, KEY, DebianRoot, generators
-from netlab import PYTHON, NetLab, find_in_guest, write_tree
-from reference import reference_python
 
 from cloudseed.agent.datasources._azure_ovf import OvfError, parse
 from cloudseed.agent.datasources._azure_wireserver import WireServerError, _decode_245, report_ready
 from cloudseed.agent.datasources.azure import ASSET_TAG, network_config
+from tests.agent.datasources.cloudlab import CLOUDSEED, KEY, DebianRoot, generators
+from tests.agent.datasources.netlab import PYTHON, NetLab, find_in_guest, write_tree
+from tests.reference import reference_python
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-azure-custom-data, content: seen}\n"
 IID = "3f2d1c0b-aaaa-4bbb-8ccc-123456789abc"
@@ -353,7 +353,7 @@ print(json.dumps({"step": "ready"}))
 
 
 def test_cloud_init_22_4_reports_failure_then_ready_to_the_wire_server(azure):
-    from reference import SYSTEM_PYTHON, _env, reference_tree
+    from tests.reference import SYSTEM_PYTHON, _env, reference_tree
 
     if reference_tree() is None:
         pytest.skip("Debian's cloud-init could not be fetched")

@@ -17,13 +17,13 @@ import subprocess
 import time
 
 import pytest
-from reference import reference_python
 
 from cloudseed.agent.datasources import DatasourceContext
 from cloudseed.agent.datasources import _azure_resource_disk as rd
 from cloudseed.agent.datasources.azure import Azure
 from cloudseed.agent.state import Paths
 from cloudseed.core.root import TargetRoot
+from tests.reference import reference_python
 
 MIB = 2**20
 OVF = """<?xml version="1.0" encoding="utf-8"?>

@@ -11,11 +11,11 @@ import os
 import time
 
 import pytest
-from hostile_http import HostileServer
 
 from cloudseed.agent.datasources import NETWORK, DatasourceContext, find_datasource
 from cloudseed.agent.datasources.bigstep import Bigstep, BigstepError
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.hostile_http import HostileServer
 
 DOC = {"metadata": {"instance-id": "bs-4242", "local-hostname": "bs-node", "public-keys": ["ssh-ed25519 AAAA k"]},
        "userdata_raw": "#cloud-config\nruncmd: [[touch, /run/bigstep]]\n",
@@ -112,7 +112,7 @@ print(json.dumps({"ok": ok, "metadata": ds.metadata, "userdata": ds.userdata_raw
 
 
 def test_same_data_as_cloud_init(target):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     srv = HostileServer(json.dumps(DOC).encode(), path="/doc")
     try:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from cloudlab import KEY, CloudLab, generators, provision
-from netlab import find_against_script, write_tree
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.cloudcix import CloudCIX
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.cloudlab import KEY, CloudLab, generators, provision
+from tests.agent.datasources.netlab import find_against_script, write_tree
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-cloudcix-user-data, content: seen}\n"
 IID = "12_34"

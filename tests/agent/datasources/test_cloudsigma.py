@@ -13,12 +13,12 @@ import json
 import time
 
 import pytest
-from serial_responders import CepkoResponder, Pty, run_reference
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
 from cloudseed.agent.datasources.cloudsigma import CepkoError, CloudSigma
 from cloudseed.agent.state import Paths
 from cloudseed.agent.state.instance_data_json import build, redact
+from tests.agent.datasources.serial_responders import CepkoResponder, Pty, run_reference
 
 KEY = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC5 sigma@example"
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-sigma, content: seen}\n"

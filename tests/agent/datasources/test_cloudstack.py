@@ -11,28 +11,19 @@ import shutil
 import time
 
 import pytest
-from cloudlab import KEY, PYTHON, CloudLab, generators, provision
-from netlab import find_in_guest, write_tree
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.cloudstack import CloudStack, latest_lease, lease_server, router_address
 from cloudseed.agent.state import Paths
 from cloudseed.provider.registry import open_registry
+from tests.agent.datasources.cloudlab import KEY, PYTHON, CloudLab, generators, provision
+from tests.agent.datasources.cloudstack_support import RawServer, matches
+from tests.agent.datasources.netlab import find_in_guest, write_tree
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-cloudstack-user-data, content: seen}\n"
 IID = "9c5c3f6e-0000-4000-8000-00000000cs01"
 DMI = {"sys_vendor": "Apache Software Foundation", "product_name": "CloudStack KVM Hypervisor"}
 PASSWORD = "Cl0udStack-pw"
-
-
-def matches(password: str, hashed: str) -> bool:
-    """Does ``hashed`` (yescrypt, SHA-512...) hash ``password``? (libcrypt, through Python's crypt)"""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import crypt
-    return crypt.crypt(password, hashed) == hashed
 
 
 def context(target, cfg=None) -> DatasourceContext:
@@ -171,32 +162,6 @@ def test_boot_sets_the_password_and_keeps_it_out_of_instance_data(cloud):
 
 
 # ------------------------------------------------------------------------------ hostile servers
-
-class RawServer:
-    """A TCP server in the cloud namespace answering each connection with ``reply`` (bytes, or None:
-    accept and say nothing), on ``port`` of ``host`` (default: the cloud's address on the link)."""
-
-    CODE = """
-import socket, sys, time
-reply = bytes.fromhex(sys.argv[2]) if sys.argv[2] != "-" else None
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[3]))); s.listen(16); print("ready", flush=True)
-held = []
-while True:
-    c, _ = s.accept()
-    c.recv(65536)
-    if reply is None:
-        held.append(c); continue
-    c.sendall(reply); c.close()
-"""
-
-    def __init__(self, cloud, port: int, reply: bytes | None, host: str | None = None):
-        self.proc = cloud.lab.start_in_cloud(PYTHON, "-c", self.CODE, host or cloud.lab.cloud_ip,
-                                             reply.hex() if reply is not None else "-", str(port), ready="ready")
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(5)
 
 
 def ds_cfg(**section) -> dict:

@@ -7,11 +7,11 @@ import os
 import subprocess
 
 import pytest
-from netlab import PYTHON, write_tree
 
 from cloudseed.agent.boot.detect import decide, possible_datasources
 from cloudseed.agent.config import load_system_config
 from cloudseed.agent.devices import find_devices_by_label
+from tests.agent.datasources.netlab import PYTHON, write_tree
 
 NETWORK_ONLY = "datasource_list: [OpenStack, Ec2, None]\n"
 # the clouds that DMI alone identifies (test_dmi_facts)

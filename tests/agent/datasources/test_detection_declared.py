@@ -22,13 +22,13 @@ import subprocess
 import time
 
 import pytest
-from diskimages import loop_device, make_iso, make_vfat
 
 from cloudseed.agent.boot.generator_shell import COMMAND, SCRIPT, generated_script
 from cloudseed.agent.config import BUILTIN
 from cloudseed.agent.datasources import DatasourceContext, _facts, datasource_class
 from cloudseed.agent.state import Paths
 from cloudseed.core.root import TargetRoot
+from tests.agent.datasources.diskimages import loop_device, make_iso, make_vfat
 
 LISTED = [n for n in BUILTIN["datasource_list"] if not datasource_class(n).fallback]
 CLASSES = [datasource_class(n) for n in LISTED]

@@ -8,13 +8,13 @@ import json
 import os
 
 import pytest
-from cloudlab import KEY, CloudLab, generators, provision
-from netlab import write_tree
-from reference import reference_python
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.digitalocean import DigitalOcean, network_config
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.cloudlab import KEY, CloudLab, generators, provision
+from tests.agent.datasources.netlab import write_tree
+from tests.reference import reference_python
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-do-user-data, content: seen}\n"
 VENDOR = "#cloud-config\nusers: [default, {name: fromvendor}]\n"  # user-data's write_files would win

@@ -6,7 +6,8 @@ import json
 import os
 
 import pytest
-from netlab import PYTHON, REPO, NetLab, find_in_guest, write_tree
+
+from tests.agent.datasources.netlab import PYTHON, REPO, NetLab, find_in_guest, write_tree
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 

@@ -9,13 +9,10 @@ instance at 127.0.0.1 on the listener's network): ours with the agent's crawler 
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "provider", "server"))
-from server_support import ServerProcess  # noqa: E402
+from tests.provider.server.server_support import ServerProcess
 
 pytestmark = pytest.mark.reference
 
@@ -83,10 +80,9 @@ print(json.dumps(out))
 
 
 def test_network_config_is_the_references_on_five_layouts(served):
-    from reference import reference_python
-
     from cloudseed.agent.datasources._metadata_service import ServiceLimits
     from cloudseed.agent.datasources.ec2 import crawl_tree, network_config_from_macs
+    from tests.reference import reference_python
 
     arg = {name: [url, LAYOUTS[name][2]] for name, url in served.items()}
     proc = reference_python(REFERENCE, json.dumps(arg))

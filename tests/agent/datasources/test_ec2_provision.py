@@ -12,7 +12,8 @@ import os
 import subprocess
 
 import pytest
-from netlab import NetLab, write_tree
+
+from tests.agent.datasources.netlab import NetLab, write_tree
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 

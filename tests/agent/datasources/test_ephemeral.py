@@ -7,7 +7,8 @@ import os
 import shutil
 
 import pytest
-from netlab import PYTHON, REPO, NetLab
+
+from tests.agent.datasources.netlab import PYTHON, REPO, NetLab
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("dnsmasq"),
                                 reason="needs root (network namespaces) and dnsmasq")

@@ -10,14 +10,14 @@ import shutil
 import time
 
 import pytest
-from cloudlab import KEY, PYTHON, CloudLab, generators, provision
-from netlab import find_in_guest, write_tree
-from test_cloudstack import RawServer, matches
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.exoscale import Exoscale
 from cloudseed.agent.state import Paths
 from cloudseed.provider.registry import open_registry
+from tests.agent.datasources.cloudlab import KEY, PYTHON, CloudLab, generators, provision
+from tests.agent.datasources.cloudstack_support import RawServer, matches
+from tests.agent.datasources.netlab import find_in_guest, write_tree
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-exoscale-user-data, content: seen}\n"
 IID = "1c8e5a2b-0000-4000-8000-0000000e0001"

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from cloudlab import KEY, OTHER_KEY, PROJECT_KEY, CloudLab, generators, provision
-from netlab import find_in_guest, write_tree
 
 from cloudseed.agent.datasources import DatasourceContext
 from cloudseed.agent.datasources.gce import GCE, public_keys
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.cloudlab import KEY, OTHER_KEY, PROJECT_KEY, CloudLab, generators, provision
+from tests.agent.datasources.netlab import find_in_guest, write_tree
 
 OTHER_USER_KEY = OTHER_KEY
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-gce-user-data, content: seen}\n"

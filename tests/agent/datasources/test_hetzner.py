@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from cloudlab import KEY, CloudLab, generators, provision
-from netlab import find_in_guest, write_tree
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.hetzner import Hetzner
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.cloudlab import KEY, CloudLab, generators, provision
+from tests.agent.datasources.netlab import find_in_guest, write_tree
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-hetzner-user-data, content: seen}\n"
 IID = "4711"

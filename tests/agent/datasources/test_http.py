@@ -9,9 +9,9 @@ import threading
 import time
 
 import pytest
-from mdserver import Server, make_handler
 
 from cloudseed.core.http import FetchError, fetch, fetch_response, first_answer, request
+from tests.agent.datasources.mdserver import Server, make_handler
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import os
 import time
 
 import pytest
-from diskimages import loop_device, make_iso, make_vfat, write_tree
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
 from cloudseed.agent.datasources._disk_image import extracted
@@ -28,6 +27,7 @@ from cloudseed.agent.datasources.ibmcloud import (
 )
 from cloudseed.agent.devices import volume_id
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.diskimages import loop_device, make_iso, make_vfat, write_tree
 
 KEY = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC3 ibm@example"
 SEED = base64.b64encode(b"\x01\x02random").decode()
@@ -160,7 +160,7 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("kind", ["os_code", "template"])
 def test_same_data_as_cloud_init(target, tmp_path, kind):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     src = write_tree(str(tmp_path / kind), os_code_files() if kind == "os_code" else template_files())
     img = (make_vfat(src, str(tmp_path / "c2.img"), "config-2", IBM_CONFIG_UUID) if kind == "os_code"
@@ -180,7 +180,7 @@ def test_same_data_as_cloud_init(target, tmp_path, kind):
 
 
 def test_both_generators_on_a_metadata_disk_need_xen(tmp_path):
-    from diskimages import generator_verdicts
+    from tests.agent.datasources.diskimages import generator_verdicts
 
     src = write_tree(str(tmp_path / "tm"), template_files())
     with loop_device(make_iso(src, str(tmp_path / "md.iso"), "METADATA")) as device:

@@ -245,7 +245,7 @@ print(json.dumps({"md": md, "metadata": ds.metadata, "network": ds.network_confi
 
 
 def test_same_data_as_cloud_init(target, devlxd):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     devlxd()
     path = target.path_nofollow("/dev/lxd/sock")
@@ -263,7 +263,7 @@ def test_same_data_as_cloud_init(target, devlxd):
 def test_same_fallback_choice_as_cloud_init_without_network_config(target, devlxd):
     """Without network-config, cloud-init writes DHCP on its fallback NIC; we leave network_config
     unset and the agent's own fallback (DHCP on the likely NIC) applies: a named difference."""
-    from reference import reference_python
+    from tests.reference import reference_python
 
     devlxd(config={"cloud-init.user-data": USER_DATA})
     ref = json.loads(reference_python(REFERENCE, target.path_nofollow("/dev/lxd/sock")).stdout)
@@ -275,7 +275,7 @@ def test_same_fallback_choice_as_cloud_init_without_network_config(target, devlx
 def test_both_generators_enable_the_agent_on_the_socket(tmp_path):
     import subprocess
 
-    from cloudlab import CLOUDSEED, GENERATOR
+    from tests.agent.datasources.cloudlab import CLOUDSEED, GENERATOR
 
     for kind in ("shell", "python"):
         for with_socket in (True, False):
@@ -306,7 +306,7 @@ def test_both_generators_enable_the_agent_on_the_socket(tmp_path):
 
 
 def test_both_generators_enable_the_agent_on_an_lxd_vm(tmp_path):
-    from cloudlab import generators
+    from tests.agent.datasources.cloudlab import generators
 
     for kind, verdict in generators(str(tmp_path), {"board_name": "LXD"}).items():
         assert verdict.startswith("enabled") and "board_name" in verdict, (kind, verdict)

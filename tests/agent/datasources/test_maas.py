@@ -10,21 +10,16 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 import threading
 import time
 
 import pytest
-from netlab import write_tree
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                "provider", "server"))
-
-from server_support import ServerProcess  # noqa: E402
-
-from cloudseed.agent.datasources import NETWORK, DatasourceContext, find_datasource  # noqa: E402
-from cloudseed.agent.datasources.maas import MAAS, MAASError, read_seed_dir  # noqa: E402
-from cloudseed.agent.state import Paths  # noqa: E402
+from cloudseed.agent.datasources import NETWORK, DatasourceContext, find_datasource
+from cloudseed.agent.datasources.maas import MAAS, MAASError, read_seed_dir
+from cloudseed.agent.state import Paths
+from tests.agent.datasources.netlab import write_tree
+from tests.provider.server.server_support import ServerProcess
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 KEY2 = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ bob@example"
@@ -102,7 +97,7 @@ print(json.dumps({"ok": ok, "metadata": ds.metadata, "userdata": ds.userdata_raw
 
 
 def reference(tmp_path, cfg, seed=None) -> dict:
-    from reference import reference_python
+    from tests.reference import reference_python
 
     args = [str(tmp_path), json.dumps(cfg)] + ([seed] if seed else [])
     return json.loads(reference_python(REFERENCE, *args).stdout.strip().splitlines()[-1])

@@ -12,7 +12,6 @@ import http.server
 import json
 import os
 import ssl
-import sys
 import threading
 
 import pytest
@@ -21,9 +20,7 @@ from cloudseed.agent.datasources import LOCAL, NETWORK, DatasourceContext
 from cloudseed.agent.datasources.nocloud import NoCloud, parse_ds_argument
 from cloudseed.agent.state import Paths
 from cloudseed.core.http import FetchError
-
-sys.path.insert(0, os.path.dirname(__file__))
-from ftp_server import FtpServer  # noqa: E402  (after the sys.path line)
+from tests.agent.datasources.ftp_server import FtpServer
 
 META = b"instance-id: iid-seed\nlocal-hostname: seeded\n"
 USER = b"#cloud-config\nruncmd: [echo hi]\n"
@@ -187,7 +184,7 @@ for base in json.loads(sys.argv[1]):
 
 @pytest.mark.reference
 def test_seed_urls_are_the_ones_cloud_init_26_asks_for(target, seed_http):
-    from reference import NEW
+    from tests.reference import NEW
 
     bases = [seed_http.url + form for form in SEEDFROM_FORMS]
     NEW.python(_THEIR_URLS, json.dumps(bases))
@@ -232,7 +229,7 @@ print(json.dumps(out))
 
 @pytest.mark.reference
 def test_ds_arguments_parse_as_cloud_init_26_parses_them():
-    from reference import NEW
+    from tests.reference import NEW
 
     theirs = json.loads(NEW.python(_THEIR_CMDLINE, json.dumps(CMDLINES)).stdout)
     ours = [parse_ds_argument(line) for line in CMDLINES]

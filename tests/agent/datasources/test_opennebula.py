@@ -229,7 +229,7 @@ def test_agent_provisions_a_root_from_a_context_cdrom(target, tmp_path):
 
 def generators(tmp: str, files: dict[str, str] | None = None) -> dict[str, str]:
     """What the shell generator and ``cloudseed generator`` decide for a root holding ``files``."""
-    from cloudlab import CLOUDSEED, GENERATOR
+    from tests.agent.datasources.cloudlab import CLOUDSEED, GENERATOR
 
     verdicts = {}
     for kind in ("shell", "python"):
@@ -268,7 +268,7 @@ print(json.dumps({"metadata": r["metadata"], "network": r.get("network-interface
 
 
 def test_same_data_as_cloud_init(tmp_path):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     d = write_dir(tmp_path / "ctx")
     ref = json.loads(reference_python(REFERENCE, d, json.dumps(NICS)).stdout)

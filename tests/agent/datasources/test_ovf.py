@@ -136,7 +136,7 @@ def test_refused_environment_fails_the_datasource_clearly(target):
 
 
 def test_guestinfo_ovfenv(shell_target):
-    from test_vmware import setup_vm
+    from tests.agent.datasources.vmware_support import setup_vm
 
     setup_vm(shell_target, {"ovfEnv": env_xml()})
     assert "vmware-rpctool" in OVF.why(context(shell_target))
@@ -185,7 +185,7 @@ def test_agent_provisions_a_root_from_an_ovf_cdrom(target, tmp_path):
 
 def generators(tmp: str, files: dict[str, str] | None = None) -> dict[str, str]:
     """What the shell generator and ``cloudseed generator`` decide for a root holding ``files``."""
-    from cloudlab import CLOUDSEED, GENERATOR
+    from tests.agent.datasources.cloudlab import CLOUDSEED, GENERATOR
 
     verdicts = {}
     for kind in ("shell", "python"):
@@ -225,7 +225,7 @@ print(json.dumps({"md": md, "ud": ud.decode() if ud else ud, "cfg": cfg}))
 @pytest.mark.parametrize("props", [None, {"hostname": "h", "local-hostname": "l", "user-data": "plain",
                                           "seedfrom": "/x", "public-keys": KEY}])
 def test_same_data_as_cloud_init(tmp_path, props):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     path = tmp_path / "ovf-env.xml"
     path.write_text(env_xml(props))

@@ -20,11 +20,11 @@ import json
 import os
 
 import pytest
-from diskimages import loop_device, make_iso, write_tree
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
 from cloudseed.agent.datasources._eni import ENIError, eni_to_v1
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.diskimages import loop_device, make_iso, write_tree
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvVFenV4n3KLcbe42bjG/VeA8aGFXsM+fbfMA9qFdrd pve@example"
 HASH = "$6$rounds=4096$pvesalt$Wm1mRk0zZ3Y2cE1YbXl2Q2tqT0Z3QmZQbXl3eUxPUnRqQmV4c3lJbm1GRkx0dQ"
@@ -242,7 +242,7 @@ print(json.dumps({"ok": ok, "instance_id": ds.get_instance_id(), "userdata": ds.
 
 @pytest.mark.parametrize("conf", [DUAL, V4], ids=["dual-stack", "ipv4"])
 def test_nocloud_same_as_cloud_init(target, tmp_path, conf):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     files = pve_files(conf, "nocloud")
     write_tree(str(tmp_path / "ref/cloud/seed/nocloud"), files)
@@ -255,7 +255,7 @@ def test_nocloud_same_as_cloud_init(target, tmp_path, conf):
 
 
 def reference_configdrive(tmp_path, files: dict) -> dict:
-    from reference import reference_python
+    from tests.reference import reference_python
 
     write_tree(str(tmp_path / "ref/cloud/seed/config_drive"), files)
     return json.loads(reference_python(CONFIGDRIVE_REF, str(tmp_path / "ref")).stdout.strip().splitlines()[-1])

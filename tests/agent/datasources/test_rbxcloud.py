@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from diskimages import loop_device, make_iso, make_vfat, write_tree
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
 from cloudseed.agent.datasources._disk_image import DiskError, extracted
 from cloudseed.agent.datasources.rbxcloud import RbxCloud, RbxError, read_dir
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.diskimages import loop_device, make_iso, make_vfat, write_tree
 
 HASH = "$6$rounds=4096$salty$Qx0GQb6Hq0d8b1oUmAEzvB.5oYkq0h2x4aNqf0xgS6O4rJ8N3dQmW1q9j2l8uH0kP7n2bZyX0c1vR3tW5s6u/"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvVFenV4n3KLcbe42bjG/VeA8aGFXsM+fbfMA9qFdrd rbx@example"
@@ -130,7 +130,7 @@ print(json.dumps(r))
 
 
 def test_same_data_as_cloud_init(tmp_path):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     src = write_tree(str(tmp_path / "ref"), files())
     ref = json.loads(reference_python(REFERENCE, src).stdout)
@@ -173,7 +173,7 @@ def test_agent_keeps_the_password_hash_out_of_world_readable_instance_data(targe
 
 
 def test_both_generators_enable_the_agent_on_a_cloudmd_disk(tmp_path):
-    from diskimages import generator_verdicts
+    from tests.agent.datasources.diskimages import generator_verdicts
 
     with loop_device(image(tmp_path)) as device:
         verdicts = generator_verdicts(str(tmp_path), {})

@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 import os
 
-import cloudlab
-import netlab
 import pytest
-from cloudlab import KEY, OTHER_KEY, CloudLab, generators, provision
-from netlab import NetLab, find_against_script, find_in_guest, write_tree
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.scaleway import Scaleway, network_config, public_keys
 from cloudseed.agent.state import Paths
+from tests.agent.datasources import cloudlab, netlab
+from tests.agent.datasources.cloudlab import KEY, OTHER_KEY, CloudLab, generators, provision
+from tests.agent.datasources.netlab import NetLab, find_against_script, find_in_guest, write_tree
 
 ADDRESS = "169.254.42.42"
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-scaleway-user-data, content: seen}\n"

@@ -22,10 +22,10 @@ import subprocess
 import tempfile
 
 import pytest
-from cloudlab import CLOUDSEED
-from netlab import PYTHON, REPO, NetLab, write_tree
 
 from cloudseed.agent.datasources.azure import ASSET_TAG
+from tests.agent.datasources.cloudlab import CLOUDSEED
+from tests.agent.datasources.netlab import PYTHON, REPO, NetLab, write_tree
 
 WORD, CHANGED = "from-signed-user-data", "from-tamper-user-data"  # what the man in the middle changes
 USER_DATA = f"#cloud-config\nwrite_files:\n  - {{path: /etc/{WORD}, content: seen}}\n"

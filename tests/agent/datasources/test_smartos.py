@@ -15,12 +15,12 @@ import os
 import time
 
 import pytest
-from serial_responders import JoyentResponder, Pty, run_reference, serve_joyent_socket
 
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
 from cloudseed.agent.datasources.smartos import JoyentMetadataError, SmartOS, convert_network_data
 from cloudseed.agent.state import Paths
 from cloudseed.agent.state.instance_data_json import build, redact
+from tests.agent.datasources.serial_responders import JoyentResponder, Pty, run_reference, serve_joyent_socket
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvVFenV4n3KLcbe42bjG/VeA8aGFXsM+fbfMA9qFdrd root@triton"
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-smartos, content: seen}\n"

@@ -9,15 +9,15 @@ import json
 import os
 
 import pytest
-from cloudlab import KEY, CloudLab, generators, provision
-from hostile_http import HostileServer
-from netlab import write_tree
-from reference import reference_python
-from test_vultr import search
 
 from cloudseed.agent.datasources import DatasourceContext, find_datasource
 from cloudseed.agent.datasources.upcloud import UpCloud, network_config
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.cloudlab import KEY, CloudLab, generators, provision
+from tests.agent.datasources.ds_search import search
+from tests.agent.datasources.hostile_http import HostileServer
+from tests.agent.datasources.netlab import write_tree
+from tests.reference import reference_python
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-upcloud-user-data, content: seen}\n"
 VENDOR = "#cloud-config\nusers: [default, {name: fromvendor}]\n"

@@ -21,29 +21,13 @@ import pytest
 from cloudseed.agent.datasources import LOCAL, DatasourceContext, find_datasource
 from cloudseed.agent.datasources.vmware import VMware, decode
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.vmware_support import DMI, RPCTOOL, setup_vm
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDvVFenV4n3KLcbe42bjG/VeA8aGFXsM+fbfMA9qFdrd vm@example"
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-vmware, content: seen}\n"
 NETWORK = {"version": 2, "ethernets": {"nic0": {"match": {"macaddress": "00:50:56:aa:bb:cc"},
                                                 "addresses": ["192.168.10.7/24"], "gateway4": "192.168.10.1"}}}
-RPCTOOL = """#!/bin/sh
-# a stand-in for vmware-rpctool: guestinfo values are files under /guestinfo
-case "$1" in
-  "info-get guestinfo."*)
-    k=${1#info-get guestinfo.}
-    if [ -f "/guestinfo/$k" ]; then cat "/guestinfo/$k"; else printf 'No value found' >&2; exit 1; fi ;;
-  "info-set guestinfo."*)
-    rest=${1#info-set guestinfo.}
-    k=${rest%% *}
-    v=${rest#* }
-    printf '%s=%s\\n' "$k" "$v" >> /guestinfo-set.log
-    printf '%s' "$v" > "/guestinfo/$k" ;;
-  *) printf 'unknown command' >&2; exit 2 ;;
-esac
-"""
 SLOW_RPCTOOL = "#!/bin/sh\nsleep 30\n"
-DMI = {"product_name": "VMware Virtual Platform", "sys_vendor": "VMware, Inc.",
-       "product_uuid": "4230A1B2-C3D4-E5F6-0718-293A4B5C6D7E"}
 
 
 def b64(data: bytes) -> str:
@@ -52,16 +36,6 @@ def b64(data: bytes) -> str:
 
 def gzb64(data: bytes) -> str:
     return b64(gzip.compress(data))
-
-
-def setup_vm(root, values: dict[str, str], tool: str = RPCTOOL, name: str = "vmware-rpctool",
-             dmi: dict[str, str] = DMI) -> None:
-    for key, value in dmi.items():
-        root.write(f"/sys/class/dmi/id/{key}", value + "\n")
-    root.write(f"/usr/bin/{name}", tool, mode=0o755)
-    root.makedirs("/guestinfo")
-    for key, value in values.items():
-        root.write(f"/guestinfo/{key}", value)
 
 
 def metadata(**extra) -> str:
@@ -225,7 +199,7 @@ print(json.dumps({"metadata": meta, "userdata": ud, "vendordata": vd, "keys": ds
 
 
 def test_same_data_as_cloud_init(shell_target, tmp_path):
-    from reference import reference_python
+    from tests.reference import reference_python
 
     md = {"instance-id": "vm-42", "local-hostname": "vm42", "public-keys-data": f"{KEY}\n{KEY[:-3]}two",
           "network": gzb64(json.dumps(NETWORK).encode()), "network.encoding": "gz+b64"}
@@ -247,7 +221,7 @@ def test_same_data_as_cloud_init(shell_target, tmp_path):
 def test_both_generators_decide_on_dmi_and_the_tool(tmp_path, tool, enabled):
     import subprocess
 
-    from cloudlab import CLOUDSEED, GENERATOR
+    from tests.agent.datasources.cloudlab import CLOUDSEED, GENERATOR
 
     for kind in ("shell", "python"):
         root = tmp_path / kind

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import pytest
-from cloudlab import KEY, CloudLab, generators, provision
-from hostile_http import HostileServer
-from netlab import write_tree
-from reference import reference_python
 
-from cloudseed.agent.datasources import DatasourceContext, find_datasource
+from cloudseed.agent.datasources import find_datasource
 from cloudseed.agent.datasources.vultr import Vultr, network_config, vendordata
-from cloudseed.agent.state import Paths
+from tests.agent.datasources.cloudlab import KEY, CloudLab, generators, provision
+from tests.agent.datasources.ds_search import context, search
+from tests.agent.datasources.hostile_http import HostileServer
+from tests.agent.datasources.netlab import write_tree
+from tests.reference import reference_python
 
 USER_DATA = "#cloud-config\nwrite_files:\n  - {path: /etc/from-vultr-user-data, content: seen}\n"
 VENDOR = "#cloud-config\nusers: [default, {name: fromvendor}]\n"
@@ -46,10 +45,6 @@ DOC = {
          "network-type": "private", "unconfigured": True},
     ],
 }
-
-
-def context(target, cfg=None, cmdline="") -> DatasourceContext:
-    return DatasourceContext(root=target, cfg=cfg or {}, cmdline=cmdline, paths=Paths(target), stage="network")
 
 
 @pytest.mark.parametrize("facts,cmdline,found", [
@@ -160,15 +155,6 @@ def test_generators_enable_the_agent_on_vultr(tmp_path, facts, enabled):
 
 
 # ------------------------------------------------------------------------------ hostile answers
-
-
-LIMITS = {"max_wait": 1, "timeout": 1, "retries": 1}
-
-
-def search(target, name: str, settings: dict):
-    started = time.monotonic()
-    found = find_datasource(context(target, {"datasource": {name: {**LIMITS, **settings}}}), [name])
-    return found, time.monotonic() - started
 
 
 def test_reads_a_document_from_a_configured_url(target):

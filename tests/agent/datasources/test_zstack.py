@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from netlab import write_tree
-from reference import reference_python, reference_tree
 
 from cloudseed.agent.datasources import DatasourceContext
 from cloudseed.agent.datasources.ec2 import Ec2
 from cloudseed.agent.state import Paths
+from tests.agent.datasources.netlab import write_tree
+from tests.reference import reference_python, reference_tree
 
 CASES = [
     {"chassis_asset_tag": "5f1e9c.zstack.io"},

@@ -8,16 +8,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
 import pytest
 
-HERE = os.path.dirname(__file__)
-sys.path.insert(0, HERE)
-
-import fault_support as fs  # noqa: E402  (after the sys.path line)
+from tests.agent.faults import fault_support as fs
 
 
 def _needs_tools() -> None:
@@ -29,9 +25,8 @@ def _needs_tools() -> None:
 @pytest.fixture
 def fault_root(_debian_base):
     """A private Debian root with this suite's seed, before its first boot."""
-    import debian_chroot
-
     from cloudseed.core.root import TargetRoot
+    from tests.agent.identity import debian_chroot
 
     _needs_tools()
     with debian_chroot.overlay([_debian_base]) as (merged, _upper):
@@ -49,9 +44,8 @@ def clean_boot(_debian_base):
     layer over the unpacked tree, so a test starts from that point in a few milliseconds.
     ``seconds``: how long that whole boot took (the window the kill tests aim into).
     """
-    import debian_chroot
-
     from cloudseed.core.root import TargetRoot
+    from tests.agent.identity import debian_chroot
 
     _needs_tools()
     keep = tempfile.mkdtemp(prefix="cloudseed-fault-layers-")
@@ -82,9 +76,8 @@ def root_after(_debian_base, clean_boot):
     """``root_after("network" | "boot")``: a private root laid over that point of the clean boot."""
     import contextlib
 
-    import debian_chroot
-
     from cloudseed.core.root import TargetRoot
+    from tests.agent.identity import debian_chroot
 
     stack = contextlib.ExitStack()
 
@@ -104,9 +97,8 @@ def small_disk_root(_debian_base):
     """
     import contextlib
 
-    import debian_chroot
-
     from cloudseed.core.root import TargetRoot
+    from tests.agent.identity import debian_chroot
 
     _needs_tools()
     stack = contextlib.ExitStack()

@@ -12,8 +12,9 @@ import json
 import os
 import shutil
 
-import fault_support as fs
 import pytest
+
+from tests.agent.faults import fault_support as fs
 
 IID = "/var/lib/cloudseed/instances/iid-faults"
 KINDS = ("truncated", "wrong type", "garbage", "directory")

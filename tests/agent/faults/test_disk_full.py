@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 
-import fault_support as fs
 import pytest
-from fault_support import EXTENDED, fill
+
+from tests.agent.faults import fault_support as fs
+from tests.agent.faults.fault_support import EXTENDED, fill
 
 KIB = 1024
 LEVELS = [0, 16 * KIB, 64 * KIB, 128 * KIB] + ([4 * KIB, 32 * KIB, 96 * KIB, 256 * KIB, 512 * KIB] if EXTENDED else [])

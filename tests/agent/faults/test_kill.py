@@ -12,9 +12,10 @@ from __future__ import annotations
 import random
 import time
 
-import fault_support as fs
 import pytest
-from fault_support import EXTENDED
+
+from tests.agent.faults import fault_support as fs
+from tests.agent.faults.fault_support import EXTENDED
 
 TRIALS = 50 if EXTENDED else 4
 

@@ -8,7 +8,7 @@ import contextlib
 import json
 import subprocess
 
-import fault_support as fs
+from tests.agent.faults import fault_support as fs
 
 
 @contextlib.contextmanager

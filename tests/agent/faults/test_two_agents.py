@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-import fault_support as fs
+from tests.agent.faults import fault_support as fs
 
 
 def both(root, *args: str, env: dict | None = None, stagger: float = 0.1) -> list[subprocess.CompletedProcess]:

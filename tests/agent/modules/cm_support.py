@@ -158,7 +158,7 @@ def reference_run(tmp_path, module: str, cfg: dict, oracle=None, **extra) -> tup
     import json
     from functools import partial
 
-    import reference
+    from tests import reference
 
     oracle = oracle or reference.OLD
     reference_python, reference_tree = partial(reference.reference_python, oracle=oracle), oracle.tree

@@ -2,21 +2,18 @@
 
 ``target`` (a Debian-like temporary root) comes from tests/conftest.py. The helpers these
 tests import (``run`` a module through the real framework, ``InputDatasource``) are in
-``module_support.py`` beside this file.
+``module_support.py`` beside this file; ``loop_disk`` makes blank loop disks (``blank_disks.py``).
 """
 
 from __future__ import annotations
 
 import os
-import sys
+import subprocess
 
 import pytest
 
-HERE = os.path.dirname(__file__)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "identity"))  # debian_chroot: the cached tree
-
-from module_support import RHEL_OS_RELEASE  # noqa: E402  (after the sys.path line)
+from tests.agent.modules import blank_disks
+from tests.agent.modules.module_support import RHEL_OS_RELEASE
 
 
 @pytest.fixture
@@ -43,9 +40,8 @@ def debian_root(_debian_base):
     Every test gets its own upper layer, so what one test changes no other test sees; where the
     kernel has no overlayfs, a full copy is unpacked instead (slower).
     """
-    import debian_chroot
-
     from cloudseed.core.root import TargetRoot
+    from tests.agent.identity import debian_chroot
 
     with debian_chroot.overlay([_debian_base]) as (merged, _upper):
         yield TargetRoot(merged)
@@ -55,7 +51,6 @@ def debian_root(_debian_base):
 def netns():
     """A network namespace of this test's own (a unique name), its loopback up; deleted after."""
     import shutil
-    import subprocess
     import uuid
 
     if os.geteuid() != 0 or not shutil.which("ip"):
@@ -80,3 +75,25 @@ def chroot(debian_root):
 def chroot_tree(chroot) -> str:
     """The path of ``chroot`` on this machine (for ``chroot TREE command`` checks)."""
     return chroot.top
+
+
+@pytest.fixture
+def loop_disk(tmp_path):
+    """A factory of loop devices (with partition scanning) over sparse files; all detached afterwards."""
+    blank_disks.needs_tools("losetup", "sfdisk", "sgdisk", "blkid", "wipefs")
+    made: list[str] = []
+
+    def make(size_mib: int = 64) -> str:
+        image = tmp_path / f"disk{len(made)}.img"
+        with open(image, "wb") as handle:
+            handle.truncate(size_mib * blank_disks.MIB)
+        proc = subprocess.run(["losetup", "--find", "--show", "--partscan", str(image)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"no loop device: {proc.stderr.strip()}")
+        made.append(proc.stdout.strip())
+        return made[-1]
+
+    yield make
+    for device in made:
+        subprocess.run(["losetup", "--detach", device], capture_output=True)

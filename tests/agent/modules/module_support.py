@@ -28,3 +28,20 @@ def run(root, module: str, cfg: dict, datasource=None, instance_data: dict | Non
                         datasource=datasource, instance_data=instance_data if instance_data is not None else {})
     result = run_module(ctx, module, force=True)
     return result, ctx
+
+
+def examples(module: str) -> list[dict]:
+    """The examples ``module`` declares (what docs/modules.md shows), parsed; the schema finds no error in any."""
+    import yaml
+    from cloudseed.agent.schema import build_module_schema, check
+
+    from cloudseed.agent.modules import load_module
+
+    spec, _ = load_module(module)
+    parsed = []
+    for index, text in enumerate(spec.examples):
+        cfg = yaml.safe_load(text)
+        errors = [str(p) for p in check(cfg, build_module_schema()) if p.level == "error"]
+        assert not errors, f"{module} example {index}: {errors}"
+        parsed.append(cfg)
+    return parsed

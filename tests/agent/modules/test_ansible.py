@@ -17,10 +17,10 @@ import subprocess
 import time
 
 import pytest
-from cm_support import apt_recorder, calls, closed_port, recorder
-from module_support import run
 
 from cloudseed.agent.modules.ansible import option_args, pull_command
+from tests.agent.modules.cm_support import apt_recorder, calls, closed_port, recorder
+from tests.agent.modules.module_support import run
 
 DEPLOY_UID = 1500
 PLAYBOOK = """\
@@ -217,7 +217,7 @@ def test_pip_install_as_run_user(shell_target):
     recorder(root, "python3", 'case "$3" in --version) echo "pip 23.0.1 from /usr/lib/python3/dist-packages/pip";; '
                               'install) mkdir -p /home/ubuntu/.local/bin; echo "#!/bin/sh" > '
                               '/home/ubuntu/.local/bin/ansible-pull;; esac')
-    from cm_support import add_applets
+    from tests.agent.modules.cm_support import add_applets
 
     add_applets(root, "chmod")
     result, _ = run(root, "ansible", {"ansible": {"install_method": "pip", "package_name": "ansible-core",
@@ -292,7 +292,7 @@ def test_same_commands_as_cloud_init(shell_target, tmp_path, document):
     (both see ansible installed);
     deliberate difference: a ``true`` option of ``run_ansible`` is a bare flag (``--check``; cloud-init
     writes ``--check=True``, which ansible-playbook refuses)."""
-    from cm_support import reference_run
+    from tests.agent.modules.cm_support import reference_run
 
     cfg = dict(document, install_method="distro", package_name="ansible-core")
     _, ref_commands = reference_run(tmp_path, "ansible", {"ansible": cfg},
@@ -341,8 +341,8 @@ ANSIBLE_PULL_LISTS = [
 @pytest.mark.parametrize("document", ANSIBLE_PULL_LISTS, ids=range(len(ANSIBLE_PULL_LISTS)))
 def test_pull_lists_run_as_cloud_init_26_runs_them(shell_target, tmp_path, document, core):
     """Several playbooks go in one ansible-pull from Ansible 2.12 on, one run each before (as 26.x)."""
-    from cm_support import reference_run
-    from reference import NEW
+    from tests.agent.modules.cm_support import reference_run
+    from tests.reference import NEW
 
     cfg = dict(document, install_method="distro", package_name="ansible-core")
     _, ref_commands = reference_run(tmp_path, "ansible", {"ansible": cfg}, oracle=NEW, installed=True,

@@ -13,19 +13,16 @@ import base64
 import http.server
 import os
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
 
 import pytest
-from module_support import run
 
 from cloudseed.agent.modules import _apt_keys as apt_keys
 from cloudseed.agent.modules import _apt_mirrors as apt_mirrors
 from cloudseed.agent.modules import _apt_sources as apt_sources
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "packages"))
+from tests.agent.modules.module_support import examples, run
 
 UBUNTU_OS_RELEASE = 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n'
 MIRROR = [{"arches": ["default"], "uri": "http://mirror.example.com/debian"}]
@@ -453,7 +450,7 @@ def apt_repo(tmp_path):
     missing = [tool for tool in ("dpkg-deb", "apt-ftparchive", "gpg") if not shutil.which(tool)]
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (scripts/setup.sh installs them)")
-    import repo
+    from tests.agent.packages import repo
 
     repository = repo.Repository(str(tmp_path / "repo"))
     repository.add("hello-cs", "1.0")
@@ -470,7 +467,7 @@ def _loopback_only(root) -> None:
 
 
 def test_real_apt_accepts_a_signed_source_added_with_its_key(apt_repo, debian_root):
-    import repo
+    from tests.agent.packages import repo
 
     _loopback_only(debian_root)
     with repo.serve_repository(apt_repo) as served, repo.chroot_mounts(debian_root.top):
@@ -490,7 +487,7 @@ def test_real_apt_accepts_a_signed_source_added_with_its_key(apt_repo, debian_ro
 
 
 def test_real_apt_rejects_a_key_that_does_not_verify_and_it_is_taken_back(apt_repo, debian_root, other_key):
-    import repo
+    from tests.agent.packages import repo
 
     _loopback_only(debian_root)
     before = apt_files(debian_root)
@@ -504,7 +501,7 @@ def test_real_apt_rejects_a_key_that_does_not_verify_and_it_is_taken_back(apt_re
 
 
 def test_real_apt_uses_the_configured_proxy(apt_repo, debian_root):
-    import repo
+    from tests.agent.packages import repo
 
     _loopback_only(debian_root)
     proxy = _CountingProxy()
@@ -530,10 +527,54 @@ def test_real_apt_reads_conf(debian_root):
     assert 'Acquire::Retries "7";' in dump and 'APT::Color "0";' in dump
 
 
-def test_examples_validate_and_run(target):
-    from test_apt_pipelining import _examples_validate_and_run
+# what examples 0, 2 and 4 write (example 1 and 3 have tests of their own below): the suites of
+# sources.list's "deb" lines, all on the example's mirror (None: sources.list kept), and apt.conf files
+EXAMPLE_WRITES = {
+    0: (["bookworm", "bookworm-security", "bookworm-updates"], {}),  # backports disabled
+    2: (None, {"90cloud-init-aptproxy": 'Acquire::http::Proxy "http://proxy.example.com:3128";\n',
+               "94cloud-init-config": 'APT::Install-Recommends "false";\n'}),
+    4: (["bookworm", "bookworm-security", "bookworm-updates", "bookworm-backports"],
+        {"90cloud-init-aptproxy": 'Acquire::http::Proxy "http://proxy.example.com:3128";\n'}),
+}
 
-    _examples_validate_and_run(target, "apt_configure")
+
+def test_examples_write_the_mirror_proxy_and_conf_they_show(target):
+    cfgs = examples("apt_configure")
+    assert len(cfgs) == 5, "a new example needs its expectation here"
+    target.write("/etc/os-release", 'ID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\n')
+    for index, (suites, conf) in EXAMPLE_WRITES.items():
+        target.remove_tree("/etc/apt")
+        target.write("/etc/apt/sources.list", "deb http://deb.debian.org/debian bookworm main\n")
+        result, _ = run(target, "apt_configure", cfgs[index])
+        assert result.status == "ok", f"example {index}: {result.reason}"
+        debs = [line.split() for line in target.read_text("/etc/apt/sources.list").splitlines()
+                if line.startswith("deb ")]
+        if suites is None:
+            assert debs == [["deb", "http://deb.debian.org/debian", "bookworm", "main"]], f"example {index}"
+        else:
+            assert [d[1] for d in debs] == ["http://mirror.example.com/debian"] * len(suites), f"example {index}"
+            assert [d[2] for d in debs] == suites, f"example {index}"
+        written = sorted(os.listdir(target.path("/etc/apt/apt.conf.d"))) if target.exists("/etc/apt/apt.conf.d") else []
+        assert written == sorted(conf), f"example {index}"
+        for name, text in conf.items():
+            assert target.read_text(f"/etc/apt/apt.conf.d/{name}") == text, f"example {index}"
+
+
+def test_example_with_a_placeholder_key_fails_naming_it_and_writes_no_source(target):
+    """Example 1 shows where an armoured key goes with a placeholder in its place, so no root can take
+    it: the key is refused by name and neither the source nor a key file is written."""
+    result, _ = run(target, "apt_configure", examples("apt_configure")[1])
+    assert (result.status, result.reason) == (
+        "failed", "apt.sources.example: the armoured key is not valid base64 (a line was changed or cut)")
+    assert not target.exists("/etc/apt/sources.list.d") or not os.listdir(target.path("/etc/apt/sources.list.d"))
+    assert not target.exists("/etc/apt/cloud-init.gpg.d") or not os.listdir(target.path("/etc/apt/cloud-init.gpg.d"))
+
+
+def test_example_debconf_selection_reaches_debconf(debian_root):
+    result, _ = run(debian_root, "apt_configure", examples("apt_configure")[3])
+    assert result.status == "ok", result.reason
+    config = debian_root.read_text("/var/cache/debconf/config.dat")
+    assert "Name: tzdata/Areas\nTemplate: tzdata/Areas\nValue: Europe" in config
 
 
 def test_filename_outside_etc_apt_is_refused(target):
@@ -545,9 +586,8 @@ def test_filename_outside_etc_apt_is_refused(target):
 
 def test_one_document_adds_a_source_then_installs_from_it(apt_repo, debian_root):
     """apt_configure (config stage) before package_update_upgrade_install (final stage), as cloud-init orders them."""
-    import repo
-
     from cloudseed.agent.config import BUILTIN
+    from tests.agent.packages import repo
 
     config, final = BUILTIN["cloud_config_modules"], BUILTIN["cloud_final_modules"]
     names = [m if isinstance(m, str) else m[0] for m in config + final]
@@ -587,7 +627,7 @@ def test_real_debconf_selections(debian_root):
 
 def test_real_apt_source_that_does_not_answer_is_named_and_taken_back(apt_repo, debian_root):
     """A silent server: apt gives up within its configured timeout; the source is named and removed."""
-    import repo
+    from tests.agent.packages import repo
 
     _loopback_only(debian_root)
     with repo.silent_server() as url, repo.chroot_mounts(debian_root.top):
@@ -606,7 +646,7 @@ def test_real_apt_source_that_does_not_answer_is_named_and_taken_back(apt_repo, 
 
 def test_real_apt_takes_back_only_the_rejected_source_of_a_shared_file(apt_repo, debian_root, other_key):
     """Legacy apt_sources entries share cloud_config_sources.list: only the rejected one's line goes."""
-    import repo
+    from tests.agent.packages import repo
 
     _loopback_only(debian_root)
     with repo.serve_repository(apt_repo) as served, repo.serve_repository(apt_repo) as second, \

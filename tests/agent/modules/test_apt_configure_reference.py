@@ -35,8 +35,9 @@ import os
 import subprocess
 
 import pytest
-from module_support import run
-from reference import reference_python, reference_tree
+
+from tests.agent.modules.module_support import run
+from tests.reference import reference_python, reference_tree
 
 pytestmark = pytest.mark.reference
 

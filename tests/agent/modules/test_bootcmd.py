@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 
 def test_strings_and_argv_lists_run_in_the_root(shell_target):

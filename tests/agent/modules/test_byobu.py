@@ -7,9 +7,9 @@ and with which HOME, which is the part this module is responsible for (runuser, 
 from __future__ import annotations
 
 import pytest
-from module_support import run
 
 from cloudseed.agent.modules.byobu import plan
+from tests.agent.modules.module_support import run
 
 
 @pytest.mark.parametrize("value,expected", [

@@ -16,8 +16,9 @@ import stat
 import time
 
 import pytest
-from cm_support import add_applets, apt_recorder, calls, closed_port, recorder, serve
-from module_support import run
+
+from tests.agent.modules.cm_support import add_applets, apt_recorder, calls, closed_port, recorder, serve
+from tests.agent.modules.module_support import run
 
 VALIDATION = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpVALIDATIONSECRET\n-----END RSA PRIVATE KEY-----\n"
 OMNIBUS = (b'#!/bin/sh\necho "omnibus $*" >> /tmp/calls\n'
@@ -202,7 +203,7 @@ def test_same_files_as_cloud_init(shell_target, tmp_path, document):
     """client.rb (setting by setting), the validation key, the first-boot JSON and the package are
     those of cloud-init 22.4's module (its own client.rb template); deliberate differences: the
     header comment, and the validation key and first-boot JSON are 0600 (cloud-init: 0644)."""
-    from cm_support import reference_run
+    from tests.agent.modules.cm_support import reference_run
 
     top, ref_commands = reference_run(tmp_path, "chef", {"chef": document})
     root = shell_target

@@ -18,13 +18,12 @@ import sys
 import tarfile
 
 import pytest
-from module_support import InputDatasource, run
 
 from cloudseed.agent.boot.stages import Agent
+from tests.agent.modules.module_support import InputDatasource, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "datasources"))
 SEED = "/var/lib/cloud/seed/nocloud"
 
 
@@ -145,9 +144,8 @@ def test_cve_2024_6174_no_identified_datasource_means_no_metadata_request(tmp_pa
     user-data. Here, in a guest namespace where an attacker's server answers at 169.254.169.254 for
     any path, a root without DMI and without a seed is disabled by the generator, and the default
     datasource list makes no request at all."""
-    from netlab import PYTHON, SCRIPTED_SERVER, NetLab, find_in_guest
-
     from cloudseed.agent.config import BUILTIN
+    from tests.agent.datasources.netlab import PYTHON, SCRIPTED_SERVER, NetLab, find_in_guest
 
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespaces)")

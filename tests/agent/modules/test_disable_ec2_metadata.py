@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 GUEST_CODE = """
 import sys

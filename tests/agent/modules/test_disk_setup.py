@@ -7,61 +7,13 @@ devices these tests create on sparse files (detached in teardown), which is the 
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 
 import pytest
-from module_support import InputDatasource, run
 
-from cloudseed.core.root import TargetRoot
-
-MIB = 2**20
-
-
-def _needs(*tools: str) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("loop devices need root")
-    for tool in tools:
-        if not shutil.which(tool):
-            pytest.skip(f"{tool} is not installed (scripts/setup.sh)")
-
-
-@pytest.fixture
-def loop_disk(tmp_path):
-    """A factory of loop devices (with partition scanning) over sparse files; all detached afterwards."""
-    _needs("losetup", "sfdisk", "sgdisk", "blkid", "wipefs")
-    made: list[str] = []
-
-    def make(size_mib: int = 64) -> str:
-        image = tmp_path / f"disk{len(made)}.img"
-        with open(image, "wb") as handle:
-            handle.truncate(size_mib * MIB)
-        proc = subprocess.run(["losetup", "--find", "--show", "--partscan", str(image)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"no loop device: {proc.stderr.strip()}")
-        made.append(proc.stdout.strip())
-        return made[-1]
-
-    yield make
-    for device in made:
-        subprocess.run(["losetup", "--detach", device], capture_output=True)
-
-
-def host() -> TargetRoot:
-    return TargetRoot("/")
-
-
-def dump(device: str) -> dict:
-    return json.loads(subprocess.run(["sfdisk", "--json", device], capture_output=True, text=True,
-                                     check=True).stdout)["partitiontable"]
-
-
-def blkid(device: str, tag: str) -> str:
-    return subprocess.run(["blkid", "-c", "/dev/null", "-p", "-o", "value", "-s", tag, device],
-                          capture_output=True, text=True).stdout.strip()
+from tests.agent.modules.blank_disks import MIB, blkid, dump, host
+from tests.agent.modules.module_support import InputDatasource, run
 
 
 def test_mbr_layout_with_types(loop_disk):

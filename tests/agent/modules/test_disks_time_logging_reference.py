@@ -23,9 +23,10 @@ import os
 import pathlib
 
 import pytest
-from module_support import InputDatasource, run
-from reference import reference_python, reference_tree
-from test_disk_setup import blkid, dump, host, loop_disk  # noqa: F401  (loop_disk is a fixture)
+
+from tests.agent.modules.blank_disks import blkid, dump, host
+from tests.agent.modules.module_support import InputDatasource, run
+from tests.reference import reference_python, reference_tree
 
 pytestmark = pytest.mark.reference
 

@@ -7,7 +7,7 @@ with a chrooted busybox shell, where small recording scripts stand in for ``fanc
 
 from __future__ import annotations
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 UBUNTU = 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n'
 CONFIG = "# fan 240\n10.0.0.0/8 eth0/16 dhcp\n"

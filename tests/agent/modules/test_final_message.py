@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from module_support import InputDatasource, run
-
 from cloudseed import __version__
+from tests.agent.modules.module_support import InputDatasource, run
 
 
 def test_variables_are_filled_in_and_boot_finished_is_written(target, capsys):

@@ -10,8 +10,9 @@ import shutil
 import subprocess
 
 import pytest
-from module_support import run
-from test_disk_setup import blkid, dump, host, loop_disk  # noqa: F401  (loop_disk is a fixture)
+
+from tests.agent.modules.blank_disks import blkid, host
+from tests.agent.modules.module_support import run
 
 
 def partitioned(loop_disk, layout, size_mib=64, table="gpt"):  # noqa: F811

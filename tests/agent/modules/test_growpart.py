@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 
-import loop_disk
 import pytest
-from loop_disk import context, sysfs
 
 from cloudseed.agent.modules import ModuleContext, run_module
 from cloudseed.agent.state import Paths
+from tests.agent.modules import loop_disk
+from tests.agent.modules.loop_disk import context, sysfs
 
 
 @pytest.fixture

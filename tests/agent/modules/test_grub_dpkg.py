@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 
 def _debconf(root) -> str:

@@ -21,7 +21,8 @@ import time
 import uuid
 
 import pytest
-from module_support import InputDatasource, run
+
+from tests.agent.modules.module_support import InputDatasource, run
 
 RULE = "/etc/udev/rules.d/90-cloudseed-hook-hotplug.rules"
 HOOK = "/usr/lib/cloudseed/hook-hotplug"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 
 def _sourced(path: str) -> dict[str, str]:

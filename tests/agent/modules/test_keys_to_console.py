@@ -7,7 +7,8 @@ import shutil
 import subprocess
 
 import pytest
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen")

@@ -18,8 +18,9 @@ import shutil
 import subprocess
 
 import pytest
-from module_support import run
-from reference import reference_python
+
+from tests.agent.modules.module_support import run
+from tests.reference import reference_python
 
 
 def test_locale_rhel_writes_locale_conf(rhel_target):

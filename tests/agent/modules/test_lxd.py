@@ -21,7 +21,8 @@ import logging
 
 import pytest
 import yaml
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 PASSWORD = "trust-me-very-secret"
 RECORDER = """\
@@ -193,7 +194,7 @@ def _ours(shell_target, cfg: dict) -> list[list]:
 
 
 def _theirs(cfg: dict) -> list[list]:
-    from reference import reference_python
+    from tests.reference import reference_python
 
     return json.loads(reference_python(REF_LXD, json.dumps(cfg)).stdout)
 
@@ -236,7 +237,7 @@ def real_lxc(tmp_path_factory):
     import subprocess
     import tempfile
 
-    from reference import CACHE
+    from tests.reference import CACHE
 
     tree = os.path.join(CACHE, "lxd-client")
     binary = os.path.join(tree, "usr", "bin", "lxc")

@@ -14,10 +14,10 @@ import stat
 import subprocess
 
 import pytest
-from cm_support import apt_recorder, calls, recorder
-from module_support import run
 
 from cloudseed.agent.modules.mcollective import merge
+from tests.agent.modules.cm_support import apt_recorder, calls, recorder
+from tests.agent.modules.module_support import run
 
 SERVER_CFG = """\
 # the package's file
@@ -179,7 +179,7 @@ def test_same_settings_and_certificates_as_cloud_init(shell_target, tmp_path, do
     """The same server.cfg settings, certificates and package as cloud-init 22.4's module;
     deliberate differences: booleans are ``true``/``false`` (cloud-init writes ``True``, which
     MCollective does not read as a boolean), and the service is handled with systemctl."""
-    from cm_support import reference_run
+    from tests.agent.modules.cm_support import reference_run
 
     files = {"/etc/mcollective/server.cfg": existing} if existing is not None else {}
     top, ref_commands = reference_run(tmp_path, "mcollective", {"mcollective": document}, files=files)

@@ -12,9 +12,9 @@ import time
 import uuid
 
 import pytest
-from module_support import run
 
 from cloudseed.agent.modules.metadata_access import METADATA_ADDRESSES, nft_script
+from tests.agent.modules.module_support import run
 
 GUEST_CODE = """
 import sys

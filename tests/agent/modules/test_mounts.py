@@ -15,8 +15,9 @@ import stat
 import subprocess
 
 import pytest
-from module_support import InputDatasource, run
-from test_disk_setup import blkid, loop_disk  # noqa: F401  (loop_disk is a fixture)
+
+from tests.agent.modules.blank_disks import blkid
+from tests.agent.modules.module_support import InputDatasource, run
 
 IMAGE_FSTAB = ("# the image's own lines\nUUID=1234-abcd\t/\text4\terrors=remount-ro\t0\t1\n\n"
                "/dev/sr0  /media/cdrom0  udf,iso9660  user,noauto  0  0\n")

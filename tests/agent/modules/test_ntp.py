@@ -17,7 +17,8 @@ import shutil
 import subprocess
 
 import pytest
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 CHRONY_DEBIAN = "/etc/chrony/chrony.conf"
 
@@ -150,13 +151,11 @@ def test_client_that_cannot_be_installed_is_reported_with_the_config_written(tar
 def test_a_missing_client_is_installed_with_apt(debian_root, tmp_path):
     """The real apt-get in a debootstrapped root installs the client's package from a signed loopback
     repository (tests/agent/packages/repo.py), after the configuration is written."""
-    import sys
 
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "packages"))
     for tool in ("dpkg-deb", "apt-ftparchive", "gpg"):
         if not shutil.which(tool):
             pytest.skip(f"needs {tool} (scripts/setup.sh)")
-    import repo
+    from tests.agent.packages import repo
 
     repository = repo.Repository(str(tmp_path / "repo"))
     try:

@@ -12,21 +12,17 @@ checked with a real executable script standing in for dnf/yum in a chroot that r
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "packages"))  # repo.py
-
-import repo  # noqa: E402
-from module_support import run  # noqa: E402
-
-from cloudseed.agent.config.schema import validate_config  # noqa: E402
-from cloudseed.agent.modules import ModuleContext, run_stage_modules  # noqa: E402
-from cloudseed.agent.package_managers import base  # noqa: E402
-from cloudseed.agent.state import Paths  # noqa: E402
+from cloudseed.agent.config.schema import validate_config
+from cloudseed.agent.modules import ModuleContext, run_stage_modules
+from cloudseed.agent.package_managers import base
+from cloudseed.agent.state import Paths
+from tests.agent.modules.module_support import run
+from tests.agent.packages import repo
 
 MODULE = "package_update_upgrade_install"
 
@@ -265,9 +261,8 @@ def test_rhel_real_dnf_against_a_local_rpm_repository(tmp_path):
     missing = [t for t in ("rpmbuild", "createrepo_c", "debootstrap") if not shutil.which(t)]
     if missing or os.geteuid() != 0:
         pytest.skip(f"needs root and {', '.join(missing) or 'nothing else'} (scripts/setup.sh: rpm, createrepo-c)")
-    import rpmrepo
-
     from cloudseed.core.root import TargetRoot
+    from tests.agent.packages import rpmrepo
 
     rpms = rpmrepo.RpmRepository(str(tmp_path / "rpms"))
     rpms.add("hello-cs", "1.0")
@@ -306,7 +301,7 @@ FAKE_DNF = ("#!/bin/sh\n# stands in for dnf: records its argv\necho \"dnf $*\" >
 
 @pytest.fixture
 def rhel_shell(shell_target):
-    from module_support import RHEL_OS_RELEASE
+    from tests.agent.modules.module_support import RHEL_OS_RELEASE
 
     shell_target.write("/etc/os-release", RHEL_OS_RELEASE)
     shell_target.makedirs("/var/log")
@@ -402,7 +397,7 @@ def test_apt_command_lines_match_cloud_init_22_4(shell_target):
     before installing; in a boot its per-instance "update-sources" semaphore skips that second
     update, as cloudseed does, so repeated updates are collapsed before comparing.
     """
-    from reference import reference_python
+    from tests.reference import reference_python
 
     recorder = "#!/bin/sh\necho \"$(basename $0) $*\" >> /var/log/apt-argv\n"
     wrapper = "#!/bin/sh\necho \"$(basename $0) $*\" >> /var/log/apt-argv\n"

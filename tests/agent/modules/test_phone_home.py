@@ -8,7 +8,8 @@ import threading
 import urllib.parse
 
 import pytest
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 
 class Recorder(http.server.BaseHTTPRequestHandler):

@@ -17,10 +17,10 @@ import stat
 import time
 
 import pytest
-from module_support import run
 
 import cloudseed.agent.modules.power_state_change as power_state
 from cloudseed.agent.modules import ModuleError
+from tests.agent.modules.module_support import run
 
 ARGS = "/tmp/shutdown.args"
 

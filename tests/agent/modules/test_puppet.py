@@ -15,10 +15,10 @@ import time
 
 import pytest
 import yaml
-from cm_support import add_applets, apt_recorder, calls, closed_port, recorder, serve
-from module_support import run
 
 from cloudseed.agent.modules.puppet import merge_conf
+from tests.agent.modules.cm_support import add_applets, apt_recorder, calls, closed_port, recorder, serve
+from tests.agent.modules.module_support import run
 
 CONFIG_PRINT = ('case "$1" in config) printf "config = /etc/puppet/puppet.conf\\nssldir = /var/lib/puppet/ssl\\n'
                 'csr_attributes = /etc/puppet/csr_attributes.yaml\\n";; esac')
@@ -203,7 +203,7 @@ def test_same_files_as_cloud_init(shell_target, tmp_path, document):
     writes ``True``, which puppet refuses) and csr_attributes.yaml is 0600 (cloud-init: 0644)."""
     import configparser
 
-    from cm_support import reference_run
+    from tests.agent.modules.cm_support import reference_run
 
     paths = {"config": "/etc/puppet/puppet.conf", "ssldir": "/var/lib/puppet/ssl",
              "csr_attributes": "/etc/puppet/csr_attributes.yaml"}

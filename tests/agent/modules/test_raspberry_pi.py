@@ -8,7 +8,7 @@ root with a chrooted busybox shell; ``is_pifive`` answers as the board in the te
 
 from __future__ import annotations
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 PI_OS_64 = 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n'
 RASPBIAN = 'PRETTY_NAME="Raspbian GNU/Linux 12 (bookworm)"\nID=raspbian\nID_LIKE=debian\nVERSION_ID="12"\n'

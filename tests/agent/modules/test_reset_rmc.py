@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from module_support import InputDatasource, run
+from tests.agent.modules.module_support import InputDatasource, run
 
 RSCT = "/opt/rsct/install/bin"
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 
-import loop_disk
 import pytest
-from loop_disk import context, fs_bytes
 
 from cloudseed.agent.modules import run_module
 from cloudseed.agent.modules.resizefs import resize_mount
+from tests.agent.modules import loop_disk
+from tests.agent.modules.loop_disk import context, fs_bytes
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_the_resize_command_per_filesystem(fstype, argv):
 def test_off_or_an_offline_root_resizes_nothing(target, caplog, setting, said):
     import logging
 
-    from module_support import run
+    from tests.agent.modules.module_support import run
 
     with caplog.at_level(logging.INFO):
         result, _ = run(target, "resizefs", {"resize_rootfs": setting}, stage="init")

@@ -11,7 +11,8 @@ import json
 import logging
 
 import pytest
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 PASSWORD = "hunter2-very-secret"
 ACTIVATION_KEY = "ak-very-secret-key"
@@ -160,7 +161,7 @@ DIFFERENTIAL = {
 def test_same_changes_as_cloud_init(shell_target, rhel_target, case):
     """The commands that change the system are cloud-init 22.4's (its queries differ a little: it also
     lists the disabled repositories)."""
-    from reference import reference_python
+    from tests.reference import reference_python
 
     cfg = DIFFERENTIAL[case]
     theirs = json.loads(reference_python(REF_RHSM, json.dumps(cfg)).stdout)
@@ -194,7 +195,7 @@ DIFFERENTIAL_NEW = {
 @pytest.mark.reference
 @pytest.mark.parametrize("case", sorted(DIFFERENTIAL_NEW))
 def test_same_changes_as_cloud_init_26(shell_target, rhel_target, case):
-    from reference import NEW
+    from tests.reference import NEW
 
     cfg = DIFFERENTIAL_NEW[case]
     theirs = json.loads(NEW.python(REF_RHSM_NEW, json.dumps(cfg)).stdout)

@@ -12,7 +12,8 @@ import shutil
 import subprocess
 
 import pytest
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 SNIPPET = "/etc/rsyslog.d/20-cloud-config.conf"
 

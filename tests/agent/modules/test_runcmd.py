@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 
 def test_runcmd_writes_a_script_that_scripts_user_runs(shell_target):

@@ -14,8 +14,9 @@ import stat
 
 import pytest
 import yaml
-from cm_support import apt_recorder, calls, recorder
-from module_support import run
+
+from tests.agent.modules.cm_support import apt_recorder, calls, recorder
+from tests.agent.modules.module_support import run
 
 PUBLIC = "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqPUBLICPUBLIC\n-----END PUBLIC KEY-----\n"
 PRIVATE = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowSECRETSECRETSECRET\n-----END RSA PRIVATE KEY-----\n"
@@ -153,7 +154,7 @@ def test_same_files_and_commands_as_cloud_init(shell_target, tmp_path, document)
     """The same minion/grains YAML, keys and package as cloud-init 22.4's module; deliberate
     differences: the service is enabled (and restarted only where systemd runs) with systemctl where
     cloud-init calls ``service NAME restart``, and the public key is 0644 (cloud-init: 0600)."""
-    from cm_support import reference_run
+    from tests.agent.modules.cm_support import reference_run
 
     top, ref_commands = reference_run(tmp_path, "salt_minion", {"salt_minion": document})
     root = shell_target

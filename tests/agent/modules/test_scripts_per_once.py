@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from module_support import run
-
 from cloudseed.agent.state import PER_ONCE, SCRIPT_DIRS
+from tests.agent.modules.module_support import run
 
 
 def test_both_directories_run_and_failures_are_named(shell_target):

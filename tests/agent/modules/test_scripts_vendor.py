@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 VENDOR = "/var/lib/cloudseed/instances/i-test/scripts/vendor"
 

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 
 def test_seed_random_regular_file(target):
-    from module_support import InputDatasource
+    from tests.agent.modules.module_support import InputDatasource
 
     ds = InputDatasource(metadata={"random_seed": "from-metadata"})
     result, _ = run(target, "seed_random", {"random_seed": {"file": "/var/seed", "data": "aGVsbG8=",

@@ -9,8 +9,9 @@ Documented differences: product names, dates and template comment prose are not 
 from __future__ import annotations
 
 import pytest
-from module_support import InputDatasource, run
-from reference import reference_python
+
+from tests.agent.modules.module_support import InputDatasource, run
+from tests.reference import reference_python
 
 
 def test_hostname_from_config_written_debian(target):

@@ -15,7 +15,8 @@ import subprocess
 import time
 
 import pytest
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 
 def sha512_crypt(password: str, salt: str | None = None) -> str:

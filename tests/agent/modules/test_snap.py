@@ -7,9 +7,8 @@ the assertions file it was asked to ack, and fails like snap does for an unknown
 
 from __future__ import annotations
 
-from module_support import run
-
 from cloudseed.agent.config.schema import validate_config
+from tests.agent.modules.module_support import run
 
 FAKE_SNAP = """#!/bin/sh
 # stands in for snap: records argv; "ack FILE" copies FILE; "install nosuch" fails as snap does

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from module_support import InputDatasource, run
+
+from tests.agent.modules.module_support import InputDatasource, run
 
 KEY = "1-s3cret-activation-key"
 CFG = {"spacewalk": {"server": "spacewalk.example.com", "proxy": "proxy.example.com:3128", "activation_key": KEY}}
@@ -100,7 +101,7 @@ print(json.dumps(ran))
 def test_same_commands_as_cloud_init(shell_target, rhel_target):
     import json
 
-    from reference import reference_python
+    from tests.reference import reference_python
 
     theirs = json.loads(reference_python(REF_SPACEWALK, json.dumps(CFG)).stdout)
     _tools(rhel_target)

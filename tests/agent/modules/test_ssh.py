@@ -22,10 +22,10 @@ import sys
 import time
 
 import pytest
-from module_support import InputDatasource, run
-from reference import reference_python
 
 from cloudseed.agent import hostkeys
+from tests.agent.modules.module_support import InputDatasource, run
+from tests.reference import reference_python
 
 DEBIAN_SSHD = "Include /etc/ssh/sshd_config.d/*.conf\nKbdInteractiveAuthentication no\nUsePAM yes\n"
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 
 def test_authkey_fingerprints_table(target, tmp_path, capsys):

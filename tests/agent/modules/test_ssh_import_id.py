@@ -7,7 +7,7 @@ and with which ids, and appends a key to that user's authorized_keys as the real
 
 from __future__ import annotations
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 FAKE_TOOL = """#!/bin/sh
 # stands in for ssh-import-id: records the user, HOME and ids; writes one key per id

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 
 def zoneinfo(root, name="Europe/Paris"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 UBUNTU = 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n'
 SNAP_LIST = ("Name       Version  Rev    Tracking       Publisher   Notes\n"

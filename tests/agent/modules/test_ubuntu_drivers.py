@@ -7,7 +7,7 @@ debootstrapped root (made to say it is Ubuntu) and read back from debconf's data
 
 from __future__ import annotations
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 UBUNTU = 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n'
 ACCEPTED = {"drivers": {"nvidia": {"license-accepted": True, "version": "535"}}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 UBUNTU = 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n'
 TOKEN = "C1NWcZTHLteJXGVMM6YhvHDpGrhyy7"

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from module_support import run
-from reference import reference_python, reference_tree
+
+from tests.agent.modules.module_support import run
+from tests.reference import reference_python, reference_tree
 
 
 def test_etc_hosts_template_debian(target):

@@ -20,8 +20,9 @@ import stat
 import subprocess
 
 import pytest
-from module_support import RHEL_OS_RELEASE, run
-from reference import reference_python
+
+from tests.agent.modules.module_support import RHEL_OS_RELEASE, run
+from tests.reference import reference_python
 
 
 def test_rhel_useradd_command_line(rhel_target):

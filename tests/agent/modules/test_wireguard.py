@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 import yaml
-from module_support import run
 
 from cloudseed.agent.modules.wireguard import MODULE
+from tests.agent.modules.module_support import run
 
 WG0 = ("[Interface]\nPrivateKey = 2Yo3uIKNyyYtKPhHvfDqH5dDj9FsQ1Nqs0Y0BbiS1Wc=\nAddress = 10.10.0.2/24\n\n"
        "[Peer]\nPublicKey = Fn/Ma5/ITMoqAXn5KsR/8hOhZ9S4QcKuLRGyCbBmEgI=\nEndpoint = 192.0.2.1:51820\n"

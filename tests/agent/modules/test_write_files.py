@@ -7,7 +7,7 @@ import gzip
 import os
 import stat
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 
 def mode_of(root, inner: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 CFG = {"write_files": [
     {"path": "/etc/early", "content": "early\n"},

@@ -11,7 +11,8 @@ import os
 import threading
 
 import pytest
-from module_support import run
+
+from tests.agent.modules.module_support import run
 
 
 class Server:

@@ -10,8 +10,8 @@ import configparser
 import shutil
 
 import pytest
-from module_support import run
-from test_apt_pipelining import _examples_validate_and_run
+
+from tests.agent.modules.module_support import examples, run
 
 
 def read_repo(root, path):
@@ -64,8 +64,23 @@ def test_not_on_debian(target):
     assert result.status == "skipped"
 
 
-def test_examples_validate_and_run(rhel_target):
-    _examples_validate_and_run(rhel_target, "yum_add_repo")
+# what each declared example writes: its .repo file and the sections dnf reads from it
+EXAMPLE_REPOS = [
+    ("/etc/yum.repos.d/epel-testing.repo", {"epel-testing": {
+        "name": "EPEL testing", "baseurl": "https://mirror.example.com/epel/9/$basearch", "enabled": "0",
+        "gpgcheck": "1", "gpgkey": "file:///etc/pki/rpm-gpg/RPM-GPG-KEY-EPEL-9"}}),
+    ("/etc/yum.repos.d/my-repo.repo", {"my-repo": {
+        "metalink": "https://mirrors.example.com/metalink?repo=x&arch=$basearch"}}),
+]
+
+
+def test_each_example_writes_its_repo_file(rhel_target):
+    cfgs = examples("yum_add_repo")
+    assert len(cfgs) == len(EXAMPLE_REPOS), "a new example needs its expected .repo file here"
+    for index, (cfg, (path, sections)) in enumerate(zip(cfgs, EXAMPLE_REPOS)):
+        result, _ = run(rhel_target, "yum_add_repo", cfg)
+        assert result.status == "ok", f"example {index}: {result.reason}"
+        assert read_repo(rhel_target, path) == sections, f"example {index}"
 
 
 def test_dnf_reads_the_repo_files(rhel_target):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import configparser
 
-from module_support import run
+from tests.agent.modules.module_support import run
 
 LEAP = 'NAME="openSUSE Leap"\nID="opensuse-leap"\nID_LIKE="suse opensuse"\nVERSION_ID="15.6"\n'
 

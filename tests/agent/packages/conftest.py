@@ -1,18 +1,13 @@
-"""Package-repository tests: ``repo.py`` (the signed loopback apt repository harness) importable,
-and the fixtures that build one (``apt_repo``) and a private debootstrapped root (``debian_root``)."""
+"""Package-repository tests: the fixtures that build a signed loopback apt repository (``apt_repo``,
+from ``repo.py``) and a private debootstrapped root (``debian_root``)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 
 import pytest
-
-HERE = os.path.dirname(__file__)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "identity"))  # debian_chroot: the cached tree
 
 
 def _needs_tools() -> None:
@@ -25,7 +20,7 @@ def _needs_tools() -> None:
 def apt_repo(tmp_path):
     """An empty signed repository (``repo.Repository``) in a temporary directory."""
     _needs_tools()
-    import repo
+    from tests.agent.packages import repo
 
     repository = repo.Repository(str(tmp_path / "repo"))
     try:
@@ -39,9 +34,8 @@ def debian_root(tmp_path):
     """A private, fresh copy of the cached debootstrapped Debian bookworm tree (built when missing)."""
     if os.geteuid() != 0 or not shutil.which("debootstrap"):
         pytest.skip("needs root and debootstrap")
-    import debian_chroot
-
     from cloudseed.core.root import TargetRoot
+    from tests.agent.identity import debian_chroot
 
     base = tempfile.mkdtemp(prefix="cloudseed-packages-root-")
     try:

@@ -52,7 +52,7 @@ class RpmRepository:
 
 
 def _tarball() -> str:
-    import debian_chroot
+    from tests.agent.identity import debian_chroot
 
     base = os.path.basename(debian_chroot.tarball_path())
     return os.path.join(debian_chroot.cache_dir(), f"dnf-{'-'.join(DNF_PACKAGES)}-{base}")
@@ -60,8 +60,8 @@ def _tarball() -> str:
 
 def build_dnf_tarball() -> str:
     """The cached tree with dnf inside, built from the identity tree when missing (~15 s, once)."""
-    import debian_chroot
-    import repo
+    from tests.agent.identity import debian_chroot
+    from tests.agent.packages import repo
 
     tarball = _tarball()
     if os.path.exists(tarball):

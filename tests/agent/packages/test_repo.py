@@ -6,7 +6,8 @@ import os
 import time
 
 import pytest
-import repo
+
+from tests.agent.packages import repo
 
 
 def test_signed_repository_is_accepted_by_real_apt(apt_repo, debian_root):

@@ -5,10 +5,18 @@ from __future__ import annotations
 import os
 
 import pytest
-from seedfs_helpers import CIDATA, CONFIG_DRIVE, MTOOLS_ENV, assert_same_tree, make_tree, run, vfat_image
 
 from cloudseed.agent.seedfs import Image, Plan, detect_fstype, extract
 from cloudseed.agent.seedfs.fat_reader import FatVolume
+from tests.agent.seedfs.seedfs_helpers import (
+    CIDATA,
+    CONFIG_DRIVE,
+    MTOOLS_ENV,
+    assert_same_tree,
+    make_tree,
+    run,
+    vfat_image,
+)
 
 RICH = {
     **CIDATA,

@@ -11,9 +11,18 @@ import os
 import struct
 
 import pytest
-from seedfs_helpers import CIDATA, CONFIG_DRIVE, MTOOLS_ENV, genisoimage, listing, make_tree, run, vfat_image
 
 from cloudseed.agent.seedfs import SeedFSError, detect_fstype, extract
+from tests.agent.seedfs.seedfs_helpers import (
+    CIDATA,
+    CONFIG_DRIVE,
+    MTOOLS_ENV,
+    genisoimage,
+    listing,
+    make_tree,
+    run,
+    vfat_image,
+)
 
 SECTOR = 2048
 

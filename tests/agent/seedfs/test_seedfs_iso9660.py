@@ -7,9 +7,16 @@ import os
 import struct
 
 import pytest
-from seedfs_helpers import CIDATA, CONFIG_DRIVE, assert_same_tree, genisoimage, make_tree, xorriso_iso
 
 from cloudseed.agent.seedfs import SeedFSError, detect_fstype, extract
+from tests.agent.seedfs.seedfs_helpers import (
+    CIDATA,
+    CONFIG_DRIVE,
+    assert_same_tree,
+    genisoimage,
+    make_tree,
+    xorriso_iso,
+)
 
 LONG_NAME = "a-very-long-file-name-" + "x" * 150 + ".yaml"  # its NM entry needs a CE continuation area
 RICH = {

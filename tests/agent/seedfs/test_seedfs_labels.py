@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
-from seedfs_helpers import genisoimage, make_tree, vfat_image, xorriso_iso
 
 from cloudseed.agent.seedfs import read_label
+from tests.agent.seedfs.seedfs_helpers import genisoimage, make_tree, vfat_image, xorriso_iso
 
 FILES = {"meta-data": b"instance-id: x\n", "user-data": b"#cloud-config\n"}
 

@@ -77,7 +77,7 @@ def main(blob_path, instance_data_path):
         registry.register(mod, overwrite=False)
     handler_dir = paths.get_ipath("handlers")
     os.makedirs(handler_dir, exist_ok=True)
-    sys.path.insert(0, handler_dir)
+    sys.path.insert(0, handler_dir)  # cloud-init's own step (in the reference's Python): part-handlers load from there
     for _, mod in registry.items():
         if mod not in registry.initialized:
             handlers.call_begin(mod, None, PER_INSTANCE)

@@ -18,8 +18,9 @@ import subprocess
 import sys
 
 import pytest
-from reference import OLD, Oracle
-from userdata_http import IncludeServer
+
+from tests.agent.userdata.userdata_http import IncludeServer
+from tests.reference import OLD, Oracle
 
 HERE = os.path.dirname(__file__)
 CORPUS = os.path.join(HERE, "corpus")

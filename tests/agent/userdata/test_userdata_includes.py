@@ -8,10 +8,10 @@ import socket
 import time
 
 import pytest
-from userdata_http import IncludeServer
 
 from cloudseed.agent.userdata import process_userdata
 from cloudseed.agent.userdata.includes import cache_file_name
+from tests.agent.userdata.userdata_http import IncludeServer
 
 FILES = {
     "/cfg": b"#cloud-config\nincluded: true\n",

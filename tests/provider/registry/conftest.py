@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from pg_cluster import PgCluster  # noqa: E402
+from tests.provider.registry.pg_cluster import PgCluster
 
 
 @pytest.fixture(scope="session")

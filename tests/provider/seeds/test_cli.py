@@ -9,11 +9,8 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from images import KEY, blkid, extract, tree  # noqa: E402
-
-from cloudseed.cli import main  # noqa: E402
+from cloudseed.cli import main
+from tests.provider.seeds.images import KEY, blkid, extract, tree
 
 
 def _write(tmp_path, name: str, text: str) -> str:

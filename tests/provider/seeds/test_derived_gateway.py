@@ -217,8 +217,7 @@ print(json.dumps(out))
 def test_cloud_init_reads_the_default_routes_and_dns():
     import json
 
-    sys.path.insert(0, os.path.join(REPO, "tests"))
-    from reference import reference_python
+    from tests.reference import reference_python
 
     doc, _, _, v2 = derived(addresses=["10.5.1.5/24", "fd00:5::5/64"], macs=[MAC])
     got = json.loads(reference_python(READ_BOTH, json.dumps(doc), json.dumps(v2)).stdout)

@@ -5,17 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from images import KEY, USER_DATA, blkid, build, extract, sample_spec, tree  # noqa: E402
-
-from cloudseed.provider.seeds.build import build_seed  # noqa: E402
-from cloudseed.provider.seeds.errors import SeedError  # noqa: E402
+from cloudseed.provider.seeds.build import build_seed
+from cloudseed.provider.seeds.errors import SeedError
+from tests.provider.seeds.images import KEY, USER_DATA, blkid, build, extract, sample_spec, tree
 
 
 @pytest.mark.parametrize("fs,label,fstype", [("iso9660", "cidata", "iso9660"), ("vfat", "CIDATA", "vfat")])

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from images import KEY, USER_DATA, build, extract  # noqa: E402
-from reference import reference_python  # noqa: E402
+from tests.provider.seeds.images import KEY, USER_DATA, build, extract
+from tests.reference import reference_python
 
 pytestmark = pytest.mark.reference
 

@@ -14,12 +14,9 @@ import sys
 
 import yaml
 
-sys.path.insert(0, os.path.dirname(__file__))
-
-from images import KEY, extract, tree  # noqa: E402
-
-from cloudseed.provider.registry import InstanceRecord, open_registry  # noqa: E402
-from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api  # noqa: E402
+from cloudseed.provider.registry import InstanceRecord, open_registry
+from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api
+from tests.provider.seeds.images import KEY, extract, tree
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 

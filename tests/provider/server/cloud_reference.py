@@ -19,8 +19,9 @@ import sys
 import textwrap
 
 import pytest
-from reference import SYSTEM_PYTHON, _env, reference_tree
-from server_support import ServerProcess
+
+from tests.provider.server.server_support import ServerProcess
+from tests.reference import SYSTEM_PYTHON, _env, reference_tree
 
 _N = itertools.count(1)
 

@@ -8,15 +8,11 @@ binds the source address it is told to, so one test can be several instances.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "registry"))
-
-from pg_cluster import PgCluster  # noqa: E402
-from server_support import ServerProcess  # noqa: E402
+from tests.provider.registry.pg_cluster import PgCluster
+from tests.provider.server import reference_netns
+from tests.provider.server.server_support import ServerProcess
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +37,10 @@ def server(db_url, tmp_path_factory):
                          config={"rate_limit": 0})
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="module")
+def router_namespaces():
+    """``srv``, ``gst``, a router ``rtr`` and ``far`` behind it (``reference_netns.py``)."""
+    with reference_netns.router_namespaces() as names:
+        yield names

@@ -32,10 +32,9 @@ import subprocess
 import time
 from typing import Iterator
 
-from pg_cluster import PgCluster
-from server_support import ADMIN_TOKEN, ROOT, Reply, ServerProcess
-
 from cloudseed.provider.server.proxy_protocol import encode_v2
+from tests.provider.registry.pg_cluster import PgCluster
+from tests.provider.server.server_support import ADMIN_TOKEN, ROOT, Reply, ServerProcess
 
 DEPLOY = os.path.join(ROOT, "deploy")
 CLONE_NEWNET = 0x40000000

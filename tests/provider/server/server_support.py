@@ -12,9 +12,6 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "registry"))
-
-
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PYTHON = sys.executable
 ADMIN_TOKEN = "admin-token-0123456789"

@@ -6,7 +6,7 @@ import os
 import stat
 import time
 
-from server_support import ServerProcess
+from tests.provider.server.server_support import ServerProcess
 
 
 def _mode(path: str) -> int:

@@ -13,7 +13,8 @@ import socket
 import time
 
 import pytest
-from server_support import ServerProcess, http, new_address, rss_kib
+
+from tests.provider.server.server_support import ServerProcess, http, new_address, rss_kib
 
 SETTINGS = {"rate_limit": 0, "head_timeout": 1.0, "idle_timeout": 30, "max_connections_per_source": 64,
             "access_log_max_bytes": 256 * 1024, "access_log_backups": 1}

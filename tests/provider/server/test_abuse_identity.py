@@ -19,7 +19,8 @@ import subprocess
 import sys
 
 import pytest
-from server_support import PROXY_SECRET, ROOT, ServerProcess, http, new_address
+
+from tests.provider.server.server_support import PROXY_SECRET, ROOT, ServerProcess, http, new_address
 
 # every API that serves an instance's data; "POST" entries are writes
 DATA_PATHS = [

@@ -11,7 +11,8 @@ import sys
 import time
 
 import pytest
-from server_support import ADMIN_TOKEN, ROOT, ServerProcess, new_address
+
+from tests.provider.server.server_support import ADMIN_TOKEN, ROOT, ServerProcess, new_address
 
 
 def test_admin_crud_and_list_filters(server):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 
-from server_support import new_address
+from tests.provider.server.server_support import new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 USER_DATA = "#cloud-config\nhostname: from-user-data\n"

@@ -15,8 +15,9 @@ import subprocess
 import sys
 
 import pytest
-from cloud_reference import CloudNamespaces
-from server_support import ROOT, new_address
+
+from tests.provider.server.cloud_reference import CloudNamespaces
+from tests.provider.server.server_support import ROOT, new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 USER_DATA = "#cloud-config\nhostname: from-user-data\n"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from cloud_reference import CloudNamespaces
+
+from tests.provider.server.cloud_reference import CloudNamespaces
 
 pytestmark = [pytest.mark.root]
 

@@ -17,7 +17,8 @@ import http.client
 import re
 
 import pytest
-from server_support import ServerProcess
+
+from tests.provider.server.server_support import ServerProcess
 
 FILLER = "p" * 4000
 KINDS = [

@@ -15,7 +15,8 @@ import json
 import time
 
 import pytest
-from server_support import ServerProcess, http, new_address
+
+from tests.provider.server.server_support import ServerProcess, http, new_address
 
 AZ = {"Metadata": "true"}
 GOOGLE = {"Metadata-Flavor": "Google"}

@@ -25,8 +25,9 @@ import subprocess
 import sys
 
 import pytest
-from cloud_reference import CloudNamespaces
-from server_support import ROOT
+
+from tests.provider.server.cloud_reference import CloudNamespaces
+from tests.provider.server.server_support import ROOT
 
 pytestmark = [pytest.mark.root]
 

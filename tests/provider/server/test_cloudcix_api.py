@@ -8,7 +8,7 @@ No reference differential: CloudCIX's datasource is not in Debian's cloud-init 2
 
 from __future__ import annotations
 
-from server_support import new_address
+from tests.provider.server.server_support import new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 USER_DATA = "#cloud-config\nhostname: from-user-data\n"

@@ -9,8 +9,9 @@ import re
 import time
 
 import pytest
-from cloud_reference import COMMON, CloudNamespaces
-from server_support import ServerProcess, http, new_address
+
+from tests.provider.server.cloud_reference import COMMON, CloudNamespaces
+from tests.provider.server.server_support import ServerProcess, http, new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 KEY2 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAHSFCj bob@example"

@@ -18,7 +18,8 @@ import sys
 import time
 
 import pytest
-from server_support import ROOT, ServerProcess, http
+
+from tests.provider.server.server_support import ROOT, ServerProcess, http
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEc2Clients clients@example"
 MAC0, MAC1 = "0a:00:00:00:10:01", "0a:00:00:00:10:02"
@@ -210,9 +211,8 @@ print(json.dumps({"ok": ok, "instance_id": src.get_instance_id(), "keys": src.ge
 
 @pytest.mark.reference
 def test_reference_cloud_init_ec2_datasource_reads_the_same_instance(server, tmp_path):
-    from reference import reference_python
-
     from cloudseed.agent.datasources.ec2 import network_config_from_macs
+    from tests.reference import reference_python
 
     macs = {MAC0: "eth0", MAC1: "eth1"}
     proc = reference_python(REFERENCE, str(tmp_path), f"http://127.0.0.1:{server.port}", json.dumps(macs))
@@ -252,7 +252,7 @@ def _served_macs(server) -> dict:
 
 
 def test_optional_categories_follow_the_record(server):
-    from server_support import new_address
+    from tests.provider.server.server_support import new_address
 
     address = new_address()
     server.add(instance_id="i-0ec2c11e4700000002", hostname="plain", availability_zone="cn-north-1a",
@@ -289,7 +289,7 @@ def test_many_new_instances_asking_for_signatures_at_once(server):
     """Signing runs in threads while the server answers: every instance gets its own signature."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from server_support import new_address
+    from tests.provider.server.server_support import new_address
 
     addresses = [new_address() for _ in range(12)]
     for index, address in enumerate(addresses):

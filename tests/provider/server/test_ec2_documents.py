@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from server_support import new_address
 
 from cloudseed.provider.instance_data.ec2 import account_id, identity_document, security_group_ids, subnet_id
 from cloudseed.provider.registry import InstanceRecord
+from tests.provider.server.server_support import new_address
 
 # A real EC2 instance's /2009-04-04/meta-data/ listing, as posted in cloud-init issue 5711 (2024)
 EC2_2009_04_04 = ["ami-id", "ami-launch-index", "ami-manifest-path", "block-device-mapping/", "hostname",

@@ -19,8 +19,9 @@ import sys
 import time
 
 import pytest
-from browser import CHROMIUM, Browser
-from server_support import ADMIN_TOKEN, ServerProcess
+
+from tests.provider.server.browser import CHROMIUM, Browser
+from tests.provider.server.server_support import ADMIN_TOKEN, ServerProcess
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),

@@ -10,8 +10,9 @@ import concurrent.futures
 import time
 
 import pytest
-from cloud_reference import COMMON, CloudNamespaces
-from server_support import http, new_address
+
+from tests.provider.server.cloud_reference import COMMON, CloudNamespaces
+from tests.provider.server.server_support import http, new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 PROJECT_KEY = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQProject bob@example"

@@ -13,7 +13,7 @@ import http.client as http_client
 import json
 import time
 
-from server_support import new_address
+from tests.provider.server.server_support import new_address
 
 
 def _connection(server, source: str) -> http_client.HTTPConnection:

@@ -6,7 +6,8 @@ import hashlib
 import hmac
 
 import pytest
-from server_support import PROXY_SECRET, ServerProcess, http, new_address
+
+from tests.provider.server.server_support import PROXY_SECRET, ServerProcess, http, new_address
 
 PATHS = ["/openstack/latest/meta_data.json", "/openstack/latest/user_data", "/openstack/latest/password",
          "/openstack/latest/network_data.json", "/openstack/latest/vendor_data.json",

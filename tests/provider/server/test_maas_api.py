@@ -11,10 +11,10 @@ import json
 import time
 
 import pytest
-from reference import reference_python
-from server_support import ServerProcess, new_address
 
 from cloudseed.core import oauth
+from tests.provider.server.server_support import ServerProcess, new_address
+from tests.reference import reference_python
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 KEY2 = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ bob@example"

@@ -8,7 +8,8 @@ import subprocess
 import time
 
 import yaml
-from server_support import new_address
+
+from tests.provider.server.server_support import new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 USER_DATA = "#cloud-config\nhostname: from-user-data\n"

@@ -8,16 +8,12 @@ Faults (a server killed, PostgreSQL stopped, a server cut off) are test_multi_ho
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
 
 import pytest
-from multi_host import METADATA, Deployment, request, running, storm_address
-from server_support import PYTHON, ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "agent", "datasources"))
+from tests.provider.server.multi_host import METADATA, Deployment, request, running, storm_address
+from tests.provider.server.server_support import PYTHON
 
 pytestmark = [pytest.mark.root]
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMultiHost guest@example"
@@ -60,7 +56,7 @@ def served_by(cloud: Deployment, instance_id: str) -> list[int]:
 @pytest.mark.reference
 def test_cloud_init_22_4_boots_through_the_balancer(cloud, tmp_path):
     """Debian's cloud-init datasource classes as the clients: OpenStack, and EC2 with IMDSv2 required."""
-    from test_reference_clients import COMMON, run_reference_in
+    from tests.provider.server.reference_netns import COMMON, run_reference_in
 
     add(cloud, "i-mh-openstack", "10.50.0.11", macs=[mac_of(cloud, "gA")], ssh_keys=[{"name": "k", "data": KEY}],
         user_data=USER_DATA, imds_tokens="optional")
@@ -92,7 +88,7 @@ report(src, src.get_data())
 
 def test_the_agent_boots_through_the_balancer(cloud, tmp_path):
     """cloudseed's own OpenStack and Ec2 (IMDSv2) datasources in the guest namespace."""
-    from netlab import FIND_CODE, write_tree
+    from tests.agent.datasources.netlab import FIND_CODE, write_tree
 
     add(cloud, "i-mh-agent", "10.50.0.11", ssh_keys=[{"name": "k", "data": KEY}], user_data=USER_DATA,
         availability_zone="zone-9")
@@ -258,9 +254,7 @@ def test_the_token_hop_limit_holds_behind_the_balancer(cloud):
 def test_a_storm_through_the_balancer_reads_only_its_own_data(cloud, tmp_path):
     """300 instances boot at once with cloud-init's OpenStack crawl (a new connection per request);
     every answer naming an instance names the one asking, and the load is spread over the servers."""
-    import server_bench
-    import server_storm
-
+    from bench import server_bench, server_storm
     from cloudseed.provider.registry import InstanceRecord, open_registry
 
     count = 300

@@ -22,15 +22,12 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import threading
 import time
 
 import pytest
-from multi_host import METADATA, request, running, storm_address
-from server_support import ROOT
 
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+from tests.provider.server.multi_host import METADATA, request, running, storm_address
 
 pytestmark = [pytest.mark.root]
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFaults guest@example"
@@ -70,9 +67,7 @@ def retry_until_ok(send, deadline: float) -> tuple[list[int], object]:
 
 
 def test_faults_during_a_storm_lose_no_instance_and_no_change(cloud, tmp_path):
-    import server_bench
-    import server_storm
-
+    from bench import server_bench, server_storm
     from cloudseed.provider.registry import InstanceRecord, open_registry
 
     count = WAVES * WAVE_SIZE

@@ -21,8 +21,9 @@ import hashlib
 import json
 
 import pytest
-from cloud_reference import CloudNamespaces
-from server_support import http, new_address
+
+from tests.provider.server.cloud_reference import CloudNamespaces
+from tests.provider.server.server_support import http, new_address
 
 pytestmark = [pytest.mark.root]
 
@@ -111,7 +112,7 @@ def test_unmodified_signer_without_federation_endpoint_gets_a_token_over_tls(oci
     import subprocess
     import sys
 
-    from server_support import ROOT
+    from tests.provider.server.server_support import ROOT
 
     ca = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", oci_cloud.server.db_url,
                          "identity-certificate", "--oci-auth"], capture_output=True, text=True, timeout=60, cwd=ROOT)
@@ -157,7 +158,7 @@ def _body(cert_pem: str) -> bytes:
 
 
 def test_federation_refuses_what_it_did_not_issue(tmp_path):
-    from server_support import ServerProcess
+    from tests.provider.server.server_support import ServerProcess
 
     server = ServerProcess(str(tmp_path / "db"), str(tmp_path / "srv"), ["127.0.0.1:0"], config={"rate_limit": 0},
                            extra=["--oci-auth-listen", "127.0.0.1:0", "--oci-auth-tls-listen", "127.0.0.1:0"])
@@ -211,7 +212,7 @@ def _over_tls(server, port: int, requests: list) -> list:
     import sys
     import tempfile
 
-    from server_support import ROOT
+    from tests.provider.server.server_support import ROOT
 
     ca = subprocess.run([sys.executable, "-m", "cloudseed", "instances", "--db", server.db_url, "identity-certificate",
                          "--oci-auth"], capture_output=True, text=True, timeout=60, cwd=ROOT, check=True).stdout
@@ -343,7 +344,7 @@ def test_oci_cli_with_instance_principal_auth(oci_cloud, tmp_path):
     import subprocess
     import sys
 
-    from server_support import ROOT
+    from tests.provider.server.server_support import ROOT
 
     venv = os.environ.get("CLOUDSEED_OCI_CLI_VENV", os.path.expanduser("~/.cache/cloudseed-oci-cli-venv"))
     cli = os.path.join(venv, "bin", "oci")

@@ -7,9 +7,9 @@ eu-frankfurt-1, not ``FRA``) and ``timeCreated`` was 0.
 from __future__ import annotations
 
 import pytest
-from server_support import new_address
 
 from cloudseed.provider.instance_data.oci_regions import REGIONS, region_info
+from tests.provider.server.server_support import new_address
 
 BEARER = {"Authorization": "Bearer Oracle"}
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from server_support import ServerProcess, http, new_address
+
+from tests.provider.server.server_support import ServerProcess, http, new_address
 
 PASSWORD = "Operator-Set:pa55 word"
 

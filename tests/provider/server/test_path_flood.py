@@ -15,7 +15,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from server_support import ServerProcess, new_address, rss_kib
+
+from tests.provider.server.server_support import ServerProcess, new_address, rss_kib
 
 
 def flood(port: int, source: str, paths: list[str], batch: int = 64) -> dict[int, int]:

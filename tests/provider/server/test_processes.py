@@ -12,7 +12,8 @@ import signal
 import time
 
 import pytest
-from server_support import ServerProcess, new_address
+
+from tests.provider.server.server_support import ServerProcess, new_address
 
 
 def _children(pid: int) -> list[int]:

@@ -7,9 +7,8 @@ import json
 import threading
 import time
 
-from server_support import ADMIN_TOKEN, http, new_address
-
 from cloudseed.provider.server.provisioning_api import PATH
+from tests.provider.server.server_support import ADMIN_TOKEN, http, new_address
 
 
 def event(kind, name, ts, result=None, description="", **extra):

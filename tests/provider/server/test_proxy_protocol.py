@@ -10,9 +10,9 @@ from __future__ import annotations
 import socket
 
 import pytest
-from server_support import ServerProcess, new_address
 
 from cloudseed.provider.server.proxy_protocol import ProxyProtocolError, encode_v1, encode_v2, parse
+from tests.provider.server.server_support import ServerProcess, new_address
 
 # -- the parser -------------------------------------------------------------------------------
 

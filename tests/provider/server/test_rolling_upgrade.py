@@ -17,17 +17,14 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
-from multi_host import METADATA, Deployment, request, storm_address
-from server_support import PYTHON, ROOT
 
 from cloudseed.provider.registry.sql import SCHEMA_VERSION
-
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+from tests.provider.server.multi_host import METADATA, Deployment, request, storm_address
+from tests.provider.server.server_support import PYTHON, ROOT
 
 pytestmark = [pytest.mark.root]
 SQL = "cloudseed/provider/registry/sql.py"
@@ -71,8 +68,7 @@ def until(start_at: float, mark: float) -> None:
 
 
 def test_rolling_upgrade_while_instances_boot(tmp_path):
-    import server_bench
-    import server_storm
+    from bench import server_bench, server_storm
 
     if os.geteuid() != 0:
         pytest.skip("network namespaces need root")

@@ -10,8 +10,9 @@ import json
 import socket
 
 import pytest
-from cloud_reference import COMMON, CloudNamespaces
-from server_support import Reply, new_address
+
+from tests.provider.server.cloud_reference import COMMON, CloudNamespaces
+from tests.provider.server.server_support import Reply, new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 TAG_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFromTag bob@example"

@@ -12,9 +12,9 @@ import subprocess
 import sys
 
 import pytest
-from server_support import ROOT, http, new_address
 
 from cloudseed.core.userdata_signatures import SignatureError, verify
+from tests.provider.server.server_support import ROOT, http, new_address
 
 USER_DATA = "#cloud-config\nhostname: signed-everywhere\n"
 # api (the record's clouds setting) -> (user-data path, headers that API wants, where its guest reads the

@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 
-from server_support import ROOT, new_address
+from tests.provider.server.server_support import ROOT, new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 tags@example"
 

@@ -18,7 +18,8 @@ import threading
 import time
 
 import pytest
-from server_support import ROOT, ServerProcess, http, new_address
+
+from tests.provider.server.server_support import ROOT, ServerProcess, http, new_address
 
 
 def register(server, **extra) -> tuple[str, str]:

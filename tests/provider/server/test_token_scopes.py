@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import time
 
-from server_support import new_address
-
 from cloudseed.provider.server.imds_tokens import TokenError, TokenIssuer
+from tests.provider.server.server_support import new_address
 
 USER_DATA = "#cloud-config\nhostname: secret-bearing\n"
 

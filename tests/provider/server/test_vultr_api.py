@@ -7,8 +7,9 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
-from cloud_reference import COMMON, CloudNamespaces, ip
-from server_support import new_address
+
+from tests.provider.server.cloud_reference import COMMON, CloudNamespaces, ip
+from tests.provider.server.server_support import new_address
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDx3 alice@example"
 USER_DATA = "#cloud-config\nhostname: from-user-data\n"

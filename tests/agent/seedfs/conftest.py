@@ -1,8 +1,0 @@
-"""seedfs tests: make the image helpers importable (the image tools come from scripts/setup.sh)."""
-
-from __future__ import annotations
-
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(__file__))
