@@ -32,15 +32,14 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for folder in ("bench", "tests/provider/server", "tests/provider/registry"):
-    sys.path.insert(0, os.path.join(ROOT, folder))
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, ROOT)  # run as a script: the tests package (the multi-host lab) of this checkout
 
 import server_bench  # noqa: E402
 import server_storm  # noqa: E402
-from multi_host import METADATA, running, storm_address  # noqa: E402
 
 from cloudseed.provider.registry import InstanceRecord, open_registry  # noqa: E402
+from tests.provider.server.multi_host import METADATA, running, storm_address  # noqa: E402
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIScale bench@example"
 WINDOW = 300.0  # "booting within 5 minutes"
