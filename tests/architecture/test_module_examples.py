@@ -1,8 +1,10 @@
 """Every example every module declares: valid cloud-config, and it runs through the real framework.
 
 Each example is checked against the merged schema (no error, no unknown key), then
-run by its module in a temporary Debian root (a RHEL one for RHEL-only modules). Failing with a
-``ModuleError`` is acceptable there (the empty root has no tools); any other exception is a bug.
+run by its module in a temporary Debian root (a RHEL one for RHEL-only modules). It must succeed
+and change the root (a file written, changed or removed), unless example_outcomes.yaml says why
+it cannot there: then it must fail with exactly the reason listed, or succeed changing nothing
+for the reason listed. A crash (any exception but a ``ModuleError``) is always a bug.
 While an example runs nothing may leave the temporary root: a command not chrooted into it and
 any connection to a non-loopback address are refused and reported, and each run has a time limit.
 Modules added later are picked up from the package itself.
@@ -23,6 +25,10 @@ from cloudseed.agent.config.schema import validate_config
 from cloudseed.agent.modules import all_module_names, load_module
 
 SECONDS_PER_EXAMPLE = 60
+with open(os.path.join(os.path.dirname(__file__), "example_outcomes.yaml")) as _handle:
+    OUTCOMES = yaml.safe_load(_handle)
+# the framework's own bookkeeping, not what the example did
+BOOKKEEPING = ("/var/lib/cloudseed/instances/i-test/sem/", "/var/log/cloudseed")
 SHELLS = ("sh", "bash", "dash", "busybox", "env", "nsenter", "sudo")
 
 
@@ -61,6 +67,13 @@ def test_example_is_valid_cloud_config(name, index, text):
     if spec.activate_by:
         assert any(key in cfg for key in spec.activate_by), \
             f"{name} example {index} sets none of the keys that activate the module ({', '.join(spec.activate_by)})"
+
+
+def test_every_outcome_listed_names_a_declared_example():
+    declared = {f"{name} {index}" for name, index, _text in (case.values for case in CASES)}
+    listed = set(OUTCOMES["failures"]) | set(OUTCOMES["unchanged"])
+    assert not listed - declared, f"example_outcomes.yaml lists undeclared examples: {sorted(listed - declared)}"
+    assert not set(OUTCOMES["failures"]) & set(OUTCOMES["unchanged"])
 
 
 class ExampleTimeout(BaseException):
@@ -146,7 +159,39 @@ def test_example_runs_in_a_temporary_root(name, index, text, target, confined):
     assert not target.is_live
     cfg = _config(name, index, text)
     datasource = InputDatasource(local_hostname="example-host", metadata={"instance-id": "i-example"})
+    before = _files(target.top)
     result, _ctx = run(target, name, cfg, datasource=datasource, stage=spec.stage)
     assert not confined, f"{name} example {index} reached outside its root: {confined}"
-    assert result.status in ("ok", "failed"), f"{name} example {index}: {result.status} ({result.reason})"
     assert not result.crash, f"{name} example {index} crashed: {result.reason}"
+    case = f"{name} {index}"
+    failure = OUTCOMES["failures"].get(case)
+    if failure is not None:
+        assert failure["cause"] in OUTCOMES["causes"], f"example_outcomes.yaml: {case}: unknown cause"
+        expected = failure["reason"].replace("{root}", target.top)
+        assert (result.status, result.reason) == ("failed", expected), \
+            f"{name} example {index}: example_outcomes.yaml says it fails ({failure['cause']}) with that reason"
+        return
+    assert result.status == "ok", f"{name} example {index}: {result.status} ({result.reason})"
+    after = _files(target.top)
+    changed = sorted(path for path in set(before) | set(after)
+                     if before.get(path) != after.get(path) and not path.startswith(BOOKKEEPING))
+    why_nothing = OUTCOMES["unchanged"].get(case)
+    if why_nothing is None:
+        assert changed, f"{name} example {index} succeeded and changed nothing in the root"
+    else:
+        assert not changed, f"{name} example {index} changed {changed}; example_outcomes.yaml: {why_nothing}"
+
+
+def _files(top: str) -> dict[str, tuple]:
+    """Every file and link under ``top`` (path inside the root -> mode and content, or target)."""
+    found = {}
+    for directory, dirs, files in os.walk(top):
+        inner = directory[len(top):] or "/"
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(directory, d))]:
+            path = os.path.join(directory, name)
+            if os.path.islink(path):
+                found[os.path.join(inner, name)] = ("link", os.readlink(path))
+            else:
+                with open(path, "rb") as handle:
+                    found[os.path.join(inner, name)] = ("file", os.stat(path).st_mode, handle.read())
+    return found
