@@ -33,8 +33,9 @@ def run(root, module: str, cfg: dict, datasource=None, instance_data: dict | Non
 def examples(module: str) -> list[dict]:
     """The examples ``module`` declares (what docs/modules.md shows), parsed; the schema finds no error in any."""
     import yaml
-    from cloudseed.agent.schema import build_module_schema, check
 
+    from cloudseed.agent.config.schema import build_module_schema
+    from cloudseed.agent.config.validator import check
     from cloudseed.agent.modules import load_module
 
     spec, _ = load_module(module)
