@@ -29,7 +29,7 @@ def _package(tmp_path, files: dict[str, str]) -> str:
     (top / "__init__.py").write_text("")
     for rel, text in files.items():
         (top / rel).write_text(textwrap.dedent(text))
-    sys.path.insert(0, str(tmp_path))
+    sys.path.insert(0, str(tmp_path))  # the throw-away package this test made, importable by name
     return name
 
 

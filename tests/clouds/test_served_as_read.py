@@ -15,17 +15,13 @@ import errno
 import http.client as http_client
 import json
 import os
-import sys
 
 import pytest
 import yaml
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "provider", "server"))
-
-from server_support import Reply, ServerProcess, http, new_address  # noqa: E402
-
-from cloudseed.clouds import Cloud, declared  # noqa: E402
-from cloudseed.core import oauth  # noqa: E402
+from cloudseed.clouds import Cloud, declared
+from cloudseed.core import oauth
+from tests.provider.server.server_support import Reply, ServerProcess, http, new_address
 
 CLOUDS = declared()
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractTestKey guest@example"
