@@ -1,10 +1,16 @@
-"""Shared fixtures: a temporary target root with a minimal system layout."""
+"""Shared fixtures (a temporary target root with a minimal system layout) and the skip budget."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+
+from tests import skip_budget
+
+
+def pytest_configure(config):
+    skip_budget.install(config)  # a skip tests/skip_budget.py does not list fails its test
 
 
 @pytest.fixture
