@@ -60,7 +60,10 @@ def _imports() -> dict[str, set[str]]:
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     names = [node.module]
                 for full in names:
-                    found.setdefault(full.split(".")[0], set()).add(os.path.relpath(path, PROJECT))
+                    top = full.split(".")[0]
+                    if os.path.exists(os.path.join(folder, f"{top}.py")):
+                        continue  # a sibling of a script folder run as itself (the lab's guest helper)
+                    found.setdefault(top, set()).add(os.path.relpath(path, PROJECT))
     return found
 
 
