@@ -51,6 +51,11 @@ KNOWN = (
     ("files", r"/etc/\S*cloudseed\S*", r"wrote the same (content|lines \(comments aside\)) as /etc/\S*cloud-init\S*",
      "own-name"),
     ("files", r"/etc/apt/trusted\.gpg\.d/\S+", r"did not write it", "apt-keys"),
+    ("files", r"/etc/ssl/certs/\S*", r"wrote it", "image-deps"),
+    ("files", r"/etc/ca-certificates\.conf content", r".*", "image-deps"),
+    ("files", r"(/etc|/var/lib|/var/backups)/chef/|/var/backups/", r"wrote it", "chef-checked"),
+    ("files", r"/etc/apt/sources\.list\.d/\S+\.list", r"wrote it", "apt-taken-back"),
+    ("files", r"/etc/apt/keyrings/", r"did not write it", "apt-taken-back"),
     ("users", r"\S+ (uid|gid)", r".*", "user-order"),
     ("groups", r"\S+ gid", r".*", "user-order"),
 )
@@ -63,9 +68,22 @@ CLASSES = {
     "apt-keys": "theirs: cloud-init's apt_configure stops at the first key it cannot fetch (the image has no "
                 "gpg); cloudseed adds the other sources' keys and names each failure",
     "user-order": "ours: users made in the order listed; cloud-init makes the default user last",
-    "rsa-lost": "ours, a bug fixed since the recorded runs: when cloudseed's network stage reported an error its "
-                "unit failed and systemd killed the helper that installs the RSA host key made in the background; "
-                "the stage units now have KillMode=process (tests/e2e/test_boots.py, invalid user-data)",
+    "reordered": "the same settings in another order (chef's client.rb lines; firstboot.json, one JSON document, "
+                 "keys sorted by cloudseed), each file with its own header comment",
+    "private-mode": "deliberate: chef's validation key and first-boot attributes written 0600 (cloud-init: 0644)",
+    "image-deps": "the lab's images: the switched image is the lab's Debian tree with cloudseed, without "
+                  "cloud-init's dependencies (ca-certificates here), so cloudseed said update-ca-certificates "
+                  "is not installed; it also refused the example's placeholder certificates (not PEM), which "
+                  "cloud-init installed as they are",
+    "chef-checked": "ours: the chef settings are checked before anything is done (validation_key is a path; "
+                    "the example puts key text there) and nothing is made; cloud-init made chef's directories, "
+                    "then failed (chef not installed)",
+    "apt-taken-back": "ours: a source that apt-get update refuses is taken back (these VMs could not resolve "
+                      "names), with its files (an empty keyrings directory stays); cloud-init leaves the source",
+    "rsa-lost": "ours, a bug fixed since these runs: the RSA host key cloudseed finishes in the background was "
+                "made but never installed (left in /run/cloudseed/hostkeys; and no DSA key, as no-dsa): a stage "
+                "that reported an error failed its unit and systemd killed the helper installing the key; the "
+                "stage units now have KillMode=process (tests/e2e/test_boots.py, invalid user-data)",
 }
 BASELINE = {"no-dsa", "udev-name"}  # on every boot, whatever the user-data
 
@@ -81,7 +99,28 @@ def classify(difference) -> str:
     if difference.category == "files" and difference.item.endswith(" content") and changed and \
             all(line.startswith(("#", "//")) for line in changed):
         return "comment"
+    if difference.category == "files" and difference.item.endswith(" content") and changed and \
+            _same_settings(difference.detail):
+        return "reordered"
+    if difference.category == "files" and difference.item.endswith(" mode") and difference.ours == "0600" and \
+            re.search(r"/(validation\.pem|firstboot\.json|\S*key\S*)$", difference.item[:-5]):
+        return "private-mode"
     return "unexplained"
+
+
+def _same_settings(detail: str) -> bool:
+    """The lines taken out and put in are the same settings: reordered, comments and blank lines
+    aside, or one JSON document either way."""
+    removed = [line[1:].strip() for line in detail.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:].strip() for line in detail.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    def settings(lines: list[str]) -> list[str]:
+        return sorted(line for line in lines if line and not line.startswith(("#", "//")))
+    if settings(removed) == settings(added):
+        return True
+    try:
+        return len(removed) == len(added) == 1 and json.loads(removed[0]) == json.loads(added[0])
+    except ValueError:
+        return False
 
 
 def examples_dir() -> str:
