@@ -56,6 +56,9 @@ KNOWN = (
     ("files", r"(/etc|/var/lib|/var/backups)/chef/|/var/backups/", r"wrote it", "chef-checked"),
     ("files", r"/etc/apt/sources\.list\.d/\S+\.list", r"wrote it", "apt-taken-back"),
     ("files", r"/etc/apt/keyrings/", r"did not write it", "apt-taken-back"),
+    ("fstab", r"entries", r"also .*x-systemd\.requires=cloud-init\.service.*", "own-unit"),
+    ("fstab", r"entries", r"also ephemeral0 /mnt .*", "mount-names"),
+    ("files", r"/etc/chrony/\S*", r"wrote it", "image-deps"),
     ("users", r"\S+ (uid|gid)", r".*", "user-order"),
     ("groups", r"\S+ gid", r".*", "user-order"),
 )
@@ -68,13 +71,23 @@ CLASSES = {
     "apt-keys": "theirs: cloud-init's apt_configure stops at the first key it cannot fetch (the image has no "
                 "gpg); cloudseed adds the other sources' keys and names each failure",
     "user-order": "ours: users made in the order listed; cloud-init makes the default user last",
+    "staged-listed": "the lab's, fixed since: the keys in /etc/ssh were the same; a lab of this run also listed "
+                     "the host keys cloudseed started early and did not need (ssh_keys gave its own), which stay "
+                     "in /run/cloudseed/hostkeys; the state now keeps them apart (ssh_host_keys_left_staged)",
+    "mount-names": "ours: a short device name is written /dev/NAME (sdc: /dev/sdc), and ephemeral0 is left out "
+                   "where the datasource has no ephemeral disk; cloud-init 22.4 wrote 'sdc', 'xvdh' and "
+                   "'ephemeral0' into fstab as they are (names mount cannot use)",
+    "own-unit": "deliberate: a network mount's x-systemd.requires names cloudseed's network stage unit "
+                "(cloudseed-network.service) where cloud-init names cloud-init.service",
     "reordered": "the same settings in another order (chef's client.rb lines; firstboot.json, one JSON document, "
                  "keys sorted by cloudseed), each file with its own header comment",
     "private-mode": "deliberate: chef's validation key and first-boot attributes written 0600 (cloud-init: 0644)",
-    "image-deps": "the lab's images: the switched image is the lab's Debian tree with cloudseed, without "
-                  "cloud-init's dependencies (ca-certificates here), so cloudseed said update-ca-certificates "
-                  "is not installed; it also refused the example's placeholder certificates (not PEM), which "
-                  "cloud-init installed as they are",
+    "image-deps": "the lab's images: the switched image is the lab's Debian tree with cloudseed, without the "
+                  "packages cloud-init pulled in: no ca-certificates (cloudseed said update-ca-certificates is "
+                  "not installed; it also refused the example's placeholder certificates, not PEM, which "
+                  "cloud-init installed as they are), no Jinja2 (cloudseed refused cloud-init's Jinja chrony "
+                  "template kept in /etc/cloud, so wrote no chrony.conf; cloud-init wrote it, then failed to "
+                  "install chrony)",
     "chef-checked": "ours: the chef settings are checked before anything is done (validation_key is a path; "
                     "the example puts key text there) and nothing is made; cloud-init made chef's directories, "
                     "then failed (chef not installed)",
@@ -94,6 +107,8 @@ def classify(difference) -> str:
         if difference.category == category and re.fullmatch(item, difference.item) and \
                 re.fullmatch(theirs, difference.theirs):
             return why
+    if difference.category == "ssh host keys" and difference.theirs == "-" and "(not in place" in difference.ours:
+        return "staged-listed"
     changed = [line[1:].strip() for line in difference.detail.splitlines()
                if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     if difference.category == "files" and difference.item.endswith(" content") and changed and \
