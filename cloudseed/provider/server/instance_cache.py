@@ -288,7 +288,8 @@ class InstanceCache:
             failing, failing_since = False, 0.0
             while not self._stop.is_set():
                 try:
-                    self.registry.wait_for_change(poll_timeout)
+                    if not failing:  # after a failure, read at once: what changed meanwhile sent no notice
+                        self.registry.wait_for_change(poll_timeout)
                     if self._stop.is_set():
                         return
                     seq, ids = self.registry.changes_since(self._seq)

@@ -27,6 +27,7 @@ import time
 
 import pytest
 
+from cloudseed.provider.registry.postgres import RECONNECT_INTERVAL
 from tests.provider.server.multi_host import METADATA, request, running, storm_address
 
 pytestmark = [pytest.mark.root]
@@ -137,7 +138,10 @@ def test_faults_during_a_storm_lose_no_instance_and_no_change(cloud, tmp_path):
                         "changed-during":
                     seen[n] = time.monotonic() - changed
         timeline["operator change served by every server, after it was accepted"] = max(seen.values())
-        assert len(seen) == 3 and max(seen.values()) < 1.0, seen
+        # just after the outage a server may still be between two reconnection attempts (one per
+        # RECONNECT_INTERVAL, so a dead database is not hammered): the 1 s bound of steady operation
+        # (test_multi_host) plus that interval
+        assert len(seen) == 3 and max(seen.values()) < 1.0 + RECONNECT_INTERVAL, seen
         until(start_at, CUT)
         cloud.cut_database(3)
         timeline["s3 out of the healthy set"] = cloud.wait_states({"s3": "DOWN"}) + time.time() - start_at - CUT
