@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = _global_parser(add_help=True)
         sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
         for name in verbs:
-            sub.add_parser(name, help=_help_of(name))
+            sub.add_parser(name.replace("_", "-"), help=_help_of(name))  # as users type them
         if verb is None:
             parser.print_help()
             return 0 if "-h" in rest or "--help" in rest else 2

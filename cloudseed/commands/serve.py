@@ -1,4 +1,4 @@
-"""``cloudseed serve``: run the metadata server (OpenStack, EC2, NoCloud APIs; admin API)."""
+"""``cloudseed serve``: run the metadata server (every declared cloud's API, NoCloud; admin API)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ import asyncio
 import logging
 import sys
 
-HELP = "run the metadata server (OpenStack, EC2/IMDSv2, NoCloud) for the instances in a registry"
+HELP = "run the metadata server (EC2/IMDSv2, OpenStack, GCE, Azure, OCI and more) for the instances in a registry"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from cloudseed.provider.server.routes import CLOUD_APIS
+
+    apis = ", ".join(sorted({"ec2", "openstack", "nocloud", *CLOUD_APIS}))
+    parser.description = f"run the metadata server for the instances in a registry; APIs served: {apis}"
     parser.add_argument("--db", help="SQLite file (default /var/lib/cloudseed/server.db) or postgresql:// URL")
     parser.add_argument("--listen", action="append", metavar="HOST:PORT[=NETWORK]",
                         help="metadata listener; =NETWORK scopes source addresses to that network (repeatable)")

@@ -285,3 +285,18 @@ def test_debug_twice_logs_trace_messages(tmp_path):
     assert "TRACE" not in outputs[0].stderr
     assert f"TRACE: GET {url}/meta-data -> 200 (23 bytes" in outputs[1].stderr
     assert f"TRACE: GET {url}/meta-data -> 200" in (tmp_path / "var/log/cloudseed.log").read_text()
+
+
+def test_help_names_verbs_as_typed_and_every_api_the_server_serves():
+    import subprocess
+    import sys
+
+    from cloudseed.provider.server.routes import CLOUD_APIS
+
+    top = subprocess.run([sys.executable, "-m", "cloudseed", "--help"], capture_output=True, text=True, timeout=60)
+    assert "collect-logs" in top.stdout and "collect_logs" not in top.stdout
+    serve = subprocess.run([sys.executable, "-m", "cloudseed", "serve", "--help"], capture_output=True, text=True,
+                           timeout=60)
+    words = " ".join(serve.stdout.split())
+    for api in {"ec2", "openstack", "nocloud", *CLOUD_APIS}:
+        assert api in words, api
