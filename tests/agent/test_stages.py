@@ -209,3 +209,71 @@ def test_reboot_keeps_schema_warnings_without_checking_again_and_rewrites_nothin
     assert checked == [1, 1] and any("other_key" in w for w in again) and not any("no_such_key" in w for w in again)
     assert root.stat(f"{idir}/user-data.txt").st_ino != kept["user-data.txt"]
     assert stat.S_IMODE(root.stat(f"{idir}/user-data.txt").st_mode) == 0o600
+
+
+# Every per-boot module has a reboot test: here (a root), or in the VM suite where it needs a
+# disk or a kernel (tests/e2e/test_boots.py: growpart, resizefs, bootcmd, scripts_per_boot,
+# update_etc_hosts, final_message and the fstab mount after a reboot of the unchanged instance).
+PER_BOOT_REBOOT_TESTS = {
+    "bootcmd": "here and e2e", "update_hostname": "here", "update_etc_hosts": "here and e2e",
+    "scripts_per_boot": "here and e2e", "final_message": "here and e2e",
+    "growpart": "e2e (the disk grows between the boots)", "resizefs": "e2e (the disk grows between the boots)",
+    "disable_ec2_metadata": "modules/test_disable_ec2_metadata.py (its route, in a real netns, is not kept)",
+    "metadata_access": "modules/test_metadata_access.py",
+    "chef": "modules/test_chef.py (its frequency; a run needs the chef client)",
+}
+
+
+def test_every_per_boot_module_has_a_reboot_test():
+    from cloudseed.agent.modules import all_module_names, load_module
+    from cloudseed.agent.state import PER_BOOT
+
+    per_boot = {n for n in all_module_names() if load_module(n)[0].frequency == PER_BOOT}
+    assert per_boot == set(PER_BOOT_REBOOT_TESTS), \
+        f"per-boot modules without a reboot test: {sorted(per_boot - set(PER_BOOT_REBOOT_TESTS))}"
+
+
+def test_per_boot_modules_take_effect_again_on_a_reboot(shell_target, capsys):
+    """A reboot of the same instance: what changed on the system since the first boot is put back
+    by the per-boot modules (hostname, /etc/hosts), boot commands and per-boot scripts run again,
+    the final message is written again; per-instance work does not run again."""
+    root = shell_target
+    root.write("/etc/cloudseed/cloud.cfg.d/00-core-modules.cfg", """\
+network: {config: disabled}
+cloud_init_modules: [bootcmd, update_hostname, update_etc_hosts]
+cloud_config_modules: [runcmd]
+cloud_final_modules: [scripts_user, scripts_per_boot, final_message]
+""")
+    seed(root, "instance-id: iid-pb\nlocal-hostname: web1\n", user="""\
+#cloud-config
+fqdn: web1.example.test
+manage_etc_hosts: true
+bootcmd: [echo boot >> /var/tmp/bootcmd.log]
+runcmd: [echo run >> /var/tmp/runcmd.log]
+final_message: "done $DATASOURCE"
+""")
+    root.write("/var/lib/cloudseed/scripts/per-boot/10-mark", "#!/bin/sh\necho b >> /var/tmp/perboot\n", mode=0o755)
+    assert boot(root) == 0
+    assert read(root, "/etc/hostname").strip() == "web1"
+    assert "web1.example.test" in read(root, "/etc/hosts")
+    # between the boots someone edits /etc/hosts and renames the machine
+    root.write("/etc/hosts", "127.0.0.1 localhost\n10.9.9.9 stale-entry\n")
+    root.write("/etc/hostname", "renamed-by-hand\n")
+    first_finished = read(root, "/var/lib/cloudseed/instance/boot-finished")
+    capsys.readouterr()
+    assert boot(root) == 0
+    assert "done NoCloud" in capsys.readouterr().err  # final_message, on the console again
+    assert read(root, "/var/lib/cloudseed/instance/boot-finished") != first_finished
+    # update_hostname ran again and, as cloud-init's does, keeps a name changed by hand since the
+    # name it last set (data/previous-hostname); it would follow a new name from the platform
+    assert read(root, "/etc/hostname").strip() == "renamed-by-hand"
+    assert read(root, "/var/lib/cloudseed/data/previous-hostname").strip() == "web1"
+    hosts = read(root, "/etc/hosts")
+    assert "stale-entry" not in hosts and "web1.example.test" in hosts  # update_etc_hosts
+    assert lines(root, "/var/tmp/bootcmd.log") == ["boot", "boot"]
+    assert lines(root, "/var/tmp/perboot") == ["b", "b"]
+    assert lines(root, "/var/tmp/runcmd.log") == ["run"]
+    ran = {m["name"]: m["status"] for s in status(root)["v1"].values() if isinstance(s, dict)
+           for m in s.get("modules", []) if isinstance(m, dict)}
+    assert ran == {"bootcmd": "ok", "update_hostname": "ok", "update_etc_hosts": "ok", "runcmd": "skipped",
+                   "scripts_user": "skipped", "scripts_per_boot": "ok", "final_message": "ok"}, ran
