@@ -4,7 +4,7 @@ A file ``clouds/<name>.py`` sets ``CLOUD = Cloud(...)``: the cloud's base addres
 its guest makes (method, path, the headers it sends, the headers and fields the answer carries),
 the API versions the guest understands and the names of the headers both sides use. The agent's
 datasource (``agent/datasources/<datasource>.py``) imports only its own cloud's file, and the
-metadata server's API (``provider/server/<name>_api.py``) the same file, so a path, header or
+metadata server's API (``provider/server/apis/<name>.py``) the same file, so a path, header or
 version is written in one place; ``tests/clouds/test_served_as_read.py`` asks a real
 ``cloudseed serve`` every request of every cloud as its guest makes it.
 

@@ -1,7 +1,7 @@
 """Akamai's (Linode's) metadata service as its guest reads it: ``PUT /v1/token`` with an expiry header,
 then JSON documents under ``/v1/`` and the base64 user-data, each asked with the ``Metadata-Token``.
 
-Read by ``agent/datasources/akamai.py``, served by ``provider/server/akamai_api.py``. ``/v1...`` is
+Read by ``agent/datasources/akamai.py``, served by ``provider/server/apis/akamai.py``. ``/v1...`` is
 Vultr's and CloudCIX's too: the server tells them apart by the instance's record.
 """
 

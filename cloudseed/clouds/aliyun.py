@@ -2,7 +2,7 @@
 ``/2016-01-01/meta-data/`` (crawled) and ``/2016-01-01/user-data``, no token.
 
 Read by ``agent/datasources/aliyun.py`` (through the EC2 crawler), served by
-``provider/server/aliyun_api.py``. The paths are EC2's family: the server tells them apart by the
+``provider/server/apis/aliyun.py``. The paths are EC2's family: the server tells them apart by the
 instance's record.
 """
 

@@ -3,7 +3,7 @@ the user-data beside it as base64 text) and the wire server (168.63.129.16 unles
 another): the goal state with the ``x-ms-*`` headers, then a health report posted back.
 
 Read by ``agent/datasources/azure.py`` and ``_azure_wireserver.py``; served by
-``provider/server/azure_api.py`` and ``azure_wireserver.py``. The OVF environment on the
+``provider/server/apis/azure.py`` and ``_azure_wireserver.py``. The OVF environment on the
 provisioning disc is not a wire contract (``_azure_ovf.py``).
 """
 

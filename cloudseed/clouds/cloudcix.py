@@ -2,7 +2,7 @@
 raw user-data), no header. ``/v1...`` is Vultr's and Akamai's too: the server tells them apart by
 the instance's record.
 
-Read by ``agent/datasources/cloudcix.py``, served by ``provider/server/cloudcix_api.py``.
+Read by ``agent/datasources/cloudcix.py``, served by ``provider/server/apis/cloudcix.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``/latest/user-data`` (version 1.0's layout, listed as ``latest``), and the password server on port
 8080, asked with the ``DomU_Request`` header.
 
-Read by ``agent/datasources/cloudstack.py``, served by ``provider/server/cloudstack_api.py`` and
+Read by ``agent/datasources/cloudstack.py``, served by ``provider/server/apis/cloudstack.py`` and
 ``password_server.py``. The metadata paths are EC2's family: the server tells them apart by the
 instance's record.
 """

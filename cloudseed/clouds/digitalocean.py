@@ -1,7 +1,7 @@
 """DigitalOcean's droplet metadata service as its guest reads it: one JSON document, ``/metadata/v1.json``
 (no header; the user-data also as text under ``/metadata/v1/``).
 
-Read by ``agent/datasources/digitalocean.py``, served by ``provider/server/digitalocean_api.py``.
+Read by ``agent/datasources/digitalocean.py``, served by ``provider/server/apis/digitalocean.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the ``meta-data/`` tree, user-data and the signed instance identity.
 
 Read by ``agent/datasources/ec2.py`` (and the agent's event reporting, which borrows the token)
-and served by ``provider/server/ec2_api.py`` with the token handling in ``metadata_app.py``.
+and served by ``provider/server/apis/ec2.py`` with the token handling in ``metadata_app.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``/1.0/meta-data/`` (crawled), ``/1.0/user-data``; the password server on port 8080 with
 CloudStack's ``DomU_Request`` header (``clouds/cloudstack.py``).
 
-Read by ``agent/datasources/exoscale.py``, served by ``provider/server/exoscale_api.py``. The paths
+Read by ``agent/datasources/exoscale.py``, served by ``provider/server/apis/exoscale.py``. The paths
 are EC2's family: the server tells them apart by the instance's record.
 """
 

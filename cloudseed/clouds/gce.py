@@ -1,7 +1,7 @@
 """Google Compute Engine's metadata server as its guest reads it: ``/computeMetadata/v1/``, every request
 and answer carrying ``Metadata-Flavor: Google``, directories read whole with ``?recursive=true``.
 
-Read by ``agent/datasources/gce.py``, served by ``provider/server/gce_api.py``.
+Read by ``agent/datasources/gce.py``, served by ``provider/server/apis/gce.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Hetzner Cloud's metadata service as its guest reads it: ``/hetzner/v1/metadata`` (a YAML document)
 and ``/hetzner/v1/userdata`` (the raw user-data), no header.
 
-Read by ``agent/datasources/hetzner.py``, served by ``provider/server/hetzner_api.py``.
+Read by ``agent/datasources/hetzner.py``, served by ``provider/server/apis/hetzner.py``.
 """
 
 from __future__ import annotations

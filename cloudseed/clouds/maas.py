@@ -2,7 +2,7 @@
 files, each request signed with OAuth 1.0 (PLAINTEXT) by the machine's keys. Where it is comes
 from the settings or the kernel command line, so there is no default address.
 
-Read by ``agent/datasources/maas.py``, served by ``provider/server/maas_api.py``.
+Read by ``agent/datasources/maas.py``, served by ``provider/server/apis/maas.py``.
 """
 
 from __future__ import annotations

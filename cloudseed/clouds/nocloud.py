@@ -3,7 +3,7 @@ and ``network-config``, on a ``cidata`` filesystem, in a seed directory or under
 the metadata server serves them under ``/nocloud/``. Where the seed is comes from the machine, the
 settings or the kernel command line, so there is no default address.
 
-Read by ``agent/datasources/nocloud.py``, served by ``provider/server/nocloud_api.py`` with
+Read by ``agent/datasources/nocloud.py``, served by ``provider/server/apis/nocloud.py`` with
 ``metadata_app.py``; written to seed images by ``provider/seeds/``.
 """
 

@@ -1,7 +1,7 @@
 """NWCS's metadata service as its guest reads it: one JSON document, ``/api/v1/metadata`` (its
 ``userdata``/``vendordata`` keys also served as text beside it), no header.
 
-Read by ``agent/datasources/nwcs.py``, served by ``provider/server/nwcs_api.py``.
+Read by ``agent/datasources/nwcs.py``, served by ``provider/server/apis/nwcs.py``.
 """
 
 from __future__ import annotations

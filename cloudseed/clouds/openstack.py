@@ -4,7 +4,7 @@ newest the guest understands is read: ``meta_data.json``, ``user_data``, the ven
 carries the same tree as files (``openstack/<version>/...``), so both read these paths.
 
 Read by ``agent/datasources/openstack.py`` (and ``configdrive.py``, through
-``_openstack_common.py``); served by ``provider/server/openstack_api.py`` with ``metadata_app.py``.
+``_openstack_common.py``); served by ``provider/server/apis/openstack.py`` with ``metadata_app.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``Authorization: Bearer Oracle``, ``/opc/v1/`` (no header) when v2 fails; the instance document
 and the VNICs, JSON.
 
-Read by ``agent/datasources/oracle.py``, served by ``provider/server/oracle_api.py``.
+Read by ``agent/datasources/oracle.py``, served by ``provider/server/apis/oracle.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 and the user-data and vendor-data (``/user_data/cloud-init``, ``/vendor_data/cloud-init``), which
 are answered only to a privileged source port (below 1024: root on the instance).
 
-Read by ``agent/datasources/scaleway.py``, served by ``provider/server/scaleway_api.py``.
+Read by ``agent/datasources/scaleway.py``, served by ``provider/server/apis/scaleway.py``.
 """
 
 from __future__ import annotations

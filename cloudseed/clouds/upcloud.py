@@ -1,7 +1,7 @@
 """UpCloud's metadata service as its guest reads it: one JSON document, ``/metadata/v1.json`` (the same
 path as DigitalOcean's; the server tells them apart by the instance's record), user-data also as text.
 
-Read by ``agent/datasources/upcloud.py``, served by ``provider/server/upcloud_api.py``.
+Read by ``agent/datasources/upcloud.py``, served by ``provider/server/apis/upcloud.py``.
 """
 
 from __future__ import annotations

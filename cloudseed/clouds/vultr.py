@@ -1,7 +1,7 @@
 """Vultr's metadata service as its guest reads it: one JSON document, ``/v1.json``, asked with
 ``Metadata-Token: cloudinit`` as cloud-init does (the user-data also as text under ``/v1/``).
 
-Read by ``agent/datasources/vultr.py``, served by ``provider/server/vultr_api.py``.
+Read by ``agent/datasources/vultr.py``, served by ``provider/server/apis/vultr.py``.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def served_data(record: Any, kind: str, api: str, input_error: type[Exception]) 
             raise input_error(f"{where} has no user-data")
         return bytes(record.user_data)
     if api == "openstack":  # the JSON document the API serves (the guest checks it, then unwraps it)
-        from cloudseed.provider.server import openstack_api
+        from cloudseed.provider.server.apis import openstack as openstack_api
 
         held = record.vendor_data if kind == "vendor-data" else record.vendor_data2
         if held is None:

@@ -280,8 +280,8 @@ def _ec2_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _identity_certificate(registry: Any, args: argparse.Namespace) -> int:
-    from cloudseed.provider.server import azure_attested, oci_auth_tls
-    from cloudseed.provider.server.ec2_identity import IdentityError, certificate, shared_pem
+    from cloudseed.provider.server.credentials import azure_attested, oci_auth_tls
+    from cloudseed.provider.server.credentials.ec2_identity import IdentityError, certificate, shared_pem
 
     try:
         if args.oci_auth:

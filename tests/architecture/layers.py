@@ -222,23 +222,20 @@ def cycles(package_dir: str) -> list[Cycle]:
 
 
 # Folders that hold one file per plugin, registered by declaration: they grow with the product.
-PLUGIN_FOLDERS = {"agent/modules", "agent/datasources", "commands", "clouds", "provider/instance_data"}
-# Folders where only some files are plugins: those (the server APIs) are not counted.
-PLUGIN_FILES = {"provider/server": "_api.py"}
+PLUGIN_FOLDERS = {"agent/modules", "agent/datasources", "commands", "clouds", "provider/instance_data",
+                  "provider/server/apis"}
 MAX_FILES_PER_FOLDER = 20
 
 
 def crowded_folders(package_dir: str, limit: int = MAX_FILES_PER_FOLDER) -> list[tuple[str, int]]:
     """(folder, files) for every folder of the package with more than ``limit`` files at its top
-    level, the plugin folders left out (and the plugin files of ``PLUGIN_FILES``' folders)."""
+    level, the plugin folders left out."""
     crowded = []
     for top, dirs, files in os.walk(package_dir):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         folder = os.path.relpath(top, package_dir).replace(os.sep, "/")
         if folder in PLUGIN_FOLDERS:
             continue
-        suffix = PLUGIN_FILES.get(folder)
-        counted = [name for name in files if not (suffix and name.endswith(suffix))]
-        if len(counted) > limit:
-            crowded.append((folder, len(counted)))
+        if len(files) > limit:
+            crowded.append((folder, len(files)))
     return sorted(crowded)

@@ -15,7 +15,7 @@ from cloudseed.clouds import Cloud, DuplicateCloud, declared
 
 PACKAGE = os.path.dirname(os.path.abspath(cloudseed.__file__))
 CLOUDS = declared()
-# the clouds the server answers with handle(app, request, instance) in provider/server/<name>_api.py
+# the clouds the server answers with handle(app, request, instance) in provider/server/apis/<name>.py
 # (routes.CLOUD_APIS); EC2 and OpenStack are answered in metadata_app.py, their paths routed by routes.py
 SERVED_IN_APP = {"ec2": "provider/server/routes.py", "openstack": "provider/server/routes.py"}
 HTTP_HEADERS = {"Accept", "Content-Type", "User-Agent", "Authorization"}  # HTTP's own: their values are the cloud's
@@ -86,12 +86,20 @@ def test_the_datasource_and_the_server_api_read_the_contract(name):
 
     assert import_module(f"cloudseed.agent.datasources.{cloud.datasource.lower()}").DATASOURCE.name == cloud.datasource
     assert module in _imports(datasource), f"{datasource} does not import {module}"
-    server = os.path.join(PACKAGE, SERVED_IN_APP.get(name, f"provider/server/{name}_api.py"))
+    server = os.path.join(PACKAGE, SERVED_IN_APP.get(name, f"provider/server/apis/{name}.py"))
     assert module in _imports(server), f"{server} does not import {module}"
     version = cloud.versions[0] if cloud.versions else ""
     for role, request in cloud.requests.items():  # every request is under the base path or a path family
         assert request.target(version).startswith((cloud.base_path(), *cloud.prefixes)), f"{name} {role}"
 
+
+
+def test_the_server_apis_folder_holds_one_api_per_declared_cloud():
+    """provider/server/apis/ is a plugin folder: a file per declared cloud, named as the cloud, and
+    ``_name.py`` helpers; anything else there would be a cloud nobody declared."""
+    folder = os.path.join(PACKAGE, "provider", "server", "apis")
+    apis = {name[:-3] for name in os.listdir(folder) if name.endswith(".py") and not name.startswith("_")}
+    assert apis == set(CLOUDS)
 
 def _spelled(cloud: Cloud) -> set[str]:
     """What only the contract may spell: its header names and its paths (versionless). Addresses are

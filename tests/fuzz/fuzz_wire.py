@@ -1,4 +1,4 @@
-"""Coverage-guided fuzzing of the server's request parser (cloudseed/provider/server/wire.py) with atheris.
+"""Coverage-guided fuzzing of the server's request parser (cloudseed/provider/server/engine/wire.py) with atheris.
 
     .venv/bin/python tests/fuzz/fuzz_wire.py -runs=20000 DIR          # short run (test_fuzz_wire.py)
     .venv/bin/python tests/fuzz/fuzz_wire.py -max_total_time=600 DIR  # long run (figure in the docs)
@@ -25,7 +25,7 @@ import atheris
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 with atheris.instrument_imports():
-    from cloudseed.provider.server.wire import MAX_HEAD, RequestParser, WireError
+    from cloudseed.provider.server.engine.wire import MAX_HEAD, RequestParser, WireError
 
 MAX_BODY = 256
 

@@ -24,7 +24,7 @@ from cloudseed.lab.image import Image
 from cloudseed.lab.report import report_dict
 from cloudseed.lab.session import replay
 from cloudseed.lab.timeline import build, render_text
-from cloudseed.provider.server import timeline_svg
+from cloudseed.provider.server.admin import timeline_svg
 from tests.provider.server.browser import CHROMIUM, Browser
 
 HERE = os.path.dirname(os.path.abspath(__file__))

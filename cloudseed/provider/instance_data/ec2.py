@@ -8,7 +8,7 @@ Every category AWS documents for a running instance, each from the version that 
 2020-10-27, ``ipv6`` 2021-01-03, ``tags/`` 2021-03-23; ``tags/instance/KEY`` is the tag's value,
 served unless the record's ``ec2.instance_metadata_tags`` is ``disabled``; ``mac`` is not in
 2009-04-04 and older, as on EC2). ``spot/``, ``events/recommendations/`` and ``autoscaling/`` are
-there only when the record sets them (the service adds the timeline's, ``server/ec2_events.py``).
+there only when the record sets them (the service adds the timeline's, ``server/apis/_ec2_events.py``).
 ``profile`` is ``default-hvm`` from 2009-04-04 (where a real listing shows it). The service walks
 the tree and adds the live leaves (temporary credentials); a config drive writes the static tree
 as ``ec2/<version>/meta-data.json``.
@@ -173,7 +173,7 @@ def _indented(documents: list) -> str:
 
 def maintenance_documents(events: list) -> tuple[list[dict], list[dict]]:
     """``scheduled`` (active events) and ``history`` (completed or canceled) of the record's
-    ``ec2.events``, as the documents AWS gives (the service adds the timeline's, ``ec2_events.py``)."""
+    ``ec2.events``, as the documents AWS gives (the service adds the timeline's, ``server/apis/_ec2_events.py``)."""
     def shown(event: dict) -> dict:
         return maintenance_document(event["code"], event["description"], event["id"], event.get("not_before"),
                                     event.get("not_after"), event["state"])

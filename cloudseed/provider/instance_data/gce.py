@@ -7,7 +7,7 @@ user-data and the record's SSH keys (as ``cloudinit:KEY``, the user cloud-init i
 instance attributes unless the operator set those attributes. Service accounts: the record's
 ``service_accounts`` (the first is ``default``), else the project's default compute account
 (``NUMBER-compute@developer.gserviceaccount.com``, scope ``cloud-platform``); ``[]`` gives none.
-Their tokens and identity tokens are live answers (``provider/server/gce_credentials.py``).
+Their tokens and identity tokens are live answers (``provider/server/credentials/gce_credentials.py``).
 """
 
 from __future__ import annotations

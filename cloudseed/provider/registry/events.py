@@ -39,7 +39,7 @@ not_after=..., details=...)``, ``acknowledge_event(instance_id, event_id, when)`
 ``delete_event(instance_id, event_id)``; deleting an instance deletes its events
 (and its ``events_retired`` row).
 
-Kinds and which cloud shows what (the EC2 side is ``provider/server/ec2_events.py``; Azure's
+Kinds and which cloud shows what (the EC2 side is ``provider/server/apis/_ec2_events.py``; Azure's
 scheduled events and GCE's ``maintenance-event``/``preempted`` read the same events):
 
 ============  =====================================================================================

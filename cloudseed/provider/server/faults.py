@@ -15,7 +15,7 @@ import asyncio
 import time
 from typing import Any, Callable, Optional
 
-from cloudseed.provider.server.http import Response, text_error
+from cloudseed.provider.server.engine.http import Response, text_error
 
 
 def active(faults: tuple, path: str, now: Optional[float] = None) -> Any:

@@ -64,7 +64,7 @@ class CachedInstance:
         self.instance_id = record.instance_id
         self.responses: dict[str, Any] = {}
         self.routes: dict[str, Any] = {}
-        self.trees: dict[Any, Any] = {}  # EC2 meta-data tree per version (ec2_api.render)
+        self.trees: dict[Any, Any] = {}  # EC2 meta-data tree per version (apis/ec2.py, render)
         self.kept_bytes = 0
         self.events = events
         self.retired = retired

@@ -18,10 +18,13 @@ from urllib.parse import parse_qsl
 
 from cloudseed.provider.registry import Registry
 from cloudseed.provider.registry.record import MAX_PASSWORD as MAX_PASSWORD_BYTES
-from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api, signature_api
-from cloudseed.provider.server.cloud_credentials import CloudCredentials
+from cloudseed.provider.server import signature_api
+from cloudseed.provider.server.apis import ec2 as ec2_api
+from cloudseed.provider.server.apis import nocloud as nocloud_api
+from cloudseed.provider.server.apis import openstack as openstack_api
 from cloudseed.provider.server.config import ServerConfig
-from cloudseed.provider.server.http import Request, Response, text_error
+from cloudseed.provider.server.credentials.cloud_credentials import CloudCredentials
+from cloudseed.provider.server.engine.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import EC2_CLOUD, TOKEN_HEADER, TTL_HEADER, TokenError, TokenIssuer
 from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance, InstanceCache
 from cloudseed.provider.server.rate_limit import RateLimiter
@@ -212,7 +215,7 @@ class MetadataApp:
             if module is None:
                 import importlib
 
-                module = self._cloud_apis[api] = importlib.import_module(f"cloudseed.provider.server.{api}_api")
+                module = self._cloud_apis[api] = importlib.import_module(f"cloudseed.provider.server.apis.{api}")
             return module.handle(self, request, instance)
         return self._ec2(request, instance, path)
 
@@ -309,7 +312,7 @@ class MetadataApp:
         if request.method not in READ_METHODS:
             return _method_not_allowed("GET, HEAD")
         if not version:  # not kept in routes: GCE's clients ask "/" too (google-auth's ping)
-            from cloudseed.provider.server import gce_api
+            from cloudseed.provider.server.apis import gce as gce_api
 
             if gce_api.flavored(request):
                 return gce_api.ROOT

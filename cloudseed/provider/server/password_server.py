@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from cloudseed.clouds.cloudstack import CLOUD
-from cloudseed.provider.server.http import Request, Response, text_error
+from cloudseed.provider.server.engine.http import Request, Response, text_error
 from cloudseed.provider.server.imds_tokens import TOKEN_HEADER, TokenError
 from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance
 

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from cloudseed.provider.registry.provisioning import ReportError, parse_post
-from cloudseed.provider.server.http import Response, text_error
+from cloudseed.provider.server.engine.http import Response, text_error
 
 PATH = "/cloudseed/v1/events"
 STATE_PATH = "/cloudseed/v1/provisioning"

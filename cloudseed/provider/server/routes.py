@@ -26,7 +26,7 @@ GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE = "gce", "digitalocean", "hetzner", "o
 VULTR, SCALEWAY, UPCLOUD, NWCS, AKAMAI = "vultr", "scaleway", "upcloud", "nwcs", "akamai"
 CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS = "cloudstack", "exoscale", "aliyun", "cloudcix", "maas"
 # every declared cloud (cloudseed/clouds/<name>.py) but the three MetadataApp answers itself (EC2,
-# OpenStack, NoCloud): each answered by provider/server/<name>_api.py: handle(app, request, instance)
+# OpenStack, NoCloud): each answered by provider/server/apis/<name>.py: handle(app, request, instance)
 CLOUD_APIS = frozenset(declared()) - {EC2, OPENSTACK, NOCLOUD}
 TOKEN_PATH = EC2_CLOUD.requests["token"].path
 # the path families of the clouds' contracts (clouds/<name>.py: base, prefixes)

@@ -20,18 +20,18 @@ import time
 from typing import Any, Callable, Optional
 
 from cloudseed.provider.registry import open_registry
-from cloudseed.provider.server.access_log import AccessLog
-from cloudseed.provider.server.admin_app import AdminApp
+from cloudseed.provider.server.admin.admin_app import AdminApp
 from cloudseed.provider.server.config import ListenSpec, ServerConfig
-from cloudseed.provider.server.connection import ConnectionTable, Limits
-from cloudseed.provider.server.http import Request, Response
+from cloudseed.provider.server.engine.access_log import AccessLog
+from cloudseed.provider.server.engine.connection import ConnectionTable, Limits
+from cloudseed.provider.server.engine.http import Request, Response
+from cloudseed.provider.server.engine.transport import Listener, raise_open_file_limit, start_listener
 from cloudseed.provider.server.imds_tokens import TokenIssuer
 from cloudseed.provider.server.instance_cache import InstanceCache
 from cloudseed.provider.server.metadata_app import MetadataApp
 from cloudseed.provider.server.metrics import Metrics
 from cloudseed.provider.server.rate_limit import RateLimiter
 from cloudseed.provider.server.routes import api_of
-from cloudseed.provider.server.transport import Listener, raise_open_file_limit, start_listener
 from cloudseed.provider.server.workers import Workers
 
 LOG = logging.getLogger("cloudseed.server")
@@ -100,12 +100,12 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
         listeners.extend(Listener(s.host, s.port, s.network, kind="password") for s in config.password_server_listen)
     tls_context: Any = None  # of the oci-auth-tls listeners (the OCI federation endpoint at auth.<region>...)
     if config.oci_auth_listen or config.oci_auth_tls_listen:  # OCI's federation endpoint, in this process only
-        from cloudseed.provider.server.oci_federation import FederationServer
+        from cloudseed.provider.server.credentials.oci_federation import FederationServer
 
         handlers["oci-auth"] = handlers["oci-auth-tls"] = FederationServer(cache, app.credentials).handle
         listeners.extend(Listener(s.host, s.port, None, kind="oci-auth") for s in config.oci_auth_listen)
         if config.oci_auth_tls_listen:
-            from cloudseed.provider.server.oci_auth_tls import server_context
+            from cloudseed.provider.server.credentials.oci_auth_tls import server_context
 
             tls_context = server_context(registry)
             listeners.extend(Listener(s.host, s.port, None, kind="oci-auth-tls") for s in config.oci_auth_tls_listen)
@@ -116,7 +116,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
             handler = handlers[listener.kind]
             body_limit = config.max_admin_body if listener.kind == "admin" else MAX_METADATA_BODY
             if listener.kind == "oci-auth-tls":
-                from cloudseed.provider.server.tls_listener import start_tls_listener
+                from cloudseed.provider.server.engine.tls_listener import start_tls_listener
 
                 await start_tls_listener(listener, handler, table, limits(config, body_limit), tls_context)
                 continue

@@ -21,7 +21,7 @@ import binascii
 from typing import Any
 
 from cloudseed.core.userdata_signatures import SUFFIX
-from cloudseed.provider.server.http import Response, text_error
+from cloudseed.provider.server.engine.http import Response, text_error
 
 _NOT_SIGNED = text_error(404, "no signature here: the path without .sig does not serve user-data or vendor-data")
 

@@ -2,7 +2,7 @@
 (issue 12 items 9-11): one derivation (``provider/instance_data``) and one version table.
 
 The seed is built by the real ``cloudseed seed build --db`` and read back from the image; the
-server's answers come from its own renderers (``openstack_api``/``nocloud_api``/``ec2_api``).
+server's answers come from its own renderers (``apis/openstack.py``, ``nocloud.py``, ``ec2.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import sys
 import yaml
 
 from cloudseed.provider.registry import InstanceRecord, open_registry
-from cloudseed.provider.server import ec2_api, nocloud_api, openstack_api
+from cloudseed.provider.server.apis import ec2 as ec2_api
+from cloudseed.provider.server.apis import nocloud as nocloud_api
+from cloudseed.provider.server.apis import openstack as openstack_api
 from tests.provider.seeds.images import KEY, extract, tree
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

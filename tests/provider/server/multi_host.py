@@ -32,7 +32,7 @@ import subprocess
 import time
 from typing import Iterator
 
-from cloudseed.provider.server.proxy_protocol import encode_v2
+from cloudseed.provider.server.engine.proxy_protocol import encode_v2
 from tests.provider.registry.pg_cluster import PgCluster
 from tests.provider.server.server_support import ADMIN_TOKEN, ROOT, Reply, ServerProcess
 

@@ -98,7 +98,7 @@ def test_openapi_lists_every_admin_endpoint_and_each_answers_as_it_says(server):
     event, required query parameters and bodies from small examples; deletions last) and must
     answer one of the statuses it lists; the public ones without a token. Every endpoint family
     the admin listener serves must be in the document."""
-    from cloudseed.provider.server import credential_keys_api
+    from cloudseed.provider.server.credentials import credential_keys_api
 
     doc = server.admin("GET", "/openapi.json", token=None).json()
     paths = doc["paths"]

@@ -15,8 +15,8 @@ import subprocess
 
 import pytest
 
-from cloudseed.provider.server import azure_attested, ec2_identity
-from cloudseed.provider.server.azure_attested import AttestedAnswers, AttestedSigner
+from cloudseed.provider.server.credentials import azure_attested, ec2_identity
+from cloudseed.provider.server.credentials.azure_attested import AttestedAnswers, AttestedSigner
 
 COMPUTE = {"vmId": "6e4a0c4b-9b1f-4f7e-8a57-0c1d2e3f4a5b", "subscriptionId": "0f0e0d0c-0b0a-4909-8807-060504030201",
            "sku": "22_04-lts-gen2"}
@@ -70,7 +70,7 @@ class Clock:
 
 def _document(answer) -> dict:
     """The attested JSON inside an answer's PKCS#7 (read from the DER: ContentInfo, SignedData, content)."""
-    from cloudseed.provider.server.pkcs7_der import children
+    from cloudseed.provider.server.credentials.pkcs7_der import children
 
     body = json.loads(answer.body)
     assert body["encoding"] == "pkcs7"
@@ -109,8 +109,8 @@ def test_answers_are_kept_for_their_second_per_instance_and_nonce(monkeypatch):
 
 def test_the_key_is_the_servers_choice(tmp_path):
     from cloudseed.provider.registry import open_registry
-    from cloudseed.provider.server.cloud_credentials import CloudCredentials
     from cloudseed.provider.server.config import ConfigError, load_config
+    from cloudseed.provider.server.credentials.cloud_credentials import CloudCredentials
 
     registry = open_registry(str(tmp_path / "db"))
     try:

@@ -1,4 +1,4 @@
-"""The connection state machine (cloudseed/provider/server/connection.py) over an in-memory transport.
+"""The connection state machine (cloudseed/provider/server/engine/connection.py) over an in-memory transport.
 
 ``MemoryTransport`` implements the transport side of the contract (write, pause/resume reading,
 close, unsent bytes) in memory, and the clock is a variable: keep-alive, pipelining, backpressure
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from cloudseed.provider.server.connection import Connection, ConnectionTable, Limits
-from cloudseed.provider.server.http import Request, Response
+from cloudseed.provider.server.engine.connection import Connection, ConnectionTable, Limits
+from cloudseed.provider.server.engine.http import Request, Response
 
 GET = b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n"
 

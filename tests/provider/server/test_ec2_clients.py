@@ -88,7 +88,7 @@ def test_credentials_rotate_and_every_process_agrees(server):
     # the same registry, another server process: the same set (derived, not stored); the next
     # window gives another set
     from cloudseed.provider.registry import open_registry
-    from cloudseed.provider.server.ec2_credentials import ROTATION, CredentialIssuer
+    from cloudseed.provider.server.credentials.ec2_credentials import ROTATION, CredentialIssuer
 
     registry = open_registry(server.db)
     try:

@@ -143,8 +143,8 @@ def test_a_load_that_raced_with_a_change_is_used_but_not_cached(cache):
 def test_health_stays_ok_while_the_registry_thread_is_busy_not_when_it_stalls(cache):
     """/health (the balancer's check): a storm's queue of reads on the registry thread is a busy
     registry, not a lost one; a thread whose reads stopped succeeding is unhealthy within a second."""
-    from cloudseed.provider.server.admin_app import AdminApp
-    from cloudseed.provider.server.http import Request
+    from cloudseed.provider.server.admin.admin_app import AdminApp
+    from cloudseed.provider.server.engine.http import Request
     from cloudseed.provider.server.metrics import Metrics
 
     admin = AdminApp(cache.registry, cache, Metrics(), None)

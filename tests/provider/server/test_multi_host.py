@@ -165,7 +165,7 @@ def test_rate_limits_hold_per_instance_across_servers(cloud):
     ok, limited, took = hammer(lambda: cloud.ns("gS").connect(METADATA, 80, source), 600)
     assert ok + limited == 600 and limited > 0
     assert 300 <= ok <= 300 + 100 * took + 5, (ok, took)
-    from cloudseed.provider.server.proxy_protocol import encode_v2
+    from cloudseed.provider.server.engine.proxy_protocol import encode_v2
 
     total, took_all = 0, 0.0
     for n in (1, 2, 3):  # each server, as if the instance had met all three
@@ -198,7 +198,7 @@ def test_an_admin_change_is_served_by_every_server_within_a_second(cloud):
 
 
 def test_spoofed_proxy_headers_from_guests_are_refused(cloud):
-    from cloudseed.provider.server.proxy_protocol import encode_v1, encode_v2
+    from cloudseed.provider.server.engine.proxy_protocol import encode_v1, encode_v2
 
     victim, attacker = storm_address(9004), storm_address(9005)
     add(cloud, "i-mh-victim", victim, user_data="#cloud-config\npassword: victim-secret\n")

@@ -266,8 +266,8 @@ def test_certificates_rotate_and_every_process_issues_the_same(tmp_path):
     from cryptography import x509
 
     from cloudseed.provider.registry import InstanceRecord, open_registry
-    from cloudseed.provider.server.credential_keys import shared_key
-    from cloudseed.provider.server.oci_identity import ROTATION, VALIDITY, OciIdentity
+    from cloudseed.provider.server.credentials.credential_keys import shared_key
+    from cloudseed.provider.server.credentials.oci_identity import ROTATION, VALIDITY, OciIdentity
 
     class Clock:
         now = 1_800_000_000.0
@@ -378,8 +378,8 @@ def test_tls_listener_setting_and_certificate_names(tmp_path):
     from cryptography import x509
 
     from cloudseed.provider.registry import open_registry
-    from cloudseed.provider.server import oci_auth_tls
     from cloudseed.provider.server.config import ConfigError, load_config
+    from cloudseed.provider.server.credentials import oci_auth_tls
 
     (tmp_path / "ok.yaml").write_text("oci_auth_tls_listen: ['10.0.0.2:443']\n")
     assert [(s.host, s.port) for s in load_config(str(tmp_path / "ok.yaml"), {}).oci_auth_tls_listen] == [

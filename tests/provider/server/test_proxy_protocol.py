@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from cloudseed.provider.server.proxy_protocol import ProxyProtocolError, encode_v1, encode_v2, parse
+from cloudseed.provider.server.engine.proxy_protocol import ProxyProtocolError, encode_v1, encode_v2, parse
 from tests.provider.server.server_support import ServerProcess, new_address
 
 # -- the parser -------------------------------------------------------------------------------

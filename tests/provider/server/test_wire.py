@@ -1,4 +1,4 @@
-"""The wire parser (cloudseed/provider/server/wire.py) on its own: bytes in, requests out, no I/O.
+"""The wire parser (cloudseed/provider/server/engine/wire.py) on its own: bytes in, requests out, no I/O.
 
 Every case is fed whole, byte by byte, and in random splits: the requests that come out must be
 the same, because a client may send a request in any number of TCP segments.
@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from cloudseed.provider.server.wire import MAX_HEAD, RequestParser, WireError
+from cloudseed.provider.server.engine.wire import MAX_HEAD, RequestParser, WireError
 
 
 def parse_all(data: bytes, chunks: list[int], max_body: int = 1024) -> list:
