@@ -17,7 +17,7 @@ times. Reported as medians, and as ratios and differences against the image with
 console lines), so it does not count the lab collector's own work (``cloudseed status`` or
 ``cloud-init status``: two Python starts after the agent is done, which the image without an agent
 does not have); the collector's line is reported beside it as "collector done". The image without
-an agent has the same DHCP interface configured as the agents write (``lab/agent_install.py``).
+an agent has the same DHCP interface configured as the agents write (``lab/images/agent_install.py``).
 
 Each boot's own intervals (``boot_intervals.py``: generators, settle, networking, the agent's
 network stage, sshd's start...) are printed beside it and kept. Differences against the image
@@ -45,10 +45,10 @@ import time
 
 from boot_intervals import intervals_of
 
-from cloudseed.lab.accel import choose_accel
-from cloudseed.lab.agent_report import summarize
-from cloudseed.lab.image import lab_image
-from cloudseed.lab.session import BootResult, run_boot
+from cloudseed.lab.boots.session import BootResult, run_boot
+from cloudseed.lab.images.image import lab_image
+from cloudseed.lab.machine.accel import choose_accel
+from cloudseed.lab.reports.agent_report import summarize
 from cloudseed.provider.seeds.build import build_seed
 from cloudseed.provider.seeds.spec import InstanceSpec, SshKey
 

@@ -7,7 +7,7 @@ copy the tests already unpacked in the cache); none of their text is kept in thi
 Every ``cloud-config-*`` example (gzipped ones unpacked) is given as user-data, with the same
 NoCloud meta-data, to a lab VM with cloudseed and to one with Debian's cloud-init 22.4, each a try
 restored from its own snapshot (``lab --compare --snapshot``); the system state each leaves is
-compared (``lab/state_diff.py``).
+compared (``lab/reports/state_diff.py``).
 
 Prints a Markdown table (example, identical or how many differences in which categories, each
 agent's time) and writes each example's differences to ``--out DIR/<example>.txt`` for reading.
@@ -34,11 +34,11 @@ import subprocess
 import sys
 import tempfile
 
-from cloudseed.lab import compare
-from cloudseed.lab.accel import choose_accel
-from cloudseed.lab.delivery import Delivery
-from cloudseed.lab.image import lab_image
-from cloudseed.lab.state_diff import Difference, format_diff
+from cloudseed.lab.boots import compare
+from cloudseed.lab.boots.delivery import Delivery
+from cloudseed.lab.images.image import lab_image
+from cloudseed.lab.machine.accel import choose_accel
+from cloudseed.lab.reports.state_diff import Difference, format_diff
 
 DOCS = "usr/share/doc/cloud-init/examples"
 

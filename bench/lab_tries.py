@@ -22,11 +22,11 @@ import sys
 import tempfile
 import time
 
-from cloudseed.lab.accel import choose_accel
-from cloudseed.lab.checks import load
-from cloudseed.lab.delivery import Delivery
-from cloudseed.lab.image import lab_image
-from cloudseed.lab.tries import TrySession
+from cloudseed.lab.boots.delivery import Delivery
+from cloudseed.lab.boots.tries import TrySession
+from cloudseed.lab.images.image import lab_image
+from cloudseed.lab.machine.accel import choose_accel
+from cloudseed.lab.reports.checks import load
 
 USER_DATA = """#cloud-config
 hostname: {host}
@@ -53,7 +53,7 @@ users:
 
 def full_boot(image, accel: str, reason: str, delivery: Delivery, work: str, number: int) -> str:
     """The same cloud-config in a full boot (the lab without --repeat), as the tries' yardstick."""
-    from cloudseed.lab.session import run_boot
+    from cloudseed.lab.boots.session import run_boot
 
     workdir = os.path.join(work, f"boot-{number}")
     started = time.monotonic()

@@ -124,7 +124,7 @@ def _check_usage(args: argparse.Namespace) -> None:
 
 
 def _delivery(args: argparse.Namespace):
-    from cloudseed.lab.delivery import Delivery
+    from cloudseed.lab.boots.delivery import Delivery
 
     return Delivery(datasource=args.datasource, fs=args.fs, seeds=list(args.seed), instance_id=args.instance_id,
                     hostname=args.hostname, user_data=None if args.parallel else args.user_data,
@@ -135,12 +135,12 @@ def _delivery(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import signal
 
-    from cloudseed.lab.checks import ExpectError, load
-    from cloudseed.lab.rootfs import ImageBuildError
-    from cloudseed.lab.vm import LabError
+    from cloudseed.lab.images.rootfs import ImageBuildError
+    from cloudseed.lab.machine.vm import LabError
+    from cloudseed.lab.reports.checks import ExpectError, load
     from cloudseed.provider.seeds.errors import SeedError
 
-    # VMs run in sessions of their own: a terminated lab stops them on the way out (vm.py's atexit)
+    # VMs run in sessions of their own: a terminated lab stops them on the way out (lab/machine/vm.py's atexit)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         _check_usage(args)
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _accel(args: argparse.Namespace, image) -> tuple[str, str]:
-    from cloudseed.lab.accel import choose_accel
+    from cloudseed.lab.machine.accel import choose_accel
 
     if image.kernel:
         return choose_accel(args.accel, image.kernel, image.initrd)
@@ -174,8 +174,8 @@ def _outputs(args: argparse.Namespace, title: str, runs: list[tuple[str, object,
              differences: str | None = None, meta: str = "") -> None:
     """--html and --junit for ``runs``: (name, BootResult, checks or None, error or None)."""
     if args.junit:
-        from cloudseed.lab import junit
-        from cloudseed.lab.checks import agent_check
+        from cloudseed.lab.reports import junit
+        from cloudseed.lab.reports.checks import agent_check
 
         suites = []
         for name, result, checks, error in runs:
@@ -185,9 +185,9 @@ def _outputs(args: argparse.Namespace, title: str, runs: list[tuple[str, object,
                                          error or ("the agent did not finish" if result.timed_out else None)))
         junit.write(args.junit, suites)
     if args.html:
-        from cloudseed.lab import report_html
-        from cloudseed.lab.report import report_dict
-        from cloudseed.lab.timeline import build
+        from cloudseed.lab.reports import report_html
+        from cloudseed.lab.reports.report import report_dict
+        from cloudseed.lab.reports.timeline import build
 
         lanes = [build(result, name) for name, result, _, _ in runs]
         page = report_html.render(title, lanes, [report_dict(result) for _, result, _, _ in runs],
@@ -197,11 +197,11 @@ def _outputs(args: argparse.Namespace, title: str, runs: list[tuple[str, object,
 
 
 def _boot(args: argparse.Namespace, delivery, expect, workdir: str) -> int:
-    from cloudseed.lab.checks import judge, queries, summary
-    from cloudseed.lab.image import external_image, lab_image
-    from cloudseed.lab.report import format_report, report_dict
-    from cloudseed.lab.session import run_boot
-    from cloudseed.lab.timeline import build, render_text
+    from cloudseed.lab.boots.session import run_boot
+    from cloudseed.lab.images.image import external_image, lab_image
+    from cloudseed.lab.reports.checks import judge, queries, summary
+    from cloudseed.lab.reports.report import format_report, report_dict
+    from cloudseed.lab.reports.timeline import build, render_text
 
     image = external_image(args.image) if args.image else lab_image(args.agent)
     accel, reason = _accel(args, image)
@@ -256,9 +256,9 @@ def _boot(args: argparse.Namespace, delivery, expect, workdir: str) -> int:
 
 
 def _tries(args: argparse.Namespace, delivery, expect, workdir: str) -> int:
-    from cloudseed.lab import parallel, repeat
-    from cloudseed.lab.image import lab_image
-    from cloudseed.lab.tries import TrySession
+    from cloudseed.lab.boots import parallel, repeat
+    from cloudseed.lab.boots.tries import TrySession
+    from cloudseed.lab.images.image import lab_image
 
     image = lab_image(args.agent)
     accel, reason = _accel(args, image)
@@ -290,10 +290,10 @@ def _tries(args: argparse.Namespace, delivery, expect, workdir: str) -> int:
 
 
 def _compare(args: argparse.Namespace, delivery, expect, workdir: str) -> int:
-    from cloudseed.lab import compare
-    from cloudseed.lab.image import lab_image
-    from cloudseed.lab.report import format_report
-    from cloudseed.lab.state_diff import format_diff
+    from cloudseed.lab.boots import compare
+    from cloudseed.lab.images.image import lab_image
+    from cloudseed.lab.reports.report import format_report
+    from cloudseed.lab.reports.state_diff import format_diff
 
     accel, reason = _accel(args, lab_image("cloudseed"))
     _say(f"accelerator {accel} ({reason}); workdir {workdir}")

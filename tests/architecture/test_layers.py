@@ -54,11 +54,6 @@ def test_the_check_finds_peers_mixing_and_relative_and_dynamic_imports(tmp_path)
     }
 
 
-# The folders over the limit today, and how many files each may hold until it is split (the
-# count may only go down): the VM lab (images, boots, tries, comparison, reports).
-NOT_YET_SPLIT = {"lab": 26}
-
-
 def test_cloudseed_has_no_import_cycles():
     found = layers.cycles(PACKAGE)
     assert not found, "modules that import one another:\n" + "\n".join(
@@ -67,11 +62,8 @@ def test_cloudseed_has_no_import_cycles():
 
 
 def test_no_folder_is_crowded():
-    crowded = dict(layers.crowded_folders(PACKAGE))
-    grown = {f: n for f, n in crowded.items() if n > NOT_YET_SPLIT.get(f, layers.MAX_FILES_PER_FOLDER)}
-    assert not grown, f"folders with more than {layers.MAX_FILES_PER_FOLDER} files at their top level: {grown}"
-    split = [f for f in NOT_YET_SPLIT if f not in crowded]
-    assert not split, f"{split} no longer crowded: take it out of NOT_YET_SPLIT"
+    crowded = layers.crowded_folders(PACKAGE)
+    assert not crowded, f"folders with more than {layers.MAX_FILES_PER_FOLDER} files at their top level: {crowded}"
 
 
 def test_the_cycle_check_finds_a_cycle_through_a_function_level_import(tmp_path):

@@ -38,8 +38,8 @@ def lab():
             pytest.skip(f"{tool} is not installed (scripts/setup.sh)")
     if os.geteuid() != 0:
         pytest.skip("building the lab image needs root (debootstrap, chroot)")
-    from cloudseed.lab.accel import choose_accel
-    from cloudseed.lab.image import lab_image
+    from cloudseed.lab.images.image import lab_image
+    from cloudseed.lab.machine.accel import choose_accel
 
     image = lab_image("cloudseed")
     accel, reason = choose_accel(os.environ.get("CLOUDSEED_LAB_ACCEL", "auto"), image.kernel, image.initrd)

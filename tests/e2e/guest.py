@@ -6,8 +6,8 @@ import os
 import subprocess
 from typing import Optional
 
-from cloudseed.lab.readback import GuestDisk
-from cloudseed.lab.session import BootResult, run_boot
+from cloudseed.lab.boots.session import BootResult, run_boot
+from cloudseed.lab.images.readback import GuestDisk
 from cloudseed.provider.seeds.build import build_seed
 from cloudseed.provider.seeds.spec import InstanceSpec, SshKey
 

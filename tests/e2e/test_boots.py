@@ -286,8 +286,8 @@ def test_vfat_seeds(lab, ssh_key, tmp_path, kind):
 
 
 def _metadata_boot(lab, tmp_path, instance, platform, imds_tokens=None):
-    from cloudseed.lab.metadata import MetadataServer
-    from cloudseed.lab.session import run_boot
+    from cloudseed.lab.boots.metadata import MetadataServer
+    from cloudseed.lab.boots.session import run_boot
 
     image, accel, reason = lab
     with MetadataServer(instance, str(tmp_path), imds_tokens=imds_tokens) as server:

@@ -1,6 +1,6 @@
 """Real VM boots against ``cloudseed serve``'s GCE, DigitalOcean, Hetzner, Oracle and Azure emulations.
 
-Each boot gives the VM the platform's DMI strings through qemu's -smbios options (lab/vm.py
+Each boot gives the VM the platform's DMI strings through qemu's -smbios options (lab/machine/vm.py
 PLATFORMS), so the image's generator and the agent detect the platform from local facts as on
 the real cloud, and checks the provisioned disk from outside. Azure's VM also gets the
 provisioning media (``ovf-env.xml`` on UDF, built by ``seed build --kind azure --fs udf``'s code)
@@ -21,8 +21,8 @@ DATASOURCES = {"gce": "gce", "digitalocean": "digitalocean", "hetzner": "hetzner
 @pytest.mark.e2e_extra
 @pytest.mark.parametrize("platform", list(DATASOURCES))
 def test_public_cloud_metadata_service(lab, ssh_key, tmp_path, platform):
-    from cloudseed.lab.metadata import MetadataServer
-    from cloudseed.lab.session import run_boot
+    from cloudseed.lab.boots.metadata import MetadataServer
+    from cloudseed.lab.boots.session import run_boot
     from cloudseed.provider.seeds.build import build_seed
 
     image, accel, reason = lab

@@ -15,7 +15,7 @@ from tests.e2e.guest import assert_provisioned, read_disk, seed_boot, spec
 
 @pytest.mark.e2e_extra
 def test_deb_installed_over_cloud_init_provisions_the_instance(lab, ssh_key, tmp_path):
-    from cloudseed.lab.image import lab_image
+    from cloudseed.lab.images.image import lab_image
     from tests.compat import deb_build
 
     if not deb_build.can_build():

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from cloudseed.lab.readback import GuestDisk
+from cloudseed.lab.images.readback import GuestDisk
 from tests.e2e.guest import BOOT_TIMEOUT, read_disk, spec
 
 OURS = "comment=cloudconfig"
@@ -60,7 +60,7 @@ def blank_disk(directory: str, size_mib: int = 256) -> str:
 
 
 def boot(lab, workdir: str, data: bytes, disk: str, overlay=None):
-    from cloudseed.lab.session import run_boot
+    from cloudseed.lab.boots.session import run_boot
     from cloudseed.provider.seeds.build import build_seed
 
     image, accel, reason = lab

@@ -39,7 +39,7 @@ def _ssh_retry(result, key: str, command: str, tries: int = 30):
 
 @pytest.mark.e2e_extra
 def test_packer_and_terraform_waits_return_when_the_final_stage_is_done(lab, ssh_key, tmp_path):
-    from cloudseed.lab.vm import VirtualMachine, VmSpec
+    from cloudseed.lab.machine.vm import VirtualMachine, VmSpec
     from cloudseed.provider.seeds.build import build_seed
 
     image, accel, _reason = lab

@@ -57,7 +57,7 @@ def _boot(lab, tmp_path, body: str, timeout: float):
     for tool in ("dpkg-deb", "apt-ftparchive", "gpg"):
         if not shutil.which(tool):
             pytest.skip(f"{tool} is not installed (scripts/setup.sh)")
-    from cloudseed.lab.session import run_boot
+    from cloudseed.lab.boots.session import run_boot
     from cloudseed.provider.seeds.build import build_seed
     from cloudseed.provider.seeds.spec import InstanceSpec
     from tests.agent.packages import repo

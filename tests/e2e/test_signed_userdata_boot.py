@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from cloudseed.lab.session import run_boot
+from cloudseed.lab.boots.session import run_boot
 from cloudseed.provider.seeds.build import build_seed
 from tests.e2e.guest import BOOT_TIMEOUT, assert_provisioned, read_disk, spec
 

@@ -34,8 +34,8 @@ IMAGE_CONFIG = "cc: {strict: {enabled: false, allow_root_login: true}, disable_r
 
 
 def test_strict_azure_boot_fails_closed_and_tells_the_platform(lab, ssh_key, tmp_path):
-    from cloudseed.lab.metadata import MetadataServer
-    from cloudseed.lab.session import run_boot
+    from cloudseed.lab.boots.metadata import MetadataServer
+    from cloudseed.lab.boots.session import run_boot
     from cloudseed.provider.seeds.build import build_seed
 
     image, accel, reason = lab

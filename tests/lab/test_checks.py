@@ -14,8 +14,8 @@ import socket
 
 import pytest
 
-from cloudseed.lab import junit
-from cloudseed.lab.checks import ExpectError, evaluate, load, queries, summary
+from cloudseed.lab.reports import junit
+from cloudseed.lab.reports.checks import ExpectError, evaluate, load, queries, summary
 from tests.lab.guest_helper import labstate
 
 HERE = os.path.dirname(os.path.abspath(__file__))

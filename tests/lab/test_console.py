@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from cloudseed.lab.console import Console, Line, parse_event
+from cloudseed.lab.machine.console import Console, Line, parse_event
 
 
 def test_cloudseed_stage_markers():

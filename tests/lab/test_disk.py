@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from cloudseed.lab.image import PARTITION_OFFSET, make_disk
-from cloudseed.lab.readback import GuestDisk
+from cloudseed.lab.images.image import PARTITION_OFFSET, make_disk
+from cloudseed.lab.images.readback import GuestDisk
 
 pytestmark = pytest.mark.skipif(not (shutil.which("mke2fs") and shutil.which("debugfs")),
                                 reason="e2fsprogs not installed")
@@ -62,7 +62,7 @@ def test_prune_keeps_recent_and_in_use_images_of_other_checkouts(tmp_path):
     image under the other's running VM (it did: every build removed all other images)."""
     import time
 
-    from cloudseed.lab import image
+    from cloudseed.lab.images import image
 
     def make(name: str, age: float) -> str:
         for ext in (".raw", ".vmlinuz", ".initrd", ".method"):

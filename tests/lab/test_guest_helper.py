@@ -20,16 +20,16 @@ import time
 
 import pytest
 
-from cloudseed.lab.agent_install import _GATE_GENERATOR, HELPER
-from cloudseed.lab.snapshot import SEED_BYTES, pad_seed
-from cloudseed.lab.vm import LabError
+from cloudseed.lab.images.agent_install import _GATE_GENERATOR, HELPER
+from cloudseed.lab.machine.snapshot import SEED_BYTES, pad_seed
+from cloudseed.lab.machine.vm import LabError
 from cloudseed.provider.seeds.build import build_seed
 from cloudseed.provider.seeds.spec import InstanceSpec
 from tests.lab.guest_helper import labguest
 
 
 class Host:
-    """The host's end: JSON lines, as ``cloudseed.lab.channel.Channel`` speaks them."""
+    """The host's end: JSON lines, as ``cloudseed.lab.machine.channel.Channel`` speaks them."""
 
     def __init__(self, sock: socket.socket):
         self.sock, self.buffer = sock, b""

@@ -15,10 +15,10 @@ import sys
 
 import pytest
 
-from cloudseed.lab.agent_report import modules_from_cloud_init_log, summarize
-from cloudseed.lab.image import Image
-from cloudseed.lab.report import format_report, report_dict
-from cloudseed.lab.session import BootResult, StageTiming
+from cloudseed.lab.boots.session import BootResult, StageTiming
+from cloudseed.lab.images.image import Image
+from cloudseed.lab.reports.agent_report import modules_from_cloud_init_log, summarize
+from cloudseed.lab.reports.report import format_report, report_dict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))

@@ -13,7 +13,7 @@ import copy
 import json
 import os
 
-from cloudseed.lab.state_diff import diff, format_diff
+from cloudseed.lab.reports.state_diff import diff, format_diff
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

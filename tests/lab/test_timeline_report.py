@@ -19,11 +19,11 @@ import tempfile
 
 import pytest
 
-from cloudseed.lab import report_html
-from cloudseed.lab.image import Image
-from cloudseed.lab.report import report_dict
-from cloudseed.lab.session import replay
-from cloudseed.lab.timeline import build, render_text
+from cloudseed.lab.boots.session import replay
+from cloudseed.lab.images.image import Image
+from cloudseed.lab.reports import report_html
+from cloudseed.lab.reports.report import report_dict
+from cloudseed.lab.reports.timeline import build, render_text
 from cloudseed.provider.server.admin import timeline_svg
 from tests.provider.server.browser import CHROMIUM, Browser
 
@@ -185,7 +185,7 @@ def test_both_agents_side_by_side_on_one_axis_in_chromium(tmp_path):
 
 
 def test_try_page_with_checks_in_chromium(tmp_path):
-    from cloudseed.lab.checks import Check
+    from cloudseed.lab.reports.checks import Check
 
     checks = [Check("file /etc/x", "mode", False, "0600", "0644", 3), Check("user tester", "shell", True, "/bin/sh",
                                                                           "/bin/sh", 5)]

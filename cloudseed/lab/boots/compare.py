@@ -15,13 +15,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from cloudseed.lab.checks import Check, Expectations, judge, queries
-from cloudseed.lab.delivery import Delivery
-from cloudseed.lab.session import BootResult, run_boot
-from cloudseed.lab.state_diff import Difference, diff
+from cloudseed.lab.boots.delivery import Delivery
+from cloudseed.lab.boots.session import BootResult, run_boot
+from cloudseed.lab.reports.checks import Check, Expectations, judge, queries
+from cloudseed.lab.reports.state_diff import Difference, diff
 
 # cloudseed on the image as switching leaves it (Debian cloud-init's /etc/cloud kept): both agents read
-# the same configuration (lab/image.py)
+# the same configuration (lab/images/image.py)
 AGENTS = (("switched", "cloudseed"), ("reference", "cloud-init"))
 
 
@@ -58,7 +58,7 @@ def _full_boot(agent: str, name: str, delivery: Delivery, accel: str, reason: st
                expect: Optional[Expectations], progress) -> Run:
     import time
 
-    from cloudseed.lab.image import lab_image
+    from cloudseed.lab.images.image import lab_image
 
     image = lab_image(agent)
     started = time.monotonic()
@@ -86,8 +86,8 @@ def _full_boot(agent: str, name: str, delivery: Delivery, accel: str, reason: st
 
 def _try(agent: str, name: str, delivery: Delivery, accel: str, reason: str, workdir: str, timeout: float,
          expect: Optional[Expectations], progress, say) -> Run:
-    from cloudseed.lab.image import lab_image
-    from cloudseed.lab.tries import TrySession
+    from cloudseed.lab.boots.tries import TrySession
+    from cloudseed.lab.images.image import lab_image
 
     session = TrySession(lab_image(agent), delivery, accel, reason, workdir, timeout=timeout, expect=expect,
                          progress=progress, say=say)
@@ -119,7 +119,7 @@ def run(delivery: Delivery, accel: str, reason: str, workdir: str, timeout: floa
 
 def agent_times(comparison: Comparison) -> str:
     """Each agent's verdict and time, one line each."""
-    from cloudseed.lab.agent_report import summarize
+    from cloudseed.lab.reports.agent_report import summarize
 
     lines = []
     for run in comparison.runs:

@@ -93,7 +93,7 @@ class Delivery:
     def prepare(self, workdir: str, spec=None) -> tuple[list[str], contextlib.AbstractContextManager]:
         """(seeds, server): the seed images written into ``workdir`` and the metadata server to run
         while the VM boots (a context manager giving the server, or None)."""
-        from cloudseed.lab.metadata import MetadataServer
+        from cloudseed.lab.boots.metadata import MetadataServer
 
         os.makedirs(workdir, exist_ok=True)
         spec = spec or self.spec()

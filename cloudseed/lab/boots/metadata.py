@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Optional
 
-from cloudseed.lab.vm import LabError, free_port
+from cloudseed.lab.machine.vm import LabError, free_port
 from cloudseed.provider.seeds.spec import InstanceSpec
 
 
@@ -55,7 +55,7 @@ class MetadataServer:
             argv += ["--availability-zone", spec.availability_zone]
         if self.imds_tokens:
             argv += ["--imds-tokens", self.imds_tokens]
-        # the ids the lab's DMI strings carry (lab/vm.py PLATFORMS): Hetzner checks its serial
+        # the ids the lab's DMI strings carry (lab/machine/vm.py PLATFORMS): Hetzner checks its serial
         clouds = {"hetzner": {"numeric_id": 4242}, "digitalocean": {"droplet_id": 4242}}
         path = os.path.join(self.workdir, "clouds.json")
         with open(path, "w") as handle:

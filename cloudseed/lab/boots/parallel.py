@@ -1,6 +1,6 @@
 """``lab --parallel N``: every user-data file of a directory, N VMs at a time, and a summary table.
 
-All runs share one image and one snapshot (``snapshot.py``): each VM is a separate qemu with its
+All runs share one image and one snapshot (``machine/snapshot.py``): each VM is a separate qemu with its
 own overlay, seed, user-mode network (its own forwarded ports) and, for metadata datasources, its
 own metadata server and registry. ``--expect`` applies to each. The table gives per file: the
 agent's status, its time, the checks and the whole try's time.
@@ -12,7 +12,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from cloudseed.lab.tries import Try, TrySession
+from cloudseed.lab.boots.tries import Try, TrySession
 
 SKIPPED_NAMES = ("meta-data", "vendor-data", "network-config")
 
@@ -33,7 +33,7 @@ def run(session: TrySession, files: list[str], jobs: int, done: Callable[[str, T
         try:
             outcome = session.run_try(number, session.delivery.with_user_data(path), workdir=workdir)
         except Exception as e:  # noqa: BLE001 - one file's failure is a row of the table, not the end of the run
-            from cloudseed.lab.session import BootResult
+            from cloudseed.lab.boots.session import BootResult
 
             result = BootResult(accel=session.accel, accel_reason="", image=session.image, workdir=workdir,
                                 console_log="", overlay="")
@@ -46,7 +46,7 @@ def run(session: TrySession, files: list[str], jobs: int, done: Callable[[str, T
 
 
 def table(rows: list[tuple[str, Try]]) -> str:
-    from cloudseed.lab.agent_report import summarize
+    from cloudseed.lab.reports.agent_report import summarize
 
     width = max([len(name) for name, _ in rows] + [4])
     lines = [f"{'file':<{width}}  {'status':<14} {'agent':>7} {'errors':>6} {'checks':>9} {'try':>7}"]

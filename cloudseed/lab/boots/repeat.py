@@ -14,11 +14,11 @@ import sys
 import time
 from typing import Callable, Optional
 
-from cloudseed.lab.checks import summary
-from cloudseed.lab.report import format_report, report_dict
-from cloudseed.lab.timeline import build, render_text
-from cloudseed.lab.tries import Try, TrySession
-from cloudseed.lab.vm import LabError
+from cloudseed.lab.boots.tries import Try, TrySession
+from cloudseed.lab.machine.vm import LabError
+from cloudseed.lab.reports.checks import summary
+from cloudseed.lab.reports.report import format_report, report_dict
+from cloudseed.lab.reports.timeline import build, render_text
 from cloudseed.provider.seeds.errors import SeedError
 
 

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from cloudseed.lab.console import Event
-from cloudseed.lab.image import Image
-from cloudseed.lab.vm import VirtualMachine, VmSpec
+from cloudseed.lab.images.image import Image
+from cloudseed.lab.machine.console import Event
+from cloudseed.lab.machine.vm import VirtualMachine, VmSpec
 
 
 @dataclass
@@ -58,7 +58,7 @@ class BootResult:
         own = [s.seconds for s in self.stages.values() if s.seconds is not None]
         if own:
             return sum(own)
-        from cloudseed.lab.agent_report import summarize
+        from cloudseed.lab.reports.agent_report import summarize
 
         reported = [s["seconds"] for s in summarize(self.status, self.result)["stages"].values()
                     if s.get("seconds") is not None]
@@ -106,7 +106,7 @@ def run_boot(image: Image, workdir: str, accel: str = "tcg", accel_reason: str =
     """Boot, wait for the agent and the collector, stop the VM unless ``keep``. ``kernel_args`` are
     added to the kernel command line (``cc: ... end_cc``: configuration the image would carry).
 
-    ``inspect(channel)``: called with the guest helper's exec channel (``lab/channel.py``) once the
+    ``inspect(channel)``: called with the guest helper's exec channel (``lab/machine/channel.py``) once the
     agent is done, its answer kept in ``inspected`` (facts for checks, the state for --compare).
     """
     if inspect is not None:
@@ -160,7 +160,7 @@ def run_boot(image: Image, workdir: str, accel: str = "tcg", accel_reason: str =
 
 def replay(console_log: str, image: Image, accel: str = "tcg", accel_reason: str = "") -> BootResult:
     """A BootResult from a console log the lab kept (what a boot's events said, without the VM)."""
-    from cloudseed.lab.console import parse_event, read_log
+    from cloudseed.lab.machine.console import parse_event, read_log
 
     result = BootResult(accel=accel, accel_reason=accel_reason, image=image, workdir=os.path.dirname(console_log),
                         console_log=console_log, overlay="")
@@ -172,7 +172,7 @@ def replay(console_log: str, image: Image, accel: str = "tcg", accel_reason: str
 
 
 def _inspect(vm: VirtualMachine, inspect: Callable[[Any], Any]) -> Any:
-    from cloudseed.lab.channel import EXEC_PORT, Channel, ChannelError
+    from cloudseed.lab.machine.channel import EXEC_PORT, Channel, ChannelError
 
     channel = Channel(vm.exec_path, EXEC_PORT)
     try:
@@ -187,7 +187,7 @@ def _read_back(overlay: str, path: str) -> Optional[str]:
     """A file from the stopped guest's disk (None, with a note on stderr, when it cannot be read)."""
     import sys
 
-    from cloudseed.lab.readback import GuestDisk, ReadbackError
+    from cloudseed.lab.images.readback import GuestDisk, ReadbackError
 
     try:
         with GuestDisk.from_overlay(overlay) as disk:

@@ -1,7 +1,7 @@
 """One try of a cloud-config on a restored VM: seed, restore, release, the agent's records, checks.
 
 ``TrySession`` holds the image, the delivery (how the data reaches the guest) and the snapshot
-(``snapshot.py``); ``run_try`` takes the files as they are now, restores a VM from the snapshot
+(``machine/snapshot.py``); ``run_try`` takes the files as they are now, restores a VM from the snapshot
 with the new seed (or a metadata server with the new record), waits until the agent is done,
 asks the guest for the facts the checks need (and the system state for ``--compare``), stops the
 VM and returns a ``Try``: a ``BootResult`` like a full boot's, whose times count from the moment
@@ -16,14 +16,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from cloudseed.lab.channel import ChannelError
-from cloudseed.lab.checks import Check, Expectations, judge, queries
-from cloudseed.lab.console import Event
-from cloudseed.lab.delivery import Delivery
-from cloudseed.lab.image import Image
-from cloudseed.lab.session import BootResult, apply_event
-from cloudseed.lab.snapshot import Shape, Snapshot
-from cloudseed.lab.vm import free_port
+from cloudseed.lab.boots.delivery import Delivery
+from cloudseed.lab.boots.session import BootResult, apply_event
+from cloudseed.lab.images.image import Image
+from cloudseed.lab.machine.channel import ChannelError
+from cloudseed.lab.machine.console import Event
+from cloudseed.lab.machine.snapshot import Shape, Snapshot
+from cloudseed.lab.machine.vm import free_port
+from cloudseed.lab.reports.checks import Check, Expectations, judge, queries
 
 
 @dataclass

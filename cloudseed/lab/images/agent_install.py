@@ -14,9 +14,10 @@ import shutil
 import subprocess
 import sys
 
-from cloudseed.lab.rootfs import ImageBuildError, chroot_mounts, log, run
+from cloudseed.lab.images.rootfs import ImageBuildError, chroot_mounts, log, run
 
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cloudseed/lab
+PACKAGE_DIR = os.path.dirname(LAB_DIR)  # cloudseed
 COLLECT_MARK = "cloudseed-lab:"
 
 _LAUNCHER = "#!/usr/bin/python3\nimport sys\nfrom cloudseed.cli import main\nsys.exit(main())\n"
@@ -117,7 +118,7 @@ def _write_fallback_units(tree: str) -> None:
     _symlink("/etc/systemd/system/cloudseed.target", os.path.join(multi, "cloudseed.target"))
 
 
-GUEST_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guest")
+GUEST_DIR = os.path.join(LAB_DIR, "guest")
 GUEST_FILES = ("labguest.py", "labstate.py")
 HELPER = "/usr/local/lib/cloudseed-lab/labguest.py"
 

@@ -18,9 +18,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from cloudseed.lab import agent_install
 from cloudseed.lab.cache import build_lock, digest, lab_dir
-from cloudseed.lab.rootfs import ImageBuildError, base_rootfs, kernel_files, log, run
+from cloudseed.lab.images import agent_install
+from cloudseed.lab.images.rootfs import ImageBuildError, base_rootfs, kernel_files, log, run
 
 PARTITION_OFFSET = 1024 * 1024
 IMAGE_VERSION = "4"  # bump when the way images are assembled changes
@@ -54,7 +54,7 @@ def package_hash() -> str:
     for dirpath, dirnames, filenames in os.walk(agent_install.PACKAGE_DIR):
         # the lab itself never runs in the guest: editing it must not force an image rebuild
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and
-                             os.path.join(dirpath, d) != os.path.dirname(os.path.abspath(__file__)))
+                             os.path.join(dirpath, d) != agent_install.LAB_DIR)
         for name in sorted(filenames):
             if name.endswith(".pyc"):
                 continue

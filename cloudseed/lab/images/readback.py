@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Optional
 
-from cloudseed.lab.image import PARTITION_OFFSET
+from cloudseed.lab.images.image import PARTITION_OFFSET
 
 
 class ReadbackError(Exception):

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from cloudseed.lab.cache import build_lock, digest, lab_dir
-from cloudseed.lab.channel import EXEC_PORT, GATE_PORT, Channel, ChannelError
-from cloudseed.lab.console import Event
-from cloudseed.lab.image import Image
-from cloudseed.lab.qmp import Qmp, QmpError
-from cloudseed.lab.vm import LabError, VirtualMachine, VmSpec
+from cloudseed.lab.images.image import Image
+from cloudseed.lab.machine.channel import EXEC_PORT, GATE_PORT, Channel, ChannelError
+from cloudseed.lab.machine.console import Event
+from cloudseed.lab.machine.qmp import Qmp, QmpError
+from cloudseed.lab.machine.vm import LabError, VirtualMachine, VmSpec
 
 SEED_BYTES = 16 << 20  # every seed of a snapshot's tries is padded to this (the guest saw this size)
 SNAPSHOT_VERSION = "2"

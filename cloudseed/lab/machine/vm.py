@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from cloudseed.lab.channel import EXEC_PORT, GATE_PORT
-from cloudseed.lab.console import Console, Event
-from cloudseed.lab.image import Image
+from cloudseed.lab.images.image import Image
+from cloudseed.lab.machine.channel import EXEC_PORT, GATE_PORT
+from cloudseed.lab.machine.console import Console, Event
 
 PLATFORMS = {
     "openstack": "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova",
@@ -32,7 +32,7 @@ PLATFORMS = {
     # the DMI facts each cloud's detection reads (several -smbios options where it reads several tables)
     "gce": ("type=0,vendor=Google", "type=1,manufacturer=Google,product=Google Compute Engine,serial=GoogleCloud-LAB"),
     "digitalocean": "type=1,manufacturer=DigitalOcean,product=Droplet,serial=4242",
-    "hetzner": "type=1,manufacturer=Hetzner,product=vServer,serial=4242",  # = the instance-id (lab/metadata.py)
+    "hetzner": "type=1,manufacturer=Hetzner,product=vServer,serial=4242",  # = the instance-id (lab/boots/metadata.py)
     "oracle": ("type=1,manufacturer=QEMU,product=Standard PC", "type=3,manufacturer=QEMU,asset=OracleCloud.com"),
     # Azure: the chassis asset tag (as on Hyper-V), the rest as a Hyper-V VM shows it
     "azure": ("type=1,manufacturer=Microsoft Corporation,product=Virtual Machine",
@@ -91,7 +91,7 @@ class VmSpec:
     # more guest addresses forwarded to host loopback ports: (guest ip, guest port, host port);
     # the guest ip must be in the user network (10.0.2.0/24, or 169.254.0.0/16 with a metadata port)
     forwards: list[tuple[str, int, int]] = field(default_factory=list)
-    channels: bool = False  # the lab's virtio-serial ports (gate and exec: lab/channel.py)
+    channels: bool = False  # the lab's virtio-serial ports (gate and exec: lab/machine/channel.py)
     backing: Optional[str] = None  # what a new overlay is made on (default: the image's disk)
     incoming: Optional[str] = None  # a saved VM state file to resume from instead of booting
     cpu: Optional[str] = None  # qemu's -cpu (default: host under KVM, max under TCG)
@@ -198,7 +198,7 @@ class VirtualMachine:
 
     def _resume(self, state: str) -> None:
         """Load the saved state into the waiting qemu and run it (it was saved stopped)."""
-        from cloudseed.lab.qmp import Qmp, QmpError
+        from cloudseed.lab.machine.qmp import Qmp, QmpError
 
         try:
             qmp = Qmp(self.qmp_path)

@@ -316,7 +316,7 @@ def evaluate(expect: Expectations, facts: list[dict[str, Any]]) -> list[Check]:
 
 def agent_check(status: Any, result: Any = None, log: Optional[str] = None) -> Check:
     """The check every --expect run has first: the agent finished, and without errors."""
-    from cloudseed.lab.agent_report import summarize
+    from cloudseed.lab.reports.agent_report import summarize
 
     own = summarize(status, result, log)
     errors = [str(e) for e in own["errors"]]

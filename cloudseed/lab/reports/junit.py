@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Optional
 
-from cloudseed.lab.checks import Check
+from cloudseed.lab.reports.checks import Check
 
 
 @dataclass

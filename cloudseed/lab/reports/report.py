@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudseed.lab.agent_report import STAGE_ORDER, summarize
-from cloudseed.lab.session import BootResult
+from cloudseed.lab.boots.session import BootResult
+from cloudseed.lab.reports.agent_report import STAGE_ORDER, summarize
 
 
 def _fmt(seconds: float | None) -> str:

@@ -14,12 +14,13 @@ import html
 import os
 from typing import Any, Optional
 
-from cloudseed.lab.checks import Check
-from cloudseed.lab.timeline import Lane
+from cloudseed.lab.reports.checks import Check
+from cloudseed.lab.reports.timeline import Lane
 
 # the lab's bars in the fleet page's drawing (provider/server/admin/timeline_svg.py): results as it names them
 STATUS = {"ok": "ok", "failed": "fail", "skipped": "skipped", "mark": "mark"}
-FLEET_CSS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "fleet", "fleet.css")
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # cloudseed
+FLEET_CSS = os.path.join(PACKAGE_DIR, "data", "fleet", "fleet.css")
 
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #1d2733; max-width: 1100px; }

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from cloudseed.lab.agent_report import STAGE_ORDER, summarize
-from cloudseed.lab.session import BootResult
+from cloudseed.lab.boots.session import BootResult
+from cloudseed.lab.reports.agent_report import STAGE_ORDER, summarize
 
 MILESTONES = ("sysinit.target", "basic.target", "network.target", "network-online.target", "multi-user.target")
 KEY_UNITS = ("networking.service", "systemd-networkd.service", "NetworkManager.service", "ssh.service")
