@@ -9,7 +9,11 @@ time runs from reading the files to the report's last fact; its parts: the VM re
 released, the agent finished (as the guest helper saw it), the checks answered. Stage start
 times in the guest and the host's load average are printed beside each try.
 
+With ``--network-change`` each try's network-config defines the NIC otherwise than the snapshot
+had it up (its MTU), so the try takes it down and pays networking's DHCP again.
+
 Usage: .venv/bin/python bench/lab_tries.py [-n 5] [--fresh-snapshot] [--datasource nocloud|openstack]
+       [--network-change] [--full-boots N]
 """
 
 from __future__ import annotations
@@ -51,6 +55,12 @@ users:
 """
 
 
+NETWORK_CHANGE = """version: 2
+ethernets:
+  ens3: {{dhcp4: true, mtu: {mtu}}}
+"""
+
+
 def full_boot(image, accel: str, reason: str, delivery: Delivery, work: str, number: int) -> str:
     """The same cloud-config in a full boot (the lab without --repeat), as the tries' yardstick."""
     from cloudseed.lab.boots.session import run_boot
@@ -71,6 +81,9 @@ def main() -> int:
     parser.add_argument("--fresh-snapshot", action="store_true", help="make the snapshot again first")
     parser.add_argument("--datasource", default="nocloud", choices=("nocloud", "configdrive", "openstack", "ec2"))
     parser.add_argument("--full-boots", type=int, default=1, help="full boots of the same, for comparison (default 1)")
+    parser.add_argument("--network-change", action="store_true",
+                        help="each try's network-config changes the NIC (its MTU): the try pays the "
+                             "network's restart (default: no network-config, the snapshot's network is kept)")
     args = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix="bench-lab-tries-")
@@ -79,7 +92,9 @@ def main() -> int:
     accel, reason = choose_accel("auto", image.kernel, image.initrd)
     with open(expect, "w") as handle:
         handle.write(EXPECT.format(host="bench-0"))
-    session = TrySession(image, Delivery(datasource=args.datasource, user_data=ud), accel, reason, work,
+    network_config = os.path.join(work, "network-config") if args.network_change else None
+    session = TrySession(image, Delivery(datasource=args.datasource, user_data=ud, network_config=network_config),
+                         accel, reason, work,
                          expect=load(expect), say=lambda text: print(f"# {text}", file=sys.stderr))
     if args.fresh_snapshot:
         session.snapshot.discard()
@@ -91,7 +106,7 @@ def main() -> int:
     print(f"snapshot: {state}; "
           f"{session.snapshot.info}; accelerator {accel}")
     print(f"{'try':>3} {'seconds':>8} {'restored':>9} {'agent done':>11} {'checks':>7}  "
-          f"{'local/network/config/final start':<34} load  checks")
+          f"{'local/network/config/final start':<34} load  checks  network")
     totals = []
     for number in range(1, args.n + 1):
         host = f"bench-{number}"
@@ -99,15 +114,21 @@ def main() -> int:
             handle.write(USER_DATA.format(host=host))
         with open(expect, "w") as handle:
             handle.write(EXPECT.format(host=host))
+        if network_config:
+            with open(network_config, "w") as handle:
+                handle.write(NETWORK_CHANGE.format(mtu=1400 + number))
         session.expect = load(expect)
         outcome = session.run_try(number)
         stages = "/".join(f"{outcome.result.stages[s].started_at:.1f}" if s in outcome.result.stages and
                           outcome.result.stages[s].started_at is not None else "-"
                           for s in ("local", "network", "config", "final"))
         passed = sum(1 for c in outcome.checks or [] if c.ok)
+        network = outcome.network or {}
+        net = "restarted " + ",".join(network["restarted"]) if network.get("restarted") else \
+            "kept" if network.get("kept") else "-"
         print(f"{number:>3} {outcome.seconds:>7.1f}s {outcome.restored_in:>8.1f}s "
               f"{outcome.timings.get('agent', 0):>10.1f}s {outcome.timings.get('checks', 0):>6.1f}s  {stages:<34} "
-              f"{os.getloadavg()[0]:.1f}  {passed}/{len(outcome.checks or [])}"
+              f"{os.getloadavg()[0]:.1f}  {passed}/{len(outcome.checks or [])}  {net:>6}"
               + (f"  {outcome.error}" if outcome.error else ""), flush=True)
         totals.append(outcome.seconds)
     print(f"median {statistics.median(totals):.1f}s, min {min(totals):.1f}s, max {max(totals):.1f}s over "

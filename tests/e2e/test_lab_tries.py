@@ -2,8 +2,9 @@
 
 Each test runs the ``lab`` command in a subprocess against the cached lab image, as a person
 iterating on a cloud-config would. The default (ci) set: ``--repeat`` answering Enter between
-tries while the user-data changes (the second try fails its checks: exit 1, JUnit and HTML say
-why; the page is opened in Chromium), ``--watch`` re-running on a save and ``--parallel`` over a
+tries while the user-data and network-config change (the second try fails its checks: exit 1,
+JUnit and HTML say why; the page is opened in Chromium; the first keeps the snapshot's network,
+the second reconfigures the NIC), ``--watch`` re-running on a save and ``--parallel`` over a
 directory (about 2.2 min together under TCG, the snapshot made once). ``CLOUDSEED_E2E=all`` adds
 ``--expect`` on a full boot, ``--compare`` (both agents, full boots and snapshots) and tries through
 the OpenStack metadata service.
@@ -61,8 +62,14 @@ packages:
 mounts:
   /: {{fstype: ext4}}
 commands:
+  - {{name: nic, run: "cat /sys/class/net/ens3/mtu; ip -4 -o addr show dev ens3", exit: 0}}
   - {{name: identity, run: "cat /etc/ssh/ssh_host_ed25519_key.pub; date +%s", exit: 0}}
 """
+
+# the network-config of each try: the first defines the NIC as the agent's fallback does (the
+# snapshot's network stays up), the second changes it (ens3 is taken down and raised again with it)
+SAME_NETWORK = '{"version": 2, "ethernets": {"ens3": {"dhcp4": true}}}\n'
+OTHER_NETWORK = '{"version": 2, "ethernets": {"ens3": {"dhcp4": true, "mtu": 1400}}}\n'
 
 
 class Lab:
@@ -109,36 +116,44 @@ def key(ssh_key):
 
 
 def test_repeat_tries_the_saved_file_again_checks_it_and_reports(lab, key, tmp_path):
-    ud, exp = tmp_path / "user-data", tmp_path / "expect.yaml"
+    ud, exp, net = tmp_path / "user-data", tmp_path / "expect.yaml", tmp_path / "network-config"
     ud.write_text(user_data("try-one", "one", key))
     exp.write_text(expect(key))
+    net.write_text(SAME_NETWORK)
     junit, html, work = tmp_path / "junit.xml", tmp_path / "report.html", tmp_path / "work"
-    run = Lab("--user-data", str(ud), "--repeat", "--expect", str(exp), "--junit", str(junit), "--html", str(html),
-              "--workdir", str(work), cwd=str(tmp_path))
+    run = Lab("--user-data", str(ud), "--network-config", str(net), "--repeat", "--expect", str(exp),
+              "--junit", str(junit), "--html", str(html), "--workdir", str(work), cwd=str(tmp_path))
     first = run.until("try 1: ")
-    assert "checks: 20 passed, 0 failed" in first, first[-3000:]  # the agent's verdict and 19 of the file's
+    assert "checks: 21 passed, 0 failed" in first, first[-3000:]  # the agent's verdict and 20 of the file's
     assert "stage final" in first and "restore" in first  # the report and its timeline
+    assert "network: ens3, lo kept up from the snapshot" in first, first[-3000:]
     ud.write_text(user_data("try-two", "two", key))
+    net.write_text(OTHER_NETWORK)
     run.say("")
     second = run.until("try 2: ")[len(first):]
     run.say("q")
     assert run.finish() == 1, run.output[-2000:]  # the last try's checks failed
     assert "FAIL  hostname: is: expected 'try-one', found 'try-two' (line 1)" in second
     assert "FAIL  file /etc/lab/note: content: expected 'one\\n', found 'two\\n' (line 3)" in second
-    assert "checks: 18 passed, 2 failed" in second
+    assert "checks: 19 passed, 2 failed" in second
+    assert "network: ens3 reconfigured" in second and "kept up" not in second, second[-3000:]
     seconds = float(second.split("try 2: ")[1].split("s ")[0])
     assert seconds < TIMEOUT
-    # each try is its own instance of the same saved VM: fresh host keys, the host's clock
-    identities = []
+    # each try is its own instance of the same saved VM: fresh host keys, the host's clock; the
+    # second one's NIC was raised again with its own configuration (its MTU) and DHCP
+    identities, nics = [], []
     for number in (1, 2):
         with open(work / f"try-{number}" / "facts.json") as handle:
-            command = json.load(handle)[-1]
+            nic, command = json.load(handle)[-2:]
         host_key, clock = command["stdout"].split("\n")[:2]
         assert abs(int(clock) - time.time()) < 120, command
         identities.append(host_key)
+        nics.append(nic["stdout"])
     assert identities[0].startswith("ssh-ed25519 ") and identities[0] != identities[1]
+    assert nics[0].startswith("1500\n") and "inet 10.0.2.15/24" in nics[0], nics
+    assert nics[1].startswith("1400\n") and "inet 10.0.2.15/24" in nics[1], nics
     suites = ET.parse(junit).getroot()
-    assert (suites.get("tests"), suites.get("failures")) == ("20", "2")
+    assert (suites.get("tests"), suites.get("failures")) == ("21", "2")
     failures = [c.find("failure").get("message") for c in suites.iter("testcase") if c.find("failure") is not None]
     assert failures == ["expected 'try-one', found 'try-two'", "expected 'one\\n', found 'two\\n'"]
     if CHROMIUM:
@@ -154,7 +169,7 @@ def test_repeat_tries_the_saved_file_again_checks_it_and_reports(lab, key, tmp_p
         stages = [name for name, _ in drawn if name.endswith(" stage")]
         assert stages == ["local stage", "network stage", "config stage", "final stage"]
         assert all(width > 0 for _, width in drawn)
-        assert summary == "18 passed, 2 failed"
+        assert summary == "19 passed, 2 failed"
 
 
 def test_watch_runs_again_when_the_file_is_saved(lab, key, tmp_path):
@@ -165,6 +180,7 @@ def test_watch_runs_again_when_the_file_is_saved(lab, key, tmp_path):
               cwd=str(tmp_path))
     first = run.until("try 1: ")
     assert "FAIL  hostname: is: expected 'try-one', found 'try-two'" in first
+    assert "kept up from the snapshot" in first  # no network-config: the agent's fallback is the snapshot's
     run.until("save to try again")
     ud.write_text(user_data("try-one", "one", key))
     second = run.until("try 2: ")[len(first):]
@@ -208,7 +224,7 @@ def test_expect_on_a_full_boot(lab, key, tmp_path):
     run = Lab("--user-data", str(ud), "--expect", str(exp), "--junit", str(tmp_path / "junit.xml"),
               "--workdir", str(tmp_path / "w"), cwd=str(tmp_path))
     assert run.finish(timeout=TIMEOUT) == 0, run.output[-3000:]
-    assert "checks: 20 passed, 0 failed" in run.output
+    assert "checks: 21 passed, 0 failed" in run.output
     assert "kernel" in run.output.split("timeline (")[1]
 
 

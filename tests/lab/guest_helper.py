@@ -15,6 +15,7 @@ if GUEST not in sys.path:
     sys.path.insert(0, GUEST)  # plain scripts, not a package: loaded from their directory as the guest does
 
 import labguest  # noqa: E402
+import labnet  # noqa: E402
 import labstate  # noqa: E402
 
-__all__ = ["labguest", "labstate"]
+__all__ = ["labguest", "labnet", "labstate"]

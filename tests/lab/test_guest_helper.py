@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from cloudseed.lab.images.agent_install import _GATE_GENERATOR, HELPER
+from cloudseed.lab.images.agent_install import _GATE_GENERATOR, HELPER, NETWORK_CHECK
 from cloudseed.lab.machine.snapshot import SEED_BYTES, pad_seed
 from cloudseed.lab.machine.vm import LabError
 from cloudseed.provider.seeds.build import build_seed
@@ -101,7 +101,14 @@ def test_gate_generator_puts_the_helper_in_front_of_each_agents_local_stage(tmp_
     }
 
 
-@pytest.mark.parametrize("cmdline", ["root=/dev/vda1 ro", "root=/dev/vda1 cloudseed.lab.gated", "cloudseed.lab.exec"])
+def test_with_the_network_word_networking_first_takes_down_what_a_try_changed(tmp_path):
+    written = _generate(tmp_path, "root=/dev/vda1 ro cloudseed.lab.gate cloudseed.lab.net")
+    assert written["networking.service.d/cloudseed-lab-net.conf"] == f"[Service]\nExecStartPre=-{NETWORK_CHECK}\n"
+    assert len(written) == 3  # and the two gates
+
+
+@pytest.mark.parametrize("cmdline", ["root=/dev/vda1 ro", "root=/dev/vda1 cloudseed.lab.gated", "cloudseed.lab.exec",
+                                     "cloudseed.lab.net"])
 def test_gate_generator_writes_nothing_on_other_boots(tmp_path, cmdline):
     assert _generate(tmp_path, cmdline) == {}
 

@@ -46,11 +46,13 @@ def describe(outcome: Try, as_json: bool = False) -> str:
     took = (f"try {outcome.number}: {outcome.seconds:.1f}s from reading the files to the report "
             f"(VM restored and released after {outcome.restored_in:.1f}s, agent done after "
             f"{outcome.timings.get('agent', 0):.1f}s)")
+    network = network_line(outcome)
     if as_json:
         data = report_dict(result)
         data.update({"try": outcome.number, "seconds": round(outcome.seconds, 3),
                      "restored_in": round(outcome.restored_in, 3),
                      "timings": {k: round(v, 3) for k, v in outcome.timings.items()}, "error": outcome.error,
+                     "network": outcome.network,
                      "checks": [vars(c) for c in outcome.checks] if outcome.checks is not None else None})
         return json.dumps(data, default=str)
     parts = [format_report(result), "", render_text([build(result, result.image.agent)])]
@@ -58,8 +60,20 @@ def describe(outcome: Try, as_json: bool = False) -> str:
         parts += ["", f"error: {outcome.error}"]
     if outcome.checks is not None:
         parts += ["", summary(outcome.checks)]
-    parts += ["", took]
+    parts += ["", took] + ([network] if network else [])
     return "\n".join(parts)
+
+
+def network_line(outcome: Try) -> str:
+    """What the try did with the network the snapshot had up ("" when it had none)."""
+    network = outcome.network or {}
+    if network.get("restarted"):
+        return (f"network: {', '.join(network['restarted'])} reconfigured (the configuration differs from the "
+                f"snapshot's: taken down, raised again by networking.service as on a real boot)")
+    if network.get("kept"):
+        return (f"network: {', '.join(network['kept'])} kept up from the snapshot (the configuration is the one "
+                f"it was raised with: no DHCP in this try)")
+    return ""
 
 
 def run(session: TrySession, count: Optional[int], watch: bool, watched: list[str],

@@ -36,6 +36,7 @@ class Try:
     state: Optional[dict[str, Any]] = None
     error: Optional[str] = None
     timings: dict[str, float] = field(default_factory=dict)
+    network: Optional[dict[str, Any]] = None  # what became of the snapshot's network (guest/labnet.py)
 
 
 class TrySession:
@@ -46,8 +47,10 @@ class TrySession:
         self.accel, self.accel_reason = accel, accel_reason
         self.workdir, self.timeout, self.expect = workdir, timeout, expect
         self.progress, self.say = progress, say or (lambda text: None)
+        # the network is raised in the snapshot where no metadata service is asked over it (a
+        # datasource that brings up its own ephemeral DHCP would find it up, unlike a real boot)
         shape = Shape(seeds=len(delivery.seed_kinds), platform=delivery.platform, metadata=bool(delivery.platform),
-                      accel=accel, seed_kinds=delivery.seed_kinds)
+                      accel=accel, seed_kinds=delivery.seed_kinds, network=not delivery.platform)
         self.snapshot = Snapshot(image, shape)
 
     def prepare(self) -> Snapshot:
@@ -104,6 +107,7 @@ class TrySession:
                 return
             result.status, result.result = records.get("status"), records.get("result")
             result.agent_log = records.get("log")
+            outcome.network = records.get("network")
             _keep(workdir, "agent-records.json", records)
             if self.expect is not None:
                 facts = channel.request("facts", queries=queries(self.expect), wait=600)["facts"]

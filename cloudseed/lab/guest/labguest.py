@@ -35,6 +35,7 @@ import time
 GATE_PORT = "org.cloudseed.lab.gate"
 EXEC_PORT = "org.cloudseed.lab.exec"
 RUN_DIR = "/run/cloudseed-lab"
+NETWORK_VERDICT = RUN_DIR + "/network.json"  # labnet.VERDICT
 RNDADDENTROPY = 0x40085203
 RNDRESEEDCRNG = 0x5207
 BLKFLSBUF = 0x1261
@@ -193,6 +194,31 @@ def _own_unit() -> str:
         return ""
 
 
+# The parts of an agent a boot imports from its local stage on (datasources, network, modules,
+# user-data, distros): imported in the snapshot, so a try pays none of it (all, not only those
+# this try will use: a module imported without running does nothing).
+_IMPORTED_WHOLE = {"cloudseed.cli": ("cloudseed", ("agent", "network", "core"))}
+
+
+def _package_modules(package: str, parts: tuple) -> list[str]:
+    """The dotted names of every module under ``package``'s ``parts`` (found without importing)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package) if package else None
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    top = list(spec.submodule_search_locations)[0]
+    names = []
+    for part in parts:
+        for dirpath, _, filenames in os.walk(os.path.join(top, part)):
+            prefix = package + "." + os.path.relpath(dirpath, top).replace(os.sep, ".")
+            for filename in sorted(filenames):
+                if filename.endswith(".py") and filename != "__main__.py":
+                    stem = filename[:-3]
+                    names.append(prefix if stem == "__init__" else f"{prefix}.{stem}")
+    return names
+
+
 def _warm(argv: list[str]) -> None:
     """Import what the agent's command imports first, and read its package into the page cache."""
     import importlib
@@ -206,8 +232,10 @@ def _warm(argv: list[str]) -> None:
                     modules.append(words[1])
     except OSError:
         return
+    entry = modules[0] if modules else ""
     modules += {"cloudseed.cli": ["cloudseed.commands.boot", "cloudseed.agent.boot.stages", "cloudseed.core.root"],
-                "cloudinit.cmd.main": []}.get(modules[0] if modules else "", [])
+                "cloudinit.cmd.main": []}.get(entry, [])
+    modules += _package_modules(*_IMPORTED_WHOLE.get(entry, ("", ())))
     for name in modules:
         try:
             module = importlib.import_module(name)
@@ -232,10 +260,21 @@ def _leave_unit() -> None:
         console(f"exec loop: stays in the agent's unit ({e.strerror})")
 
 
+def _sibling(name: str):
+    """A guest helper module installed beside this one (``labstate``, ``labnet``)."""
+    import importlib
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module(name)
+
+
 def agent_gate(argv: list[str]) -> int:
     """Hold the agent's command at the snapshot point, then run it in this process."""
     with open("/proc/cmdline") as handle:
-        gated = "cloudseed.lab.gate" in handle.read().split()
+        words = handle.read().split()
+    gated = "cloudseed.lab.gate" in words
     device = find_port(GATE_PORT, 60) if gated else None
     if device is None:
         if gated:
@@ -243,9 +282,13 @@ def agent_gate(argv: list[str]) -> int:
         os.execv(argv[0], argv)
     _warm(argv)
     port = Port(device)
+    network = None
+    if "cloudseed.lab.net" in words:  # the image's network up in the snapshot (labnet.py)
+        subprocess.run(["udevadm", "settle", "--timeout=60"], check=False)
+        network = _sibling("labnet").bring_up(console)
     console("gate: waiting for the boot to settle")
     wait_quiet(_own_unit())
-    port.send({"event": "ready", "uptime": _uptime()})
+    port.send({"event": "ready", "uptime": _uptime(), "network": network})
     console("gate: ready")
     while True:
         message = port.receive()
@@ -259,6 +302,10 @@ def agent_gate(argv: list[str]) -> int:
     if exec_device and os.fork() == 0:  # the exec loop, a child already started
         os.setsid()
         _leave_unit()
+        if network and network.get("up"):  # networking.service's first step asks it (labnet.py)
+            import threading
+
+            threading.Thread(target=_sibling("labnet").answer_check, args=(console,), daemon=True).start()
         serve(exec_device)
         os._exit(0)
     if "random" in sys.modules:
@@ -326,8 +373,8 @@ def wait_agent(timeout: float) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         found = _agent_finished()
-        if found is not None:
-            return {**found, "uptime": _uptime(), "time": time.time()}
+        if found is not None:  # and what became of the snapshot's network (labnet.py)
+            return {**found, "uptime": _uptime(), "time": time.time(), "network": _json_file(NETWORK_VERDICT)}
         if time.monotonic() > deadline:
             return {"error": f"the agent did not finish within {timeout:.0f}s"}
         time.sleep(0.1)
@@ -342,9 +389,7 @@ def handle(request: dict) -> dict:
     if op == "exec":
         return _run(request)
     if op in ("facts", "state"):
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import labstate
-
+        labstate = _sibling("labstate")
         if op == "facts":
             return {"facts": [labstate.fact(query) for query in request.get("queries") or []]}
         return {"state": labstate.collect(request.get("since"))}

@@ -119,13 +119,20 @@ def _write_fallback_units(tree: str) -> None:
 
 
 GUEST_DIR = os.path.join(LAB_DIR, "guest")
-GUEST_FILES = ("labguest.py", "labstate.py")
+GUEST_FILES = ("labguest.py", "labnet.py", "labstate.py")
 HELPER = "/usr/local/lib/cloudseed-lab/labguest.py"
+
+# networking.service's first step on a try from a snapshot with the network up: ask the try's exec loop
+# (labnet.answer_check) to take down what the agent's new configuration changed, and wait for it
+NETWORK_CHECK = ("/usr/bin/timeout 120 /bin/sh -c 'test -p /run/cloudseed-lab/net/check || exit 0; "
+                 "echo check > /run/cloudseed-lab/net/check; read done < /run/cloudseed-lab/net/done'")
 
 # The snapshot point of `lab --repeat` (lab images only): with cloudseed.lab.gate on the kernel command
 # line, the agent's local unit runs its command through the guest helper, which holds it before it
-# reads anything (labguest.py agent-gate). Without that word this generator writes nothing: a lab
-# boot pays one shell start beside the other generators; an image outside the lab has none of it.
+# reads anything (labguest.py agent-gate). With cloudseed.lab.net too, the gate raises the image's
+# network before the snapshot, and networking.service first takes down what a try's configuration
+# changed (labnet.py). Without cloudseed.lab.gate this generator writes nothing: a lab boot pays one
+# shell start beside the other generators; an image outside the lab has none of it.
 _GATE_GENERATOR = f"""#!/bin/sh
 read -r cmdline < /proc/cmdline
 case " $cmdline " in *" cloudseed.lab.gate "*) ;; *) exit 0 ;; esac
@@ -136,6 +143,9 @@ gate() {{
 }}
 gate "$1" cloudseed-local.service "/usr/bin/cloudseed boot --hand-off"
 gate "$1" cloud-init-local.service "/usr/bin/cloud-init init --local"
+case " $cmdline " in *" cloudseed.lab.net "*) ;; *) exit 0 ;; esac
+mkdir -p "$1/networking.service.d"
+printf '[Service]\\nExecStartPre=-%s\\n' "{NETWORK_CHECK}" > "$1/networking.service.d/cloudseed-lab-net.conf"
 """
 
 # Answers the lab's questions (--expect facts, --compare state) once the agent is done; on a

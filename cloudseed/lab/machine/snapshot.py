@@ -3,9 +3,12 @@
 ``Snapshot.ensure`` boots the image once with the kernel command line word
 ``cloudseed.lab.gate``: the lab image's gate unit (``labguest.py gate``) holds the agent's local
 stage, waits until the rest of the early boot is quiet and says ``ready`` on its virtio-serial
-port. The VM is then stopped and its memory and devices saved to a file (qemu's ``migrate`` to
-``exec:cat``); its disk overlay, flushed, becomes the read-only base of every try. The snapshot
-is cached per image, datasource shape and qemu, so later sessions start from it at once.
+port. A snapshot for a seed-disk datasource also has ``cloudseed.lab.net``: the gate first raises
+the image's network (``guest/labnet.py``), so that a try whose network configuration is the
+image's fallback does not wait for DHCP again. The VM is then stopped and its memory and devices
+saved to a file (qemu's ``migrate`` to ``exec:cat``); its disk overlay, flushed, becomes the
+read-only base of every try. The snapshot is cached per image, datasource shape and qemu, so
+later sessions start from it at once.
 
 ``Snapshot.start_try`` makes a fresh qemu with the same devices, a thin overlay on that disk and
 the try's own seed in the same place (seeds are padded to one size: the guest keeps the size it
@@ -35,7 +38,7 @@ from cloudseed.lab.machine.qmp import Qmp, QmpError
 from cloudseed.lab.machine.vm import LabError, VirtualMachine, VmSpec
 
 SEED_BYTES = 16 << 20  # every seed of a snapshot's tries is padded to this (the guest saw this size)
-SNAPSHOT_VERSION = "2"
+SNAPSHOT_VERSION = "3"
 GATE_TIMEOUT = 300.0
 
 
@@ -60,10 +63,15 @@ class Shape:
     cpus: int = 2
     seed_kinds: tuple[str, ...] = ()  # (kind/fs) of the placeholders, so the generator sees the same labels
     cpu: Optional[str] = None  # qemu's -cpu model
+    network: bool = False  # the image's network raised before the save (guest/labnet.py)
 
     def key(self) -> list[str]:
         return [str(self.seeds), str(self.platform), str(self.metadata), self.accel, str(self.memory_mib),
-                str(self.cpus), str(self.cpu), *self.seed_kinds]
+                str(self.cpus), str(self.cpu), str(self.network), *self.seed_kinds]
+
+    @property
+    def kernel_args(self) -> str:
+        return "cloudseed.lab.gate cloudseed.lab.net" if self.network else "cloudseed.lab.gate"
 
 
 @dataclass
@@ -119,7 +127,7 @@ class Snapshot:
         return VmSpec(image=self._files(self.directory), workdir=workdir, seeds=seeds, overlay=overlay, backing=backing,
                       metadata_port=metadata_port if shape.metadata else None, platform=shape.platform,
                       accel=shape.accel, memory_mib=shape.memory_mib, cpus=shape.cpus, cpu=shape.cpu,
-                      kernel_args="cloudseed.lab.gate", channels=True, incoming=incoming)
+                      kernel_args=shape.kernel_args, channels=True, incoming=incoming)
 
     def _make(self, placeholders: Callable[[str], list[str]], metadata_port: Optional[int],
               progress: Optional[Callable[[str], None]]) -> None:
@@ -162,6 +170,7 @@ class Snapshot:
             os.unlink(seed)
         info = {"version": SNAPSHOT_VERSION, "agent": self.image.agent, "image": self.image.key,
                 "boot_to_gate": round(time.monotonic() - started, 1), "guest_uptime": ready.get("uptime"),
+                "network": ready.get("network"),
                 "state_bytes": os.path.getsize(os.path.join(partial, "state")), **saved}
         with open(os.path.join(partial, "ready.json"), "w") as handle:
             json.dump(info, handle)
