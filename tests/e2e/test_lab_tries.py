@@ -238,7 +238,8 @@ def test_compare_runs_both_agents_and_lists_what_differs(lab, key, tmp_path, how
     run = Lab("--user-data", str(ud), "--compare", *fast, "--json", "--html", str(tmp_path / "compare.html"),
               "--workdir", str(tmp_path / "w"), cwd=str(tmp_path))
     assert run.finish(timeout=TIMEOUT * 3) == 0, run.output[-3000:]
-    data = json.loads(run.output[run.output.index("{\n"):])
+    # the JSON on stdout; stderr (merged here) may follow it ("lab: report written to ...")
+    data, _ = json.JSONDecoder().raw_decode(run.output, run.output.index("{\n"))
     assert [r["name"] for r in data["runs"]] == ["cloudseed", "cloud-init"]
     assert all(r["error"] is None and r["agent_seconds"] for r in data["runs"])
     categories = {d["category"] for d in data["differences"]}
