@@ -25,6 +25,8 @@ APT_PACKAGES=(
   dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools lintian fakeroot rpm
   # the fleet pages and the lab's HTML report are tested in a real browser (headless, DevTools protocol)
   chromium
+  # the metadata server's C fast path (cloudseed/provider/server/fast_path.c), built below
+  gcc python3-dev
   # the real tools that check rendered files
   netplan.io ifupdown
   # growpart and resizefs tests grow a real partition
@@ -69,6 +71,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[dev]'
+# the metadata server's fast path for new connections, in C (optional: without it every
+# connection takes the Python path); built again when a source is newer than the module
+FAST_DIR=cloudseed/provider/server
+FAST_SO="$FAST_DIR/_fast_path$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+if [ ! -e "$FAST_SO" ] || [ -n "$(find "$FAST_DIR" -maxdepth 1 -name 'fast_path*.[ch]' -newer "$FAST_SO")" ]; then
+  gcc -O2 -Wall -shared -fPIC -I"$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
+    -o "$FAST_SO" "$FAST_DIR/fast_path.c" "$FAST_DIR/fast_path_answer.c" \
+    || echo "setup: the server's C fast path could not be built; the server runs the Python path"
+fi
 # cloudbase-init, a real client in tests/provider/server/test_cloudbase_init_clients.py, in a venv
 # of its own (it brings its own oslo/requests versions); ~10 s; its tests skip if this fails
 CBI_VENV=${CLOUDSEED_CBI_VENV:-$HOME/.cache/cloudseed-cbi-venv}

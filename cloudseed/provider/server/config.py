@@ -70,6 +70,9 @@ class ServerConfig:
     access_token_seconds: int = 3600
     # the key of Azure's attested documents: "ecdsa" (P-256, its own) or "rsa" (EC2's identity key)
     azure_attested_key: str = "ecdsa"
+    # new connections whose answer is cached are answered in C (fast_path.c, when built); false:
+    # every connection through the Python path
+    fast_path: bool = True
 
 
 _KEYS = {f.name for f in dataclasses.fields(ServerConfig)} | {"admin_token_file", "proxy_shared_secret_file"}

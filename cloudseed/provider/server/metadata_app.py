@@ -106,7 +106,12 @@ class MetadataApp:
                         refused = self._check_token(request, instance)
                         if refused is not None:
                             return refused
-                        return answer if answer.__class__ is Response else answer()
+                        if answer.__class__ is not Response:
+                            return answer()
+                        fast = request.listener.fast
+                        if fast is not None and not instance.events and TOKEN_HEADER not in request.headers:
+                            fast.offer(request, instance)  # C may answer this peer's like (fast_path.py)
+                        return answer
                 return self._route(request, instance)
         if instance is MISSING:
             return self._identify_then_answer(request, proxied)

@@ -16,6 +16,7 @@ class Metrics:
         self.latency_count = 0
         self.rate_limited = 0
         self.gauges: dict[str, Callable[[], float]] = {}
+        self.drains: list[Callable[[], None]] = []  # add counts kept elsewhere (fast_path.py) first
 
     def observe(self, api: str, status: int, seconds: float) -> None:
         key = (api, status)
@@ -25,6 +26,8 @@ class Metrics:
         self.latency_count += 1
 
     def render(self) -> str:
+        for drain in self.drains:
+            drain()
         lines = ["# HELP cloudseed_requests_total Metadata and admin requests answered.",
                  "# TYPE cloudseed_requests_total counter"]
         for (api, status), count in sorted(self.requests.items()):

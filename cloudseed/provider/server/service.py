@@ -51,6 +51,29 @@ def limits(config: ServerConfig, max_body: int) -> Limits:
                   config.head_timeout, config.idle_timeout)
 
 
+def fast_path(config: ServerConfig, table: ConnectionTable, cache: InstanceCache, limiter: RateLimiter,
+              metrics: Metrics, log: AccessLog) -> Any:
+    """The C fast path for new connections (fast_path.py), unless it is not built or turned off;
+    says which path runs."""
+    from cloudseed.provider.server import fast_path as fast_module
+
+    if not config.fast_path or not fast_module.available():
+        LOG.info("new connections: every one through the Python path (%s)",
+                 "fast_path: false" if not config.fast_path else "the _fast_path extension is not built; "
+                 "scripts/setup.sh builds it")
+        return None
+    from cloudseed.provider.server.imds_tokens import TOKEN_HEADER
+    from cloudseed.provider.server.metrics import BUCKETS
+
+    fast = fast_module.FastPath(asyncio.get_running_loop(), table, config.idle_timeout, cache.instances, limiter,
+                                metrics, BUCKETS, log, api_of, TOKEN_HEADER)
+    metrics.drains.append(fast.drain)
+    metrics.gauges["fast_path_connections"] = lambda: fast.shared.open  # held by C (in open_connections too)
+    metrics.gauges["fast_path_answered_total"] = lambda: fast.shared.answered
+    LOG.info("new connections: cached answers in C (fast_path.c), every other request through the Python path")
+    return fast
+
+
 async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]], None]] = None,
                 stop: Optional[asyncio.Event] = None, drain_seconds: float = 5.0) -> int:
     loop = asyncio.get_running_loop()
@@ -110,6 +133,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
             tls_context = server_context(registry)
             listeners.extend(Listener(s.host, s.port, None, kind="oci-auth-tls") for s in config.oci_auth_tls_listen)
     several = config.processes > 1
+    fast = fast_path(config, table, cache, limiter, metrics, log)
     try:
         for listener in listeners:
             listener.on_response = on_response
@@ -120,8 +144,13 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
 
                 await start_tls_listener(listener, handler, table, limits(config, body_limit), tls_context)
                 continue
-            await start_listener(listener, handler, table, limits(config, body_limit),  # type: ignore[arg-type]
-                                 reuse_port=config.reuse_port or (several and listener.kind == "metadata"))
+            reuse_port = config.reuse_port or (several and listener.kind == "metadata")
+            if fast is not None and listener.kind == "metadata" and not listener.balancers:
+                from cloudseed.provider.server.fast_path import start_fast_listener
+
+                await start_fast_listener(listener, handler, table, limits(config, body_limit), fast, reuse_port)
+                continue
+            await start_listener(listener, handler, table, limits(config, body_limit), reuse_port)  # type: ignore[arg-type]
     except OSError as error:
         for listener in listeners:
             if listener.server is not None:
@@ -160,6 +189,8 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
     async def housekeeping() -> None:
         while True:
             await asyncio.sleep(0.5)
+            if fast is not None:
+                fast.drain()
             log.flush()
             if workers is not None:
                 workers.check()
@@ -183,6 +214,8 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
             if listener.server is not None:
                 listener.server.release()
         chores.cancel()
+        if fast is not None:
+            fast.close()
         cache.stop_watching()
         executor.shutdown(wait=True)
         log.close()

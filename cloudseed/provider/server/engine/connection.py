@@ -360,13 +360,16 @@ class ConnectionTable:
         self.expired = 0
         self.proxy_refused = 0  # PROXY protocol listeners: non-balancer clients and bad headers
         self._exempt_known = Networks(exempt)
+        # connections held outside ``connections`` (fast_path.c, counted in ``per_source`` too):
+        # its ``open``, ``sweep(now)`` and ``close_all()``
+        self.elsewhere: Any = None
 
     def __len__(self) -> int:
-        return len(self.connections)
+        return len(self.connections) + (self.elsewhere.open if self.elsewhere is not None else 0)
 
     def refusal(self, peer: str) -> Optional[bytes]:
         """None to accept a new connection from ``peer``, else the answer to send before closing."""
-        if len(self.connections) >= self.max_connections:
+        if len(self.connections) + (self.elsewhere.open if self.elsewhere is not None else 0) >= self.max_connections:
             reason = f"too many connections ({self.max_connections})"
         elif self.max_per_source and self.per_source.get(peer, 0) >= self.max_per_source \
                 and not self._is_exempt(peer):
@@ -408,6 +411,8 @@ class ConnectionTable:
     def sweep(self) -> None:
         """Close the connections past a deadline (called twice a second)."""
         now = self.clock()
+        if self.elsewhere is not None:
+            self.expired += self.elsewhere.sweep(now)
         for connection in list(self.connections):
             reason = connection.check(now)
             if reason is not None:
@@ -419,6 +424,8 @@ class ConnectionTable:
         return any(connection.busy for connection in self.connections)
 
     def close_all(self) -> None:
+        if self.elsewhere is not None:
+            self.elsewhere.close_all()
         for connection in list(self.connections):
             connection.close()
 

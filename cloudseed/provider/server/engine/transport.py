@@ -259,7 +259,7 @@ class SocketServer:
         accept = listening._accept
         poller = self.poller
         refusal = self.table.refusal if not self.balancers else self._refuse_non_balancer
-        family, factory = self._family, self.factory
+        adopt = self._adopt
         for _ in range(256):
             try:
                 fd, address = accept()
@@ -275,18 +275,20 @@ class SocketServer:
                 peer = peer[7:]
             refused = refusal(peer)
             if refused is not None:
-                try:
-                    os.write(fd, refused)  # a fresh socket's buffer takes a short answer whole
-                except OSError:
-                    pass
-                os.close(fd)
+                refuse(fd, refused)
                 continue
-            transport = SocketTransport(poller, _socket.socket(family, socket.SOCK_STREAM, 0, fd), peer)
-            protocol = transport.protocol = factory()
-            poller.add(transport)
-            protocol.connection_made(transport)
-            if transport.reading and not transport.closing:
-                transport._read_ready()  # the request is usually here already
+            adopt(fd, peer)
+
+    def _adopt(self, fd: int, peer: str, read: bool = True) -> Any:
+        """Serve the connection ``fd`` accepted from ``peer``: its transport and protocol (returned),
+        and with ``read`` its first read at once (in a storm the request is usually here already)."""
+        transport = SocketTransport(self.poller, _socket.socket(self._family, socket.SOCK_STREAM, 0, fd), peer)
+        protocol = transport.protocol = self.factory()
+        self.poller.add(transport)
+        protocol.connection_made(transport)
+        if read and transport.reading and not transport.closing:
+            transport._read_ready()
+        return protocol
 
     def _refuse_non_balancer(self, peer: str) -> Optional[bytes]:
         if peer in self.balancers:
@@ -313,12 +315,23 @@ class Listener:
         self.kind = kind
         self.balancers = balancers  # not empty: a PROXY protocol listener for these balancer networks
         self.server: Optional[SocketServer] = None
+        self.fast: Any = None  # fast_path.FastServer when C answers its cached requests
         self.on_response: Optional[Callable[[Request, Response], None]] = None
 
     def __repr__(self) -> str:
         suffix = f"={self.network}" if self.network else ""
         proxied = " (PROXY protocol)" if self.balancers else ""
         return f"{self.kind} {self.host}:{self.port}{suffix}{proxied}"
+
+
+def refuse(fd: int, answer: bytes) -> None:
+    """Send a refusal on a connection just accepted and close it (a fresh socket's buffer takes
+    a short answer whole)."""
+    try:
+        os.write(fd, answer)
+    except OSError:
+        pass
+    os.close(fd)
 
 
 def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:

@@ -63,6 +63,12 @@ class Head:
 _HEADS: dict[bytes, Head] = {}
 
 
+def parsed_head(raw: bytes) -> Optional[Head]:
+    """The ``Head`` that ``raw`` parsed to, if ``raw`` is exactly one bodiless request head parsed
+    before (and still remembered); else None."""
+    return _HEADS.get(raw)
+
+
 class _Collector:
     """llhttp's callbacks for one head: what it reported, in the order it reported it."""
 
