@@ -208,8 +208,24 @@ static PyObject *Listener_accept(ListenerObject *self, PyObject *unused) {
     return handoffs;
 }
 
+static PyObject *Listener_hold(ListenerObject *self, PyObject *args) {
+    int fd;
+    PyObject *peer;
+    if (!PyArg_ParseTuple(args, "iU", &fd, &peer))
+        return NULL;
+    if (self->shared == NULL) {
+        PyErr_SetString(PyExc_ValueError, "listener not initialised");
+        return NULL;
+    }
+    if (hold(self, fd, peer) == NULL)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Listener_methods[] = {
     {"accept", (PyCFunction)Listener_accept, METH_NOARGS, Listener_accept_doc},
+    {"hold", (PyCFunction)Listener_hold, METH_VARARGS,
+     "hold(fd, peer): keep a connection Python had (nothing left in it) and answer its requests here"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -153,6 +153,29 @@ class FastServer(SocketServer):
             head = connection.__dict__.pop("first_read", None)
             if head is not None:
                 self.fast.learn(head)
+            connection.hand_over = True  # to C once this answer is out (``answered``)
+
+    def answered(self, request: Any) -> None:
+        """After Python wrote an answer (the listener's ``on_response``): a connection whose answer
+        came from routes goes to C once this turn of the loop is over (it may still be closed, or
+        read), if nothing of it is left in Python then, so that its next requests are C's too."""
+        connection = request.connection
+        if connection is not None and connection.__dict__.pop("hand_over", False):
+            self.loop.call_soon(self._hand_over, connection)
+
+    def _hand_over(self, connection: Any) -> None:
+        transport, parser = connection.transport, connection.parser
+        if connection.__class__ is not Connection or connection.busy or connection.scheduled or connection.closing \
+                or connection.out or not connection.reading or parser is None or parser.buffered \
+                or parser.stopped is not None or transport.closing or transport.pending or not transport.reading:
+            return
+        fd = transport.fd
+        self.poller.epoll.unregister(fd)
+        self.poller.transports.pop(fd, None)
+        connection.closing = transport.closing = transport.closed = True
+        self.table.remove(connection)
+        transport.sock.detach()
+        self.native.hold(fd, connection.peer)  # type: ignore[union-attr]
 
     def _accept_ready(self) -> None:
         try:
@@ -190,5 +213,13 @@ async def start_fast_listener(listener: Listener, handler: Handler, table: Conne
     server = FastServer(loop, sock, lambda: Connection(handler, listener, table, limits), table, fast,
                         listener.network)
     listener.server = listener.fast = server
+    logged = listener.on_response
+
+    def on_response(request: Any, response: Response) -> None:
+        if logged is not None:
+            logged(request, response)
+        server.answered(request)
+
+    listener.on_response = on_response
     if listener.port == 0:
         listener.port = sock.getsockname()[1]

@@ -8,7 +8,7 @@ PyObject *fp_s_encode, *fp_s_encoded, *fp_s_ip_ttl, *fp_s_status, *fp_s_body, *f
 int fp_init_answers(void) {
     /* a target's bytes that llhttp takes and that leave it its own path: no '%' (decoded),
      * no '?' (query), no '#', nothing that needs escaping */
-    const char *bytes = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/";
+    const char *bytes = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/:@!$&'()*+,;=";
     for (const char *c = bytes; *c; c++)
         fp_plain[(unsigned char)*c] = 1;
     fp_s_encode = PyUnicode_InternFromString("encode");
@@ -151,6 +151,8 @@ int fp_find_answer(ListenerObject *listener, PyObject *peer, const char *data, P
         return 0;
     }
     Py_INCREF(entry);  /* held while it is read */
+    PyObject *response = NULL;
+    int taken = 0;  /* the rate limiter's token */
     PyObject *instance = PyTuple_GET_ITEM(entry, 0), *instance_id = PyTuple_GET_ITEM(entry, 1);
     PyObject *key = PyTuple_GET_ITEM(entry, 2), *routes = PyTuple_GET_ITEM(entry, 3);
     if (PyDict_GetItemWithError(shared->instances, instance_id) != instance) {
@@ -165,9 +167,20 @@ int fp_find_answer(ListenerObject *listener, PyObject *peer, const char *data, P
     found->path = PyUnicode_DecodeASCII(target, target_size, NULL);
     if (found->path == NULL)
         goto handoff;
-    PyObject *response = PyDict_GetItemWithError(routes, found->path);  /* borrowed */
-    if (response == NULL || (PyObject *)Py_TYPE(response) != shared->response_type)
+    response = PyDict_GetItemWithError(routes, found->path);
+    if (response == NULL)
         goto handoff;
+    Py_INCREF(response);
+    if ((PyObject *)Py_TYPE(response) != shared->response_type) {
+        /* a factory (an answer made per request: meta_data.json's fresh random seed), called as
+         * the Python hot path calls it, once the rate limit let the request through */
+        if (!PyCallable_Check(response) || !fp_take_token(shared, key))
+            goto handoff;
+        Py_SETREF(response, PyObject_CallNoArgs(response));
+        if (response == NULL || (PyObject *)Py_TYPE(response) != shared->response_type)
+            goto handoff;  /* Python answers (a factory that failed: its 500) */
+        taken = 1;
+    }
     PyObject *ip_ttl = PyObject_GetAttr(response, fp_s_ip_ttl);
     int plain_answer = ip_ttl == Py_None;
     Py_XDECREF(ip_ttl);
@@ -188,15 +201,17 @@ int fp_find_answer(ListenerObject *listener, PyObject *peer, const char *data, P
     }
     found->size = PyBytes_GET_SIZE(body);
     Py_DECREF(body);
-    if (!fp_take_token(shared, key))
+    if (!taken && !fp_take_token(shared, key))
         goto handoff;
     Py_INCREF(instance_id);
     found->instance_id = instance_id;
+    Py_DECREF(response);
     Py_DECREF(entry);
     return 1;
 handoff:
     PyErr_Clear();
     fp_found_clear(found);
+    Py_XDECREF(response);
     Py_DECREF(entry);
     return 0;
 }

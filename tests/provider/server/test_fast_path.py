@@ -131,8 +131,10 @@ def test_a_crawl_with_a_connection_per_request_gets_the_same_bytes(pair):
                 fast, python = _without_seed(fast), _without_seed(python)
             assert fast == python, path
     answered = _answered_in_c(pair[True]) - before
-    # the first crawl renders; in the second every cached answer but meta_data.json's is C's
-    assert 8 <= answered < 2 * len(CRAWL) - 4, answered
+    # the first crawl renders (C answers the EC2 leaves once their tree was built: 5), the second
+    # is C's but for its unknown path (11); fewer when the instance's registration reached the
+    # cache after its first requests (a reload: Python answers once more)
+    assert 8 <= answered <= 16, answered
     assert _answered_in_c(pair[False]) == -1
 
 
@@ -158,20 +160,25 @@ def test_requests_c_leaves_to_python_are_answered_alike(pair):
     assert _answered_in_c(pair[True]) == before
 
 
-def test_a_connection_c_answered_stays_open_and_python_takes_it_over(pair):
+def test_a_keep_alive_connection_moves_between_python_and_c(pair):
+    """Python hands a connection to C after answering it from routes, C hands it back for a
+    request that is Python's; the client sees one connection answering in order."""
     source = _known(pair)
     before = _answered_in_c(pair[True])
+    paths = ["/openstack", "/latest/meta-data/hostname", "/latest/meta-data/local-ipv4", "/latest/meta-data/missing",
+             "/latest/meta-data/hostname", "/latest/meta-data/instance-id", "/openstack"]
     replies = {}
     for side, server in pair.items():
         with socket.create_connection(("127.0.0.1", server.port), timeout=10, source_address=(source, 0)) as sock:
             replies[side] = []
-            for path in ("/latest/meta-data/hostname", "/latest/meta-data/local-ipv4", "/latest/meta-data/missing",
-                         "/latest/meta-data/hostname"):
+            for path in paths:
                 sock.sendall(_get(path))
                 replies[side].append(_read_answers(sock, 1))
     assert replies[True] == replies[False]
-    assert b"404" in replies[True][2].split(b"\r\n")[0]
-    assert _answered_in_c(pair[True]) - before == 2  # the first two; after the 404 the connection is Python's
+    assert [reply.split(b" ")[1] for reply in replies[True]] == [b"200"] * 3 + [b"404"] + [b"200"] * 3
+    # Python: /openstack (rendered), hostname (then the connection is C's), missing (Python's
+    # again), hostname (C's again); C: local-ipv4, instance-id, /openstack
+    assert _answered_in_c(pair[True]) - before == 3
 
 
 def test_connection_caps_count_the_connections_c_holds(pair):
