@@ -25,7 +25,7 @@ APT_PACKAGES=(
   dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools lintian fakeroot rpm
   # the fleet pages and the lab's HTML report are tested in a real browser (headless, DevTools protocol)
   chromium
-  # the metadata server's C fast path (cloudseed/provider/server/fast_path.c), built below
+  # the metadata server's C fast path (cloudseed/provider/server/engine/fast_path.c), built below
   gcc python3-dev
   # the real tools that check rendered files
   netplan.io ifupdown
@@ -73,7 +73,7 @@ fi
 .venv/bin/python -m pip install -q -e '.[dev]'
 # the metadata server's fast path for new connections, in C (optional: without it every
 # connection takes the Python path); built again when a source is newer than the module
-FAST_DIR=cloudseed/provider/server
+FAST_DIR=cloudseed/provider/server/engine
 FAST_SO="$FAST_DIR/_fast_path$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 if [ ! -e "$FAST_SO" ] || [ -n "$(find "$FAST_DIR" -maxdepth 1 -name 'fast_path*.[ch]' -newer "$FAST_SO")" ]; then
   gcc -O2 -Wall -shared -fPIC -I"$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \

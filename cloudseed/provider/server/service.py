@@ -55,7 +55,7 @@ def fast_path(config: ServerConfig, table: ConnectionTable, cache: InstanceCache
               metrics: Metrics, log: AccessLog) -> Any:
     """The C fast path for new connections (fast_path.py), unless it is not built or turned off;
     says which path runs."""
-    from cloudseed.provider.server import fast_path as fast_module
+    from cloudseed.provider.server.engine import fast_path as fast_module
 
     if not config.fast_path or not fast_module.available():
         LOG.info("new connections: every one through the Python path (%s)",
@@ -146,7 +146,7 @@ async def serve(config: ServerConfig, ready: Optional[Callable[[list[Listener]],
                 continue
             reuse_port = config.reuse_port or (several and listener.kind == "metadata")
             if fast is not None and listener.kind == "metadata" and not listener.balancers:
-                from cloudseed.provider.server.fast_path import start_fast_listener
+                from cloudseed.provider.server.engine.fast_path import start_fast_listener
 
                 await start_fast_listener(listener, handler, table, limits(config, body_limit), fast, reuse_port)
                 continue

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from cloudseed.provider.server import fast_path
+from cloudseed.provider.server.engine import fast_path
 from tests.provider.server.server_support import ServerProcess, new_address
 
 CRAWL = ["/openstack", "/openstack", "/openstack/2018-08-27/meta_data.json", "/openstack/2018-08-27/user_data",

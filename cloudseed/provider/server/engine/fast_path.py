@@ -31,13 +31,13 @@ import socket
 from operator import itemgetter
 from typing import Any, Callable, Optional
 
-from cloudseed.provider.server.connection import Connection, ConnectionTable, Limits
-from cloudseed.provider.server.http import Handler, Response
-from cloudseed.provider.server.transport import Listener, SocketServer, listening_socket, refuse
-from cloudseed.provider.server.wire import parsed_head
+from cloudseed.provider.server.engine.connection import Connection, ConnectionTable, Limits
+from cloudseed.provider.server.engine.http import Handler, Response
+from cloudseed.provider.server.engine.transport import Listener, SocketServer, listening_socket, refuse
+from cloudseed.provider.server.engine.wire import parsed_head
 
 try:
-    from cloudseed.provider.server import _fast_path  # type: ignore[attr-defined]
+    from cloudseed.provider.server.engine import _fast_path  # type: ignore[attr-defined]
 except ImportError:  # not built: the Python path serves every connection
     _fast_path = None
 
