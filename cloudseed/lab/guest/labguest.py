@@ -281,6 +281,7 @@ def agent_gate(argv: list[str]) -> int:
             console("gate: no gate port; the agent starts at once")
         os.execv(argv[0], argv)
     _warm(argv)
+    _sibling("labstate")  # the exec loop's facts and state, imported before the save as well
     port = Port(device)
     network = None
     if "cloudseed.lab.net" in words:  # the image's network up in the snapshot (labnet.py)

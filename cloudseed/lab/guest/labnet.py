@@ -214,10 +214,16 @@ def reconcile(console) -> dict:
     if not os.path.exists(PRIVATE):
         return {}
     started = time.monotonic()
-    kept, down = changed(parse(PRIVATE), parse(), _up_now())
+    up, error = _up_now(), None
+    try:
+        kept, down = changed(parse(PRIVATE), parse(), up)
+    except (OSError, ValueError) as e:  # unreadable: nothing counts as the same, all is raised again
+        kept, down, error = [], up, f"{type(e).__name__}: {e}"
     for name in reversed(down):
         subprocess.run(["ifdown", "--force", "-i", PRIVATE, name], capture_output=True, check=False)
     verdict = {"kept": sorted(kept), "restarted": sorted(down), "seconds": round(time.monotonic() - started, 3)}
+    if error:
+        verdict["error"] = error
     os.makedirs(os.path.dirname(VERDICT), exist_ok=True)
     with open(VERDICT, "w") as handle:
         json.dump(verdict, handle)
