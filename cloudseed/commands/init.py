@@ -16,7 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.boot.lock import run_locked
-    from cloudseed.agent.boot.stages import BootState, after_local, run_local, run_network
+    from cloudseed.agent.boot.stages import BootState, run_own_stage
     from cloudseed.agent.config import files_for_command
     from cloudseed.agent.state.log import setup_logging
     from cloudseed.core.root import TargetRoot
@@ -30,12 +30,6 @@ def run(args: argparse.Namespace) -> int:
 
     def run_stage() -> int:
         state = BootState.load_for(root, stage, files_cfg)
-        if state is None:
-            return 1
-        if not args.local:
-            return run_network(state)
-        code = run_local(state)
-        after_local(state)
-        return code
+        return 1 if state is None else run_own_stage(state, stage)
 
     return run_locked(root, f"{stage} stage", run_stage)

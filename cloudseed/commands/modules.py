@@ -16,7 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cloudseed.agent.boot.lock import run_locked
-    from cloudseed.agent.boot.stages import BootState, run_modules
+    from cloudseed.agent.boot.stages import BootState, run_own_stage
     from cloudseed.agent.config import files_for_command
     from cloudseed.agent.state.log import setup_logging
     from cloudseed.core.root import TargetRoot
@@ -29,6 +29,6 @@ def run(args: argparse.Namespace) -> int:
 
     def run_stage() -> int:
         state = BootState.load_for(root, args.mode, files_cfg)
-        return 1 if state is None else run_modules(state, args.mode)
+        return 1 if state is None else run_own_stage(state, args.mode)
 
     return run_locked(root, f"{args.mode} stage", run_stage)

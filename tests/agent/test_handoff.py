@@ -210,3 +210,29 @@ def test_host_keys_and_the_read_ahead_start_after_ready(seeded, monkeypatch):
     events.clear()
     assert run_handed_off(BootState.load(seeded)) == 0  # a reboot: no keys to make
     assert events == ["ready", "read-ahead"]
+
+
+def test_when_the_gate_cannot_open_the_local_stage_runs_alone_and_each_unit_runs_its_own(seeded, notify,
+                                                                                           monkeypatch):
+    """A full /run: the gate's files cannot be written (the error the kernel gives, raised where the
+    gate writes them). The boot's process runs the local stage, says READY with why, and ends; each
+    later unit's helper then finds no process to hand to and runs its stage itself."""
+    import errno
+
+    from cloudseed.agent.boot import handoff
+    from cloudseed.agent.boot.stages import BootState, run_handed_off
+
+    def full(self) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", self.directory)
+
+    monkeypatch.setattr(handoff.Gate, "open", full)
+    monkeypatch.setenv("NOTIFY_SOCKET", notify[0])
+    assert run_handed_off(BootState.load(seeded)) == 0
+    assert notify[1].recv(4096).decode() == "READY=1\nSTATUS=local stage done; later stages in their own units"
+    assert stages(seeded) == {"init-local": True, "init": False, "modules-config": False, "modules-final": False}
+    assert not seeded.exists("/run/cloudseed/gate")
+    for stage in ("network", "config", "final"):
+        result = helper(seeded, stage)
+        assert result.returncode == 0, result.stderr
+        assert "ended before" not in result.stderr  # no process was ever named: nothing to hand to
+    assert all(stages(seeded).values()) and seeded.read_text("/etc/late") == "l"

@@ -24,8 +24,33 @@ LATER_STAGES = ("network", "config", "final")
 POLL_SECONDS = 0.02
 
 
+class AtOnce:
+    """The gate of stages run with no unit to wait for: ``cloudseed boot`` (images without systemd,
+    tests, an offline root), and a unit running its own stage. Every stage may start as soon as the
+    one before it is done; no unit hears of it. Not ``paced``: there is no idle time to preload in
+    and no unit's ``Nice=`` to step out of, so ``stages.run_stages`` applies no performance choice."""
+
+    paced = False
+
+    def ready(self, status: str) -> None:
+        """Nothing waits for the local stage's end."""
+
+    def wait_for(self, stage: str) -> None:
+        """Never waits."""
+
+    def asked(self, stage: str) -> bool:
+        return True
+
+    def done(self, stage: str, code: int) -> None:
+        """No unit waits for a verdict."""
+
+
 class Gate:
-    """The files through which the stage units and this process meet."""
+    """The files through which the stage units and this process meet. ``paced``: each later stage
+    starts when its unit asks, so the process idles between stages (``stages.run_stages`` preloads
+    then) and runs each at its unit's priority."""
+
+    paced = True
 
     def __init__(self, root: TargetRoot, directory: str = GATE_DIR):
         self.root = root
@@ -36,6 +61,10 @@ class Gate:
         self.root.remove_tree(self.directory)
         self.root.makedirs(self.directory, mode=0o755)
         self.root.write(f"{self.directory}/pid", f"{os.getpid()}\n")
+
+    def ready(self, status: str) -> None:
+        """The local stage is done: systemd may start what is ordered after it (``READY=1``)."""
+        notify_ready(status)
 
     def wait_for(self, stage: str) -> None:
         """Return when ``stage``'s unit has asked for it (systemd's ordering allows it now)."""

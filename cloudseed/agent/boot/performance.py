@@ -1,7 +1,8 @@
-"""The boot's performance choices, in one place, each with what it buys (figures: docs/lab.md).
+"""How the boot's performance choices work, each with what it buys (figures: docs/lab.md).
 
-Nothing here changes what a boot does, only when and at which priority; each choice is measured
-by ``bench/boot_compare.py`` and ``bench/agent_startup.py``.
+They are applied in one place, ``stages.run_stages`` (which says when each applies). Nothing here
+changes what a boot does, only when and at which priority; each choice is measured by
+``bench/boot_compare.py`` and ``bench/agent_startup.py``.
 
 - **Preloading** (``preload_later_stages``): between the local stage's ``READY=1`` and the
   network stage, while networking comes up (DHCP; on a reboot ``ifupdown-pre``'s ``udevadm

@@ -1,4 +1,4 @@
-"""The boot stages as functions over a small ``BootState``, and all four in one process.
+"""The boot stages as functions over a small ``BootState``, and the one way they run (``run_stages``).
 
 local:   (``stage_local.py``) find a datasource that needs no network, decide whether this is a
          new instance, write the network configuration before networking starts.
@@ -28,15 +28,17 @@ from cloudseed.core.values import get_list
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
 
+    from cloudseed.agent.boot.handoff import AtOnce, Gate
     from cloudseed.agent.datasources import Datasource
 
 LOG = logging.getLogger("cloudseed.stages")
 
+STAGES = ("local", "network", "config", "final")
 MODULE_STAGES = {"config": "config", "final": "final"}
 MODULE_STAGE_OF = {"init": "network", "config": "config", "final": "final"}  # module list -> boot stage
 
-__all__ = ["Agent", "BootState", "after_local", "run_all", "run_handed_off", "run_local", "run_modules", "run_network",
-           "run_single"]
+__all__ = ["STAGES", "Agent", "BootState", "after_local", "run_all", "run_handed_off", "run_local", "run_modules",
+           "run_network", "run_own_stage", "run_single", "run_stages"]
 
 
 # ---------------------------------------------------------------------- network
@@ -239,54 +241,99 @@ def run_single(state: BootState, name: str, frequency: str | None) -> int:
     return 1 if result.status == "failed" else 0
 
 
-def run_all(state: BootState) -> int:
-    """All four stages in this one process (the fast path)."""
-    codes = [run_local(state)]
-    if state.disabled_reason():
-        return 0
-    after_local(state)
-    codes.append(run_network(state))
-    codes.append(run_modules(state, "config"))
-    codes.append(run_modules(state, "final"))
-    _record_sshd_order(state)
+# ---------------------------------------------------------------------- the one sequence
+def run_stages(state: BootState, gate: Gate | AtOnce, stages: tuple[str, ...] = STAGES) -> int:
+    """Run ``stages`` (consecutive, from ``STAGES``) in order in this process, each one after the
+    local stage when ``gate`` lets it; the highest stage exit code. Every way a stage runs is this:
+
+    - ``cloudseed boot --hand-off`` (the boot: ``cloudseed-local.service``): all four with a
+      ``handoff.Gate``, each later stage when its unit asks (``run_handed_off``);
+    - ``cloudseed boot`` (images without systemd, tests, an offline root): all four with
+      ``handoff.AtOnce``, a gate that never waits (``run_all``);
+    - the per-unit fallback, when the boot's process is gone: the same sequence entered at the
+      unit's one stage (``cloudseed init [--local]``, ``cloudseed modules --mode ...``; and the
+      local stage alone in the boot's process when its gate cannot open, a full /run).
+
+    After the local stage the gate hears that it is done (``READY=1`` for a Gate: networking may
+    start); a disabled agent runs nothing more (the gate hears 0 for each later stage). Whatever
+    the gate, sshd's order for the next boot is recorded when a whole boot ran here.
+
+    The boot's performance choices are applied here and nowhere else (how each works:
+    ``performance.py``, ``stage_local.after_local``; figures: docs/lab.md, TCG lab VM):
+    - after ``READY=1``, so networking does not wait for them, always: **host keys** of a new
+      instance start in the background (ecdsa and ed25519 at niceness 0, RSA at 10: RSA at 0
+      slowed every first boot by seconds, and two fast keys at the unit's -5 delayed
+      ``network-pre.target`` by up to 1 s), and the **read-ahead** of the network stage's files
+      (a cold ``import yaml`` took 1.1-2.1 s, read ahead 0.55 s, warm 0.35 s);
+    - with a paced gate only (one that waits for units: an at-once run has no idle time to fill
+      and no unit's priority to leave, and a test's process keeps its own): **preloading**, while
+      networking comes up, of the later stages' imports, nothing run (about 0.5 s of a reboot's
+      0.7 s network stage, on the path to sshd, done before it; config and final modules at
+      niceness 10, in idle time only); **priorities**: the network stage, which sshd waits for,
+      at no lower than the ordinary priority (a reboot's process starts at niceness 10 so its
+      local stage does not slow udev's coldplug, which networking settles on), config and final
+      back at the ordinary priority from the early units' ``Nice=-5``.
+    """
+    codes: list[int] = []
+    for stage in stages:
+        if stage == "local":
+            codes.append(run_local(state))
+            disabled = state.disabled_reason()
+            gate.ready("local stage done; later stages in their own units" if stages == ("local",)
+                       else f"disabled: {disabled}" if disabled else "local stage done")
+            if disabled:
+                for later in stages[1:]:
+                    gate.done(later, 0)
+                return max(codes)
+            after_local(state)  # host keys and read-ahead: networking need not wait for them
+            if gate.paced and len(stages) > 1:
+                from cloudseed.agent.boot import performance  # read ahead by after_local: not on the local path
+
+                performance.preload_later_stages(state, gate)
+            continue
+        gate.wait_for(stage)
+        if gate.paced:
+            from cloudseed.agent.boot import performance
+
+            if stage == "network":
+                performance.early_stage_priority()
+            elif stage == "config":  # final stays where config put it
+                performance.ordinary_priority()
+        code = run_network(state) if stage == "network" else run_modules(state, stage)
+        gate.done(stage, code)
+        codes.append(code)
+    if stages == STAGES:
+        _record_sshd_order(state)  # after the final unit is done: nothing waits for it
     return max(codes)
+
+
+def run_all(state: BootState) -> int:
+    """All four stages in this one process, at once."""
+    from cloudseed.agent.boot.handoff import AtOnce
+
+    return run_stages(state, AtOnce())
 
 
 def run_handed_off(state: BootState) -> int:
     """All four stages in this process, each later one when its unit asks (see ``handoff.py``)."""
-    from cloudseed.agent.boot.handoff import LATER_STAGES, Gate, notify_ready
+    from cloudseed.agent.boot.handoff import Gate
 
     gate = Gate(state.root)
     try:
         gate.open()
     except OSError as e:  # a full /run: the later units find no process to hand to and run their stages
         LOG.error("no hand-off this boot (%s): each later stage runs in its unit's own process", e)
-        code = run_local(state)
-        notify_ready("local stage done; later stages in their own units")
-        after_local(state)
-        return code
-    codes = [run_local(state)]
-    disabled = state.disabled_reason()
-    notify_ready("local stage done" if not disabled else f"disabled: {disabled}")
-    if disabled:
-        for stage in LATER_STAGES:
-            gate.done(stage, 0)
-        return 0
-    after_local(state)  # host keys and read-ahead: networking need not wait for them
-    from cloudseed.agent.boot import performance  # read ahead by after_local: not on the local stage's path
+        return run_stages(state, gate, ("local",))
+    return run_stages(state, gate)
 
-    performance.preload_later_stages(state, gate)
-    for stage in LATER_STAGES:
-        gate.wait_for(stage)
-        if stage == "network":
-            performance.early_stage_priority()
-        elif stage == "config":
-            performance.ordinary_priority()
-        code = run_network(state) if stage == "network" else run_modules(state, stage)
-        gate.done(stage, code)
-        codes.append(code)
-    _record_sshd_order(state)  # after the final unit is done: nothing waits for it
-    return max(codes)
+
+def run_own_stage(state: BootState, stage: str) -> int:
+    """One stage in this process, for its unit (the per-unit fallback) or a person."""
+    from cloudseed.agent.boot.handoff import AtOnce
+
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r} ({', '.join(STAGES)})")
+    return run_stages(state, AtOnce(), (stage,))
 
 
 def _record_sshd_order(state: BootState) -> None:
