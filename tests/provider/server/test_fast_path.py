@@ -312,3 +312,31 @@ def test_an_idle_connection_c_holds_is_closed(pair):
         started = time.monotonic()
         assert sock.recv(100) == b""  # closed by the server: idle_timeout 2 s, swept twice a second
         assert 1.5 < time.monotonic() - started < 5
+
+
+def test_an_ipv6_peer_is_the_address_python_names(tmp_path):
+    """C names an IPv6 peer as Python's accept does (numeric), for the instance, caps and log."""
+    answers = {}
+    for fast in (True, False):
+        server = ServerProcess(str(tmp_path / f"r-{fast}.db"), str(tmp_path / f"run-{fast}"), ["[::1]:0"],
+                               config={"fast_path": fast})
+        try:
+            server.add(instance_id="i-six", hostname="six", addresses=[{"address": "::1", "network": "n"}])
+            answers[fast] = []
+            for path in ("/latest/meta-data/", "/latest/meta-data/hostname", "/latest/meta-data/instance-id"):
+                with socket.create_connection(("::1", server.port), timeout=10) as sock:
+                    sock.sendall(_get(path))
+                    answers[fast].append(_read_answers(sock, 1))
+            if fast:
+                assert _answered_in_c(server) >= 1
+            deadline = time.monotonic() + 5
+            while True:
+                with open(server.access_log) as handle:
+                    sources = [json.loads(line)["src"] for line in handle if '"path": "/latest/' in line]
+                if len(sources) == 3 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            assert sources == ["::1"] * 3
+        finally:
+            server.stop()
+    assert answers[True] == answers[False] and answers[True][1].endswith(b"\r\n\r\nsix")
