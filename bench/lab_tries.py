@@ -124,8 +124,8 @@ def main() -> int:
                           for s in ("local", "network", "config", "final"))
         passed = sum(1 for c in outcome.checks or [] if c.ok)
         network = outcome.network or {}
-        net = "restarted " + ",".join(network["restarted"]) if network.get("restarted") else \
-            "kept" if network.get("kept") else "-"
+        net = " ".join(f"{what} {','.join(network[what])}" for what in ("kept", "restarted", "removed")
+                       if network.get(what)) or "-"
         print(f"{number:>3} {outcome.seconds:>7.1f}s {outcome.restored_in:>8.1f}s "
               f"{outcome.timings.get('agent', 0):>10.1f}s {outcome.timings.get('checks', 0):>6.1f}s  {stages:<34} "
               f"{os.getloadavg()[0]:.1f}  {passed}/{len(outcome.checks or [])}  {net:>6}"

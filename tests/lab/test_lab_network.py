@@ -76,15 +76,20 @@ def test_a_configuration_that_defines_an_interface_otherwise_takes_it_down(tmp_p
     (tmp_path / "image").mkdir()
     (tmp_path / "try").mkdir()
     now = labnet.parse(_tree(tmp_path / "try", network))
-    kept, down = labnet.changed(_snapshot(tmp_path), now, ["lo", "ens3"])
+    snapshot = _snapshot(tmp_path)
+    kept, down = labnet.changed(snapshot, now, ["lo", "ens3"])
     assert set(down) == set(changed) and set(kept) == {"lo", "ens3"} - set(changed)
+    assert labnet.verdict_for(snapshot, now, ["lo", "ens3"])["restarted"] == sorted(changed)
 
 
 def test_an_interface_no_longer_configured_or_behind_a_mapping_is_taken_down(tmp_path):
     (tmp_path / "image").mkdir()
     snapshot = _snapshot(tmp_path)
     (tmp_path / "none").mkdir()  # network: {config: disabled}: the agent writes nothing for ens3
-    assert labnet.changed(snapshot, labnet.parse(_tree(tmp_path / "none", None)), ["lo", "ens3"]) == (["lo"], ["ens3"])
+    now = labnet.parse(_tree(tmp_path / "none", None))
+    assert labnet.changed(snapshot, now, ["lo", "ens3"]) == (["lo"], ["ens3"])
+    # reported apart from a changed one: ifup -a leaves it down, as a real boot would have it
+    assert labnet.verdict_for(snapshot, now, ["lo", "ens3"]) == {"kept": ["lo"], "restarted": [], "removed": ["ens3"]}
     mapped = tmp_path / "mapped"
     mapped.write_text(snapshot.text() + "mapping ens3\n    script /usr/local/bin/pick\n")
     assert labnet.changed(snapshot, labnet.parse(str(mapped)), ["ens3"]) == ([], ["ens3"])

@@ -67,13 +67,17 @@ def describe(outcome: Try, as_json: bool = False) -> str:
 def network_line(outcome: Try) -> str:
     """What the try did with the network the snapshot had up ("" when it had none)."""
     network = outcome.network or {}
-    if network.get("restarted"):
-        return (f"network: {', '.join(network['restarted'])} reconfigured (the configuration differs from the "
-                f"snapshot's: taken down, raised again by networking.service as on a real boot)")
+    said = []
     if network.get("kept"):
-        return (f"network: {', '.join(network['kept'])} kept up from the snapshot (the configuration is the one "
-                f"it was raised with: no DHCP in this try)")
-    return ""
+        said.append(f"{', '.join(network['kept'])} kept up from the snapshot (the configuration is the one it was "
+                    f"raised with: no DHCP in this try)")
+    if network.get("restarted"):
+        said.append(f"{', '.join(network['restarted'])} reconfigured (the configuration differs from the "
+                    f"snapshot's: taken down, raised again by networking.service as on a real boot)")
+    if network.get("removed"):
+        said.append(f"{', '.join(network['removed'])} taken down (the configuration no longer defines it: down, "
+                    f"as on a real boot)")
+    return "network: " + "; ".join(said) if said else ""
 
 
 def run(session: TrySession, count: Optional[int], watch: bool, watched: list[str],

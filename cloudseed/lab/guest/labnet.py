@@ -166,6 +166,14 @@ def changed(before: Config, now: Config, up: list[str]) -> tuple[list[str], list
     return kept, down
 
 
+def verdict_for(before: Config, now: Config, up: list[str]) -> dict:
+    """What a try does with the interfaces ``up``: kept, restarted (defined otherwise: ``ifup -a``
+    raises them again) or removed (no longer defined: they stay down, as on a real boot)."""
+    kept, down = changed(before, now, up)
+    return {"kept": sorted(kept), "restarted": sorted(n for n in down if n in now.stanzas),
+            "removed": sorted(n for n in down if n not in now.stanzas)}
+
+
 def bring_up(console) -> dict:
     """Raise the image's network for the snapshot (see the file's docstring); what was raised."""
     if not (os.path.exists(INTERFACES) and os.path.exists("/sbin/ifup")):
@@ -214,23 +222,25 @@ def reconcile(console) -> dict:
     if not os.path.exists(PRIVATE):
         return {}
     started = time.monotonic()
-    up, error = _up_now(), None
+    up = _up_now()
     try:
-        kept, down = changed(parse(PRIVATE), parse(), up)
+        verdict = verdict_for(parse(PRIVATE), parse(), up)
     except (OSError, ValueError) as e:  # unreadable: nothing counts as the same, all is raised again
-        kept, down, error = [], up, f"{type(e).__name__}: {e}"
-    for name in reversed(down):
+        verdict = {"kept": [], "restarted": sorted(up), "removed": [], "error": f"{type(e).__name__}: {e}"}
+    down = verdict["restarted"] + verdict["removed"]
+    for name in reversed([n for n in up if n in down]):
         subprocess.run(["ifdown", "--force", "-i", PRIVATE, name], capture_output=True, check=False)
-    verdict = {"kept": sorted(kept), "restarted": sorted(down), "seconds": round(time.monotonic() - started, 3)}
-    if error:
-        verdict["error"] = error
+    verdict["seconds"] = round(time.monotonic() - started, 3)
     os.makedirs(os.path.dirname(VERDICT), exist_ok=True)
     with open(VERDICT, "w") as handle:
         json.dump(verdict, handle)
     os.unlink(PRIVATE)  # a later restart of networking.service is an ordinary one
-    if down:
-        console(f"network: {', '.join(down)} changed: taken down, networking.service raises "
-                f"{'them' if len(down) > 1 else 'it'} with the new configuration")
-    else:
-        console(f"network: {', '.join(kept)} kept up from the snapshot (configuration unchanged)")
+    said = []
+    if verdict["kept"]:
+        said.append(f"{', '.join(verdict['kept'])} kept up from the snapshot (configuration unchanged)")
+    if verdict["restarted"]:
+        said.append(f"{', '.join(verdict['restarted'])} changed: taken down, networking.service raises it again")
+    if verdict["removed"]:
+        said.append(f"{', '.join(verdict['removed'])} no longer configured: taken down")
+    console("network: " + "; ".join(said))
     return verdict
