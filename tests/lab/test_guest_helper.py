@@ -159,3 +159,29 @@ def test_the_state_waits_for_host_keys_the_agent_still_makes(tmp_path, monkeypat
     started = time.monotonic()
     assert labstate._wait_for_background_keys(limit=30, stalled=1) == ["rsa"]
     assert time.monotonic() - started < 5
+
+
+def test_a_new_image_prunes_older_snapshots_of_its_agent_but_not_one_a_try_is_using(tmp_path):
+    """Sessions of several trees share the cache: a snapshot a try used within the hour stays."""
+    from cloudseed.lab.images.image import Image
+    from cloudseed.lab.machine.snapshot import SNAPSHOT_VERSION, USED, Shape, Snapshot
+
+    def made(name: str, image: str, used_ago: float | None) -> str:
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "ready.json").write_text(json.dumps({"version": SNAPSHOT_VERSION, "agent": "cloudseed",
+                                                          "image": image}))
+        if used_ago is not None:
+            (directory / USED).write_text("")
+            os.utime(directory / USED, (time.time() - used_ago,) * 2)
+        return str(directory)
+
+    current = made("current", "cloudseed-new", None)
+    idle, in_use, other_agent = made("idle", "cloudseed-old", 7200), made("busy", "cloudseed-old2", 60), \
+        made("ref", "reference-x", None)
+    (tmp_path / "ref" / "ready.json").write_text(json.dumps({"version": SNAPSHOT_VERSION, "agent": "reference",
+                                                             "image": "reference-x"}))
+    snapshot = Snapshot(Image("d", "k", "i", "cloudseed", "cloudseed-new"), Shape(), directory=current)
+    snapshot._prune()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["busy", "current", "ref"]
+    assert not os.path.exists(idle) and os.path.exists(in_use) and os.path.exists(other_agent)

@@ -40,6 +40,8 @@ from cloudseed.lab.machine.vm import LabError, VirtualMachine, VmSpec
 SEED_BYTES = 16 << 20  # every seed of a snapshot's tries is padded to this (the guest saw this size)
 SNAPSHOT_VERSION = "3"
 GATE_TIMEOUT = 300.0
+USED = "used"  # touched by each try
+IN_USE_SECONDS = 3600.0  # a snapshot a try used this recently is not pruned
 
 
 def pad_seed(path: str, size: int = SEED_BYTES) -> None:
@@ -181,9 +183,12 @@ class Snapshot:
 
     def _prune(self) -> None:
         """Drop snapshots of older images of the same agent, and those an older lab made (each is a
-        few hundred MB; the lab keeps one image per agent)."""
+        few hundred MB; the lab keeps one image per agent), unless a try used one within the last
+        ``IN_USE_SECONDS`` (another session, of another tree, may be trying from it right now)."""
         for ready in glob.glob(os.path.join(os.path.dirname(self.directory), "*", "ready.json")):
             directory = os.path.dirname(ready)
+            if directory == self.directory or _used_within(directory, IN_USE_SECONDS):
+                continue
             try:
                 with open(ready) as handle:
                     info = json.load(handle)
@@ -199,6 +204,8 @@ class Snapshot:
         """A new VM resumed from the snapshot with ``seeds``, released; and its exec channel."""
         if len(seeds) != self.shape.seeds:
             raise LabError(f"the snapshot has {self.shape.seeds} seed disk(s), the try gives {len(seeds)}")
+        with open(os.path.join(self.directory, USED), "a"):  # in use: not pruned by another session
+            os.utime(os.path.join(self.directory, USED))
         for seed in seeds:
             pad_seed(seed)
         os.makedirs(workdir, exist_ok=True)
@@ -219,6 +226,13 @@ class Snapshot:
             vm.kill()
             raise LabError(f"the restored VM did not take the release: {e}; console: {vm.console_log}") from None
         return vm, exec_channel
+
+
+def _used_within(directory: str, seconds: float) -> bool:
+    try:
+        return time.time() - os.path.getmtime(os.path.join(directory, USED)) < seconds
+    except OSError:
+        return False
 
 
 def save_state(vm: VirtualMachine, path: str) -> dict:
