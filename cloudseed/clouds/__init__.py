@@ -6,7 +6,13 @@ the API versions the guest understands and the names of the headers both sides u
 datasource (``agent/datasources/<datasource>.py``) imports only its own cloud's file, and the
 metadata server's API (``provider/server/apis/<name>.py``) the same file, so a path, header or
 version is written in one place; ``tests/clouds/test_served_as_read.py`` asks a real
-``cloudseed serve`` every request of every cloud as its guest makes it.
+``cloudseed serve`` every request of every cloud as its guest makes it. The field names in the
+answers are declared here too (``fields``), so the datasource reads and the server writes the same.
+
+A datasource whose platform the server does not answer yet declares its contract here all the same
+(``served=False``: where its guest looks, the requests or files it reads, the names in them), so
+that adding its server is one file, ``provider/server/apis/<name>.py``, and the contract's
+``served=True``.
 
 This layer sits below agent and provider and imports nothing of cloudseed; at import it costs a
 class definition (no dataclasses or typing on the boot path). ``declared()`` (tests, tools and the
@@ -61,13 +67,18 @@ class Request:
 class Cloud:
     """One cloud's wire contract (see the file's docstring); ``requests`` are keyed by role
     (``token``, ``meta_data``, ``user_data``...); ``names`` are header and field names both sides
-    use outside a single request (a token header, a TTL header...)."""
+    use outside a single request (a token header, a TTL header...); ``fields`` the names of the
+    fields in the answers' documents, by role (``{"instance_id": "droplet_id", ...}``, nested ones
+    too): the datasource reads them and the server's document writes them from here, and a
+    request's ``fields`` (what the server must always answer) are taken from them."""
 
-    __slots__ = ("name", "datasource", "addresses", "base", "versions", "requests", "names", "prefixes")
+    __slots__ = ("name", "datasource", "addresses", "base", "versions", "requests", "names", "prefixes", "fields",
+                 "served")
 
     def __init__(self, name: str, *, datasource: str, addresses: tuple[str, ...],
                  requests: dict[str, Request], base: str = "/", versions: tuple[str, ...] = (),
-                 names: Optional[dict[str, str]] = None, prefixes: tuple[str, ...] = ()):
+                 names: Optional[dict[str, str]] = None, prefixes: tuple[str, ...] = (),
+                 fields: Optional[dict[str, str]] = None, served: bool = True):
         self.name = name
         self.datasource = datasource
         self.addresses = addresses  # base URLs, tried side by side or in order (the datasource says)
@@ -76,6 +87,10 @@ class Cloud:
         self.requests = requests
         self.names = names or {}
         self.prefixes = prefixes or (base,)  # the path families the server routes to this cloud's API
+        self.fields = fields or {}
+        # False: no server answers it yet (its guest's side only); its API would be
+        # provider/server/apis/<name>.py, and the contract then says True
+        self.served = served
 
     def base_path(self, version: str = "") -> str:
         return self.base.replace("{version}", version or (self.versions[0] if self.versions else ""))
@@ -99,6 +114,11 @@ class Cloud:
 
 class DuplicateCloud(ValueError):
     """Two files declare one cloud (or one datasource)."""
+
+
+def served() -> dict[str, Cloud]:
+    """The declared clouds the metadata server answers."""
+    return {name: cloud for name, cloud in declared().items() if cloud.served}
 
 
 def declared(directory: str = "", package: str = __name__) -> dict[str, Cloud]:

@@ -13,17 +13,22 @@ TOKEN = "Metadata-Token"
 EXPIRY = "Metadata-Token-Expiry-Seconds"
 AS_JSON = ("Accept", "application/json")
 
+# the fields the guest reads, by role (the instance document's, the ssh-keys document's); the server
+# writes them from here
+FIELDS = {"instance_id": "id", "label": "label", "region": "region", "users": "users"}
+
 CLOUD = Cloud(
     "akamai", datasource="Akamai",
     addresses=("http://169.254.169.254", "http://[fd00:a9fe:a9fe::1]"),
     base="/v1",
     prefixes=("/v1/",),
     names={"token": TOKEN, "expiry": EXPIRY, "expiry_value": "300"},
+    fields=FIELDS,
     requests={
         "token": Request("/v1/token", method="PUT", sends=((EXPIRY, "300"),)),
         "instance": Request("/v1/instance", sends=((TOKEN, None), AS_JSON), form="json",
-                            fields=("id", "label", "region")),
-        "ssh_keys": Request("/v1/ssh-keys", sends=((TOKEN, None), AS_JSON), form="json", fields=("users",)),
+                            fields=tuple(FIELDS[k] for k in ("instance_id", "label", "region"))),
+        "ssh_keys": Request("/v1/ssh-keys", sends=((TOKEN, None), AS_JSON), form="json", fields=(FIELDS["users"],)),
         "network": Request("/v1/network", sends=((TOKEN, None), AS_JSON), form="json"),
         "user_data": Request("/v1/user-data", sends=((TOKEN, None),), form="base64"),
     },

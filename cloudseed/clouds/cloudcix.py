@@ -9,14 +9,21 @@ from __future__ import annotations
 
 from cloudseed.clouds import Cloud, Request
 
+# the document's fields, by role: the guest reads them (an ``_alt`` when the first is missing), the
+# server writes them
+FIELDS = {"instance_id": "instance-id", "instance_id_alt": "instance_id", "hostname": "local-hostname",
+          "hostname_alt": "hostname", "public_keys": "public-keys", "network": "network"}
+
 CLOUD = Cloud(
     "cloudcix", datasource="CloudCIX",
     addresses=("http://169.254.169.254",),
     base="/v1",
     prefixes=("/v1/",),
+    fields=FIELDS,
     requests={
-        "meta_data": Request("/v1/metadata", form="json", fields=("instance_id", "local-hostname", "public-keys",
-                                                                   "network")),
+        "meta_data": Request("/v1/metadata", form="json",
+                             fields=tuple(FIELDS[k] for k in ("instance_id_alt", "hostname", "public_keys",
+                                                              "network"))),
         "user_data": Request("/v1/userdata"),
     },
 )

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 from cloudseed.clouds import Cloud, Request
 
+# the document's fields, by role: the guest reads them, the server writes them
+FIELDS = {"instance_id": "instance-id", "hostname": "hostname", "public_keys": "public-keys",
+          "zone": "availability-zone", "region": "region", "network_config": "network-config",
+          "vendor_data": "vendor_data", "public_ipv4": "public-ipv4", "local_ipv4": "local-ipv4"}
+
 CLOUD = Cloud(
     "hetzner", datasource="Hetzner",
     addresses=("http://169.254.169.254",),
     base="/hetzner/v1",
     prefixes=("/hetzner",),
+    fields=FIELDS,
     requests={
         "meta_data": Request("/hetzner/v1/metadata", form="yaml",
-                             fields=("instance-id", "hostname", "public-keys", "availability-zone", "region",
-                                     "network-config")),
+                             fields=tuple(FIELDS[k] for k in ("instance_id", "hostname", "public_keys", "zone",
+                                                              "region", "network_config"))),
         "user_data": Request("/hetzner/v1/userdata"),
     },
 )

@@ -11,10 +11,11 @@ import textwrap
 import pytest
 
 import cloudseed
-from cloudseed.clouds import Cloud, DuplicateCloud, declared
+from cloudseed.clouds import Cloud, DuplicateCloud, declared, served
 
 PACKAGE = os.path.dirname(os.path.abspath(cloudseed.__file__))
 CLOUDS = declared()
+SERVED = served()
 # the clouds the server answers with handle(app, request, instance) in provider/server/apis/<name>.py
 # (routes.CLOUD_APIS); EC2 and OpenStack are answered in metadata_app.py, their paths routed by routes.py
 SERVED_IN_APP = {"ec2": "provider/server/routes.py", "openstack": "provider/server/routes.py"}
@@ -87,6 +88,12 @@ def test_the_datasource_and_the_server_api_read_the_contract(name):
     assert import_module(f"cloudseed.agent.datasources.{cloud.datasource.lower()}").DATASOURCE.name == cloud.datasource
     assert module in _imports(datasource), f"{datasource} does not import {module}"
     server = os.path.join(PACKAGE, SERVED_IN_APP.get(name, f"provider/server/apis/{name}.py"))
+    if not cloud.served:  # its guest's side only, for now: no API, and the server routes nothing to one
+        from cloudseed.provider.server.routes import CLOUD_APIS
+
+        assert not os.path.exists(server), f"{server} exists: clouds/{name}.py should say served=True"
+        assert name not in CLOUD_APIS
+        return
     assert module in _imports(server), f"{server} does not import {module}"
     version = cloud.versions[0] if cloud.versions else ""
     for role, request in cloud.requests.items():  # every request is under the base path or a path family
@@ -95,11 +102,12 @@ def test_the_datasource_and_the_server_api_read_the_contract(name):
 
 
 def test_the_server_apis_folder_holds_one_api_per_declared_cloud():
-    """provider/server/apis/ is a plugin folder: a file per declared cloud, named as the cloud, and
-    ``_name.py`` helpers; anything else there would be a cloud nobody declared."""
+    """provider/server/apis/ is a plugin folder: a file per served cloud, named as the cloud, and
+    ``_name.py`` helpers; anything else there would be a cloud nobody declared (or declared unserved)."""
     folder = os.path.join(PACKAGE, "provider", "server", "apis")
     apis = {name[:-3] for name in os.listdir(folder) if name.endswith(".py") and not name.startswith("_")}
-    assert apis == set(CLOUDS)
+    assert apis == set(SERVED)
+
 
 def _spelled(cloud: Cloud) -> set[str]:
     """What only the contract may spell: its header names and its paths (versionless). Addresses are
@@ -110,7 +118,7 @@ def _spelled(cloud: Cloud) -> set[str]:
         words.update(header for header, _ in (*request.sends, *request.answers)
                      if header not in HTTP_HEADERS and any(c in header for c in "-_"))
         words.update(value for header, value in request.sends if header == "Authorization" and value)
-        if "{" not in request.path and request.path != "/":
+        if "{" not in request.path and request.path.startswith("/") and request.path != "/":  # not a key's name
             words.add(request.path)
     words.update(value for key, value in cloud.names.items() if key in ("token", "ttl", "flavor", "prefix"))
     return words
@@ -164,7 +172,7 @@ def test_a_datasource_imports_only_its_own_cloud(name):
     assert out.strip() == repr([f"cloudseed.clouds.{name}"])
 
 
-@pytest.mark.parametrize("name", sorted(CLOUDS))
+@pytest.mark.parametrize("name", sorted(SERVED))
 def test_the_server_routes_every_request_of_a_cloud_to_its_api(name):
     from cloudseed.provider.server.routes import TOKEN, api_for
 
@@ -175,3 +183,73 @@ def test_the_server_routes_every_request_of_a_cloud_to_its_api(name):
         path, _, query = target.partition("?")
         expected = TOKEN if (name, role) == ("ec2", "token") else name
         assert api_for(path, settings, query) == expected, f"{name} {role}: {target}"
+
+
+# clouds whose datasource and server document still spell their fields themselves (no ``fields`` in
+# their contract yet): this set only shrinks
+FIELDS_NOT_YET_DECLARED = {"aliyun", "azure", "cloudstack", "ec2", "exoscale",
+                           "gce", "maas", "nocloud", "openstack"}
+
+
+# datasources that keep what they read under cloud-init's names, several of which are the wire's words
+# too (SmartOS's "user-script", "hostname", "user-data"; OVF's properties are cloud-init's metadata
+# keys): their literal reads are cloud-init's keys
+KEYED_BY_CLOUD_INIT_NAMES = {"smartos", "ovf"}
+
+
+def _the_contracts(node: ast.expr) -> bool:
+    """The contract's own mapping (``F["role"]``, ``FIELDS[...]``, ``CLOUD.fields[...]``): the role's use."""
+    return (isinstance(node, ast.Name) and node.id in ("F", "FIELDS")) or (
+        isinstance(node, ast.Attribute) and node.attr == "fields")
+
+
+def _key_uses(path: str, reading: bool) -> list[tuple[int, str]]:
+    """String constants used as keys: read (``.get("k")``, ``x["k"]``, ``"k" in x``, ``k == "k"``) or, with
+    ``reading`` False, written (``{"k": ...}``, ``x["k"] = ...``, ``.setdefault("k", ...)``)."""
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read())
+
+    def text(node) -> str | None:
+        return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+    found = []
+    for node in ast.walk(tree):
+        keys: list = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if node.func.attr in (("get", "pop") if reading else ("setdefault",)):
+                keys = [node.args[0]]
+        elif isinstance(node, ast.Subscript) and not _the_contracts(node.value):
+            if isinstance(node.ctx, ast.Load) == reading:
+                keys = [node.slice]
+        elif reading and isinstance(node, ast.Compare):  # "k" in x, k == "k"
+            keys = [node.left, *node.comparators]
+        elif not reading and isinstance(node, ast.Dict):
+            keys = [k for k in node.keys if k is not None]
+        found += [(node.lineno, text(k)) for k in keys if text(k) is not None]
+    return found
+
+
+def test_the_clouds_without_declared_fields_are_the_known_ones():
+    assert {name for name, cloud in SERVED.items() if not cloud.fields} == FIELDS_NOT_YET_DECLARED
+
+
+@pytest.mark.parametrize("name", sorted(name for name, cloud in CLOUDS.items() if cloud.fields))
+def test_field_names_are_read_and_written_from_the_contract(name):
+    """The datasource reads the document's fields by the contract's names and the server's document
+    is written with them: a field name spelled on one side only would go unnoticed until a guest
+    read an answer without it."""
+    cloud = CLOUDS[name]
+    fields = set(cloud.fields.values())
+    for role, request in cloud.requests.items():
+        parts = {part for field in request.fields for part in field.split(".")}  # dotted: nested
+        assert parts <= fields or request.form == "listing", f"{name} {role}: {sorted(parts - fields)}"
+    reader = os.path.join(PACKAGE, "agent", "datasources", f"{cloud.datasource.lower()}.py")
+    writers = [os.path.join(PACKAGE, "provider", "instance_data", f"{name}.py"),
+               os.path.join(PACKAGE, "provider", "server", "apis", f"{name}.py")]
+    copies = [f"{os.path.relpath(reader, PACKAGE)}:{line}: reads {key!r}"
+              for line, key in _key_uses(reader, reading=True) if key in fields
+              and name not in KEYED_BY_CLOUD_INIT_NAMES]
+    for path in (p for p in writers if os.path.exists(p)):
+        copies += [f"{os.path.relpath(path, PACKAGE)}:{line}: writes {key!r}"
+                   for line, key in _key_uses(path, reading=False) if key in fields]
+    assert not copies, f"clouds/{name}.py's field names spelled again:\n" + "\n".join(copies)

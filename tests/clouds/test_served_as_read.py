@@ -19,11 +19,11 @@ import os
 import pytest
 import yaml
 
-from cloudseed.clouds import Cloud, declared
+from cloudseed.clouds import Cloud, served
 from cloudseed.core import oauth
 from tests.provider.server.server_support import Reply, ServerProcess, http, new_address
 
-CLOUDS = declared()
+CLOUDS = served()  # the clouds without a server yet (served=False) have only their guest's side
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIContractTestKey guest@example"
 USER_DATA = "#cloud-config\nhostname: from-the-contract-test\n"
 VENDOR_DATA = "#cloud-config\nfqdn: vendor.example\n"

@@ -33,6 +33,7 @@ LOG = logging.getLogger("cloudseed.datasources.akamai")
 BASE_URLS = CLOUD.addresses  # the wire contract: clouds/akamai.py
 MAX_DOCUMENT = 4 * 1024 * 1024
 TOKEN = CLOUD.requests["token"]
+F = CLOUD.fields
 DOCUMENTS = ("instance", "ssh_keys", "network")  # roles of the contract's requests
 DMI_FLAGS = {"als": "allow_local_stage", "ais": "allow_init_stage", "v4": "allow_ipv4", "v6": "allow_ipv6"}
 
@@ -116,11 +117,11 @@ class Akamai(MetadataServiceDatasource):
                          max_bytes=MAX_DOCUMENT, headers=userdata_headers,
                          max_wait=limits.timeout * (limits.retries + 1) + 2)
         md = docs["instance"]
-        if md.get("id") in (None, ""):
+        if md.get(F["instance_id"]) in (None, ""):
             raise ValueError(f"{base}{CLOUD.requests['instance'].path}: not a Linode instance document (no id)")
-        instance_id = str(md["id"])
-        self.metadata = {"instance-id": instance_id, "local-hostname": str(md.get("label") or instance_id)}
-        users = docs["ssh_keys"].get("users")
+        instance_id = str(md[F["instance_id"]])
+        self.metadata = {"instance-id": instance_id, "local-hostname": str(md.get(F["label"]) or instance_id)}
+        users = docs["ssh_keys"].get(F["users"])
         keys: list[str] = []
         for user_keys in (users.values() if isinstance(users, dict) else []):
             for key in user_keys if isinstance(user_keys, list) else [user_keys]:
@@ -134,7 +135,7 @@ class Akamai(MetadataServiceDatasource):
             except (binascii.Error, ValueError):
                 LOG.warning("Akamai: user-data from %s is not base64; used as given", userdata_url)
                 self.userdata_raw = userdata
-        self.region = str(md["region"]) if md.get("region") else None
+        self.region = str(md[F["region"]]) if md.get(F["region"]) else None
         self.network_config = None  # the fallback (DHCP), as cloud-init 23.4
         self.raw = {"instance": md, "network": docs["network"], "ssh-keys": docs["ssh_keys"]}
         return self.found(base, instance_id, started, "Linode")

@@ -17,12 +17,13 @@ import logging
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import AllOf, AnyOf, Disk, Dmi, FileText, Not, Path
+from cloudseed.clouds.altcloud import CLOUD, FLOPPY, LABEL
 
 LOG = logging.getLogger("cloudseed.datasources.altcloud")
 
-CLOUD_INFO_FILE = "/etc/sysconfig/cloud-info"
-FLOPPY = "/dev/fd0"
-USER_DATA_FILES = ("deltacloud-user-data.txt", "user-data.txt")
+CLOUD_INFO_FILE = CLOUD.names["cloud_info"]  # the wire contract: clouds/altcloud.py
+RHEV_WORD, VSPHERE_WORD = CLOUD.names["rhev"], CLOUD.names["vsphere"]
+USER_DATA_FILES = tuple(CLOUD.requests[role].path for role in ("user_data", "user_data_old"))
 # cloud-init's META_DATA_NOT_SUPPORTED: the same for every instance
 METADATA = {"block-device-mapping": {}, "instance-id": 455, "local-hostname": "localhost", "placement": {}}
 
@@ -33,10 +34,10 @@ def cloud_type(ctx: DatasourceContext) -> tuple[str, str]:
         text = ctx.root.read_text(CLOUD_INFO_FILE, default="").strip().upper()
         return text, f"{CLOUD_INFO_FILE} says {text!r}"
     product = ctx.dmi("product_name")
-    if product.upper().startswith("RHEV"):
-        return "RHEV", f"DMI product_name is {product!r}"
+    if product.upper().startswith(RHEV_WORD):
+        return RHEV_WORD, f"DMI product_name is {product!r}"
     if product.upper().startswith("VMWARE"):
-        return "VSPHERE", f"DMI product_name is {product!r}"
+        return VSPHERE_WORD, f"DMI product_name is {product!r}"
     return "UNKNOWN", ""
 
 
@@ -68,17 +69,17 @@ class AltCloud(Datasource):
     platform = "altcloud"
     detection = (
         AllOf(RHEV, A_FLOPPY, why="RHEV and a floppy ({value})"),
-        AllOf(VSPHERE, Disk("CDROM"), why="vSphere and a filesystem labelled CDROM on {value}"),
+        AllOf(VSPHERE, Disk(LABEL), why="vSphere and a filesystem labelled CDROM on {value}"),
     )
 
     def fetch(self) -> bool:
         kind, _ = cloud_type(self.ctx)
-        if "RHEV" in kind:
+        if RHEV_WORD in kind:
             devices = [self._floppy()]
-        elif "VSPHERE" in kind:
+        elif VSPHERE_WORD in kind:
             from cloudseed.agent.devices import find_devices_by_label
 
-            devices = find_devices_by_label(["CDROM"])
+            devices = find_devices_by_label([LABEL])
         else:
             return False
         from cloudseed.agent.datasources._disk_image import extracted
@@ -94,7 +95,7 @@ class AltCloud(Datasource):
             self.userdata_raw = data
             self.metadata = dict(METADATA)
             self.raw = {"meta_data": self.metadata}
-            self.subplatform = f"{'rhev' if 'RHEV' in kind else 'vsphere'} ({device})"
+            self.subplatform = f"{'rhev' if RHEV_WORD in kind else 'vsphere'} ({device})"
             return True
         return False
 

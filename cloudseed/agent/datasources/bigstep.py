@@ -13,10 +13,13 @@ import logging
 from cloudseed.agent.datasources import NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import Path
 from cloudseed.agent.datasources._metadata_service import ServiceLimits
+from cloudseed.clouds.bigstep import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.bigstep")
 
-URL_FILES = ("/var/lib/cloud/data/seed/bigstep/url", "/var/lib/cloudseed/data/seed/bigstep/url")
+URL_FILES = (CLOUD.names["url_file"], CLOUD.names["url_file_cloudseed"])  # the wire contract: clouds/bigstep.py
+F = CLOUD.fields
+DOCUMENT = CLOUD.requests["document"].fields  # metadata, user-data, vendor-data
 MAX_DOCUMENT = 16 * 1024 * 1024
 
 
@@ -34,12 +37,13 @@ def parse_document(body: bytes, url: str) -> dict:
         raise BigstepError(f"{url}: not a JSON document ({e})") from None
     if not isinstance(doc, dict):
         raise BigstepError(f"{url}: expected a JSON object, got {type(doc).__name__}")
-    missing = [k for k in ("metadata", "userdata_raw", "vendordata_raw") if k not in doc]
+    missing = [k for k in DOCUMENT if k not in doc]
     if missing:
         raise BigstepError(f"{url}: the document has no {', '.join(missing)}")
-    if not isinstance(doc["metadata"], dict):
-        raise BigstepError(f"{url}: 'metadata' is {type(doc['metadata']).__name__}, not an object")
-    for key in ("userdata_raw", "vendordata_raw"):
+    metadata = doc[F["metadata"]]
+    if not isinstance(metadata, dict):
+        raise BigstepError(f"{url}: '{F['metadata']}' is {type(metadata).__name__}, not an object")
+    for key in (F["user_data"], F["vendor_data"]):
         if doc[key] is not None and not isinstance(doc[key], str):
             raise BigstepError(f"{url}: {key!r} is {type(doc[key]).__name__}, not a string")
     return doc
@@ -76,10 +80,11 @@ class Bigstep(Datasource):
         except FetchError as e:
             raise BigstepError(f"Bigstep metadata (URL from {path}): {e}") from None
         doc = parse_document(body, url)
-        self.metadata = doc["metadata"]
-        self.userdata_raw = doc["userdata_raw"].encode("utf-8") if doc["userdata_raw"] else None
-        self.vendordata_raw = doc["vendordata_raw"].encode("utf-8") if doc["vendordata_raw"] else None
-        keys = self.metadata.get("public-keys") or []
+        self.metadata = doc[F["metadata"]]
+        user, vendor = doc[F["user_data"]], doc[F["vendor_data"]]
+        self.userdata_raw = user.encode("utf-8") if user else None
+        self.vendordata_raw = vendor.encode("utf-8") if vendor else None
+        keys = self.metadata.get(F["public_keys"]) or []
         self.public_keys = [str(k) for k in (keys if isinstance(keys, list) else [keys]) if str(k).strip()]
         self.raw = {"meta_data": self.metadata}
         self.subplatform = f"metadata ({url})"

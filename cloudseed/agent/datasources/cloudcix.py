@@ -21,6 +21,7 @@ from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasou
 from cloudseed.clouds.cloudcix import CLOUD
 
 MD_URL = CLOUD.addresses[0] + CLOUD.requests["meta_data"].path  # the wire contract: clouds/cloudcix.py
+F = CLOUD.fields
 MAX_DOCUMENT = 4 * 1024 * 1024
 
 
@@ -50,19 +51,19 @@ class CloudCIX(MetadataServiceDatasource):
             raise ValueError(f"{md_url}: not JSON ({e})") from None
         if not isinstance(md, dict):
             raise ValueError(f"{md_url}: not a CloudCIX metadata document (not an object)")
-        instance_id = md.get("instance-id", md.get("instance_id"))
+        instance_id = md.get(F["instance_id"], md.get(F["instance_id_alt"]))
         if instance_id in (None, ""):
             raise ValueError(f"{md_url}: not a CloudCIX metadata document (no instance_id)")
-        network = md.get("network")
+        network = md.get(F["network"])
         if network is not None and not (isinstance(network, dict) and network.get("version") in (1, 2)):
-            raise ValueError(f"{md_url}: 'network' is not a version 1 or 2 network config")
+            raise ValueError(f"{md_url}: '{F['network']}' is not a version 1 or 2 network config")
         userdata = fetch(ud_url, timeout=limits.timeout, retries=limits.retries, max_bytes=MAX_DOCUMENT,
                          max_wait=limits.timeout * (limits.retries + 1) + 2)
-        hostname = md.get("local-hostname") or md.get("hostname")
+        hostname = md.get(F["hostname"]) or md.get(F["hostname_alt"])
         self.metadata = {"instance-id": str(instance_id)}
         if isinstance(hostname, str) and hostname:
             self.metadata["local-hostname"] = hostname
-        keys = md.get("public-keys") or []
+        keys = md.get(F["public_keys"]) or []
         keys = keys if isinstance(keys, list) else [keys]
         self.public_keys = [str(k).strip() for k in keys if isinstance(k, str) and k.strip()]
         self.userdata_raw = maybe_b64decode(userdata) if userdata else None

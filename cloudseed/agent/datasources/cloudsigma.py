@@ -21,10 +21,13 @@ from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import Dmi
+from cloudseed.clouds.cloudsigma import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.cloudsigma")
 
-SERIAL_DEVICE = "/dev/ttyS1"
+SERIAL_DEVICE = CLOUD.names["serial"]  # the wire contract: clouds/cloudsigma.py
+ASK, END = CLOUD.names["ask"], CLOUD.names["end"].encode("ascii")
+F = CLOUD.fields
 DEFAULT_TIMEOUT = 5.0
 HOSTNAME_OK = re.compile(r"^[A-Za-z0-9 -_\.]+$")  # cloud-init's test (" -_" is the range 0x20-0x5f)
 
@@ -43,9 +46,9 @@ def read_context(path: str, timeout: float, key: str = "") -> Any:
     try:
         with SerialPort.open(path, timeout) as port:
             port.discard_input(0.05, min(deadline, time.monotonic() + 0.5))
-            port.write(f"<\n{key}\n>".encode("ascii"), deadline)
+            port.write(ASK.replace("{key}", key).encode("ascii"), deadline)
             while True:
-                line = port.read_until(b"\x04\n", deadline).strip(b"\r\n\x04 ")
+                line = port.read_until(END, deadline).strip(b"\r\n\x04 ")
                 if line:
                     break
     except SerialError as e:
@@ -60,7 +63,7 @@ class CloudSigma(Datasource):
     name = "CloudSigma"
     stages = (LOCAL,)
     platform = "cloudsigma"
-    sensitive_keys = ("meta", "vendor_data")
+    sensitive_keys = (F["meta"], F["vendor_data"])
     detection = (
         Dmi("product_name", "*cloudsigma*", nocase=True),
     )
@@ -80,33 +83,33 @@ class CloudSigma(Datasource):
             timeout = DEFAULT_TIMEOUT
         path = str(section.get("serial_device") or self.ctx.root.path(SERIAL_DEVICE))
         context = read_context(path, timeout)
-        meta = context.get("meta") if isinstance(context, dict) else None
+        meta = context.get(F["meta"]) if isinstance(context, dict) else None
         if not isinstance(meta, dict):
-            raise CepkoError(f"CloudSigma server context from {path} has no 'meta' object")
-        if not context.get("uuid"):
-            raise CepkoError(f"CloudSigma server context from {path} has no 'uuid'")
-        if str(meta.get("cloudinit-dsmode") or "").lower() == "disabled":
-            LOG.info("CloudSigma: meta cloudinit-dsmode is 'disabled'")
+            raise CepkoError(f"CloudSigma server context from {path} has no '{F['meta']}' object")
+        if not context.get(F["instance_id"]):
+            raise CepkoError(f"CloudSigma server context from {path} has no '{F['instance_id']}'")
+        if str(meta.get(F["dsmode"]) or "").lower() == "disabled":
+            LOG.info("CloudSigma: meta %s is 'disabled'", F["dsmode"])
             return False
-        userdata = meta.get("cloudinit-user-data") or ""
-        if "cloudinit-user-data" in str(meta.get("base64_fields") or "").split(","):
+        userdata = meta.get(F["user_data"]) or ""
+        if F["user_data"] in str(meta.get(F["base64_fields"]) or "").split(","):
             try:
                 self.userdata_raw = base64.b64decode(userdata)
             except ValueError:
-                raise CepkoError("CloudSigma meta cloudinit-user-data is listed in base64_fields "
+                raise CepkoError(f"CloudSigma meta {F['user_data']} is listed in {F['base64_fields']} "
                                  "but is not base64") from None
         else:
             self.userdata_raw = str(userdata).encode("utf-8")
         self.userdata_raw = self.userdata_raw or None
-        vendor = context.get("vendor_data")
-        if isinstance(vendor, dict) and vendor.get("cloudinit"):
-            cloudinit = vendor["cloudinit"]
+        vendor = context.get(F["vendor_data"])
+        if isinstance(vendor, dict) and vendor.get(F["vendor_cloudinit"]):
+            cloudinit = vendor[F["vendor_cloudinit"]]
             self.vendordata_raw = cloudinit.encode("utf-8") if isinstance(cloudinit, str) else None
-        uuid = str(context["uuid"])
-        name = str(context.get("name") or "")
+        uuid = str(context[F["instance_id"]])
+        name = str(context.get(F["name"]) or "")
         hostname = name[:61] if HOSTNAME_OK.match(name) else uuid.split("-")[0]
         self.metadata = {**context, "instance-id": uuid, "local-hostname": hostname}
-        key = str(meta.get("ssh_public_key") or "").strip()
+        key = str(meta.get(F["ssh_public_key"]) or "").strip()
         self.public_keys = [key] if key else []
         self.raw = {"meta_data": self.metadata}
         self.subplatform = f"cepko ({path})"

@@ -33,18 +33,19 @@ from cloudseed.clouds.digitalocean import CLOUD
 LOG = logging.getLogger("cloudseed.datasources.digitalocean")
 
 DEFAULT_URL = CLOUD.addresses[0] + CLOUD.requests["document"].path  # the wire contract: clouds/digitalocean.py
-NIC_NAMES = {"public": "eth0", "private": "eth1"}
+F = CLOUD.fields
+NIC_NAMES = {F["public"]: "eth0", F["private"]: "eth1"}
 
 
 def _subnet(raw: dict, keep_gateway: bool) -> dict:
-    address = str(raw.get("ip_address") or "")
+    address = str(raw.get(F["ip_address"]) or "")
     subnet: dict[str, Any] = {"type": "static", "control": "auto", "address": address}
     if ":" in address:
-        subnet["address"] = f"{address}/{raw.get('cidr')}"
+        subnet["address"] = f"{address}/{raw.get(F['cidr'])}"
     else:
-        subnet["netmask"] = raw.get("netmask")
-    if keep_gateway and raw.get("gateway"):
-        subnet["gateway"] = raw.get("gateway")
+        subnet["netmask"] = raw.get(F["netmask"])
+    if keep_gateway and raw.get(F["gateway"]):
+        subnet["gateway"] = raw.get(F["gateway"])
     return subnet
 
 
@@ -58,11 +59,11 @@ def network_config(interfaces: Any, nameservers: Any, system_macs: dict[str, str
         if not isinstance(nics, list) or not nics or not isinstance(nics[0], dict):
             continue
         nic = nics[0]
-        mac = str(nic.get("mac") or "").lower()
-        nic_type = nic.get("type", "unknown")
+        mac = str(nic.get(F["mac"]) or "").lower()
+        nic_type = nic.get(F["type"], "unknown")
         name = NIC_NAMES.get(nic_type) or system_macs.get(mac) or f"eth{len(config)}"
-        subnets = [_subnet(nic[key], nic_type == "public" and "anchor" not in key)
-                   for key in ("ipv4", "ipv6", "anchor_ipv4", "anchor_ipv6") if isinstance(nic.get(key), dict)]
+        subnets = [_subnet(nic[F[role]], nic_type == F["public"] and not role.startswith("anchor"))
+                   for role in ("ipv4", "ipv6", "anchor_ipv4", "anchor_ipv6") if isinstance(nic.get(F[role]), dict)]
         config.append({"type": "physical", "mac_address": mac, "name": name, "subnets": subnets})
     if nameservers:
         config.append({"type": "nameserver", "address": list(nameservers)})
@@ -123,21 +124,21 @@ class DigitalOcean(MetadataServiceDatasource):
         if not isinstance(md, dict):
             raise ValueError(f"{url}: not a JSON object")
         serial = self.ctx.dmi("product_serial")
-        instance_id = md.get("droplet_id", serial)
-        self.metadata = {"instance-id": str(instance_id), "local-hostname": str(md.get("hostname", instance_id)),
-                         "interfaces": md.get("interfaces"), "public-keys": md.get("public_keys"),
-                         "availability_zone": md.get("region", "default")}
-        self.availability_zone = str(md.get("region", "default"))
+        instance_id = md.get(F["instance_id"], serial)
+        self.metadata = {"instance-id": str(instance_id), "local-hostname": str(md.get(F["hostname"], instance_id)),
+                         "interfaces": md.get(F["interfaces"]), "public-keys": md.get(F["public_keys"]),
+                         "availability_zone": md.get(F["region"], "default")}
+        self.availability_zone = str(md.get(F["region"], "default"))
         self.region = self.availability_zone
-        self.public_keys = listed_keys(md.get("public_keys"))
-        for attr, key in (("userdata_raw", "user_data"), ("vendordata_raw", "vendor_data")):
-            value = md.get(key)
+        self.public_keys = listed_keys(md.get(F["public_keys"]))
+        for attr, kind in (("userdata_raw", "user_data"), ("vendordata_raw", "vendor_data")):
+            value = md.get(F[kind])
             setattr(self, attr, str(value).encode("utf-8") if value else None)
             if url.endswith(".json"):  # each is also served as text: /metadata/v1/user-data, /vendor-data
-                self.served_at(key.replace("_", "-"), f"{url[:-5]}/{key.replace('_', '-')}")
-        dns = md.get("dns") if isinstance(md.get("dns"), dict) else {}
-        self.network_config = network_config(md.get("interfaces"), dns.get("nameservers"), system_macs())
-        self.raw = {k: v for k, v in md.items() if k not in ("user_data", "vendor_data", "auth_key")}
+                self.served_at(kind.replace("_", "-"), f"{url[:-5]}/{kind.replace('_', '-')}")
+        dns = md.get(F["dns"]) if isinstance(md.get(F["dns"]), dict) else {}
+        self.network_config = network_config(md.get(F["interfaces"]), dns.get(F["nameservers"]), system_macs())
+        self.raw = {k: v for k, v in md.items() if k not in (F["user_data"], F["vendor_data"], F["auth_key"])}
         return self.found(url, instance_id, started, "droplet")
 
 

@@ -19,6 +19,7 @@ from cloudseed.agent.datasources._metadata_service import MetadataServiceDatasou
 from cloudseed.clouds.hetzner import CLOUD
 
 MD_URL, UD_URL = (CLOUD.addresses[0] + CLOUD.requests[r].path for r in ("meta_data", "user_data"))  # clouds/hetzner.py
+F = CLOUD.fields
 MAX_DOCUMENT = 4 * 1024 * 1024
 
 
@@ -51,28 +52,29 @@ class Hetzner(MetadataServiceDatasource):
         if body is None:
             return False
         md: Any = load_yaml(body.decode("utf-8", "replace"))
-        if not isinstance(md, dict) or md.get("instance-id") in (None, ""):
+        if not isinstance(md, dict) or md.get(F["instance_id"]) in (None, ""):
             raise ValueError(f"{md_url}: not a Hetzner metadata document (no instance-id)")
         userdata = fetch(ud_url, timeout=limits.timeout, retries=limits.retries, max_bytes=MAX_DOCUMENT,
                          max_wait=limits.timeout * (limits.retries + 1) + 2)
-        instance_id = str(md["instance-id"])
+        instance_id = str(md[F["instance_id"]])
         serial = self.ctx.dmi("product_serial")
         if self.identified(self.ctx) and serial and serial != instance_id:
             raise ValueError(f"Hetzner: the DMI serial {serial!r} does not match instance-id {instance_id!r} "
                              f"from {md_url}")
-        self.metadata = {"instance-id": instance_id, "local-hostname": str(md.get("hostname") or instance_id),
-                         "network-config": md.get("network-config"), "public-keys": md.get("public-keys")}
-        self.public_keys = listed_keys(md.get("public-keys"))
+        self.metadata = {"instance-id": instance_id, "local-hostname": str(md.get(F["hostname"]) or instance_id),
+                         "network-config": md.get(F["network_config"]),
+                         "public-keys": md.get(F["public_keys"])}
+        self.public_keys = listed_keys(md.get(F["public_keys"]))
         self.userdata_raw = maybe_b64decode(userdata) if userdata else None
         self.served_at("user-data", ud_url)
-        self.served_at("vendor-data", f"{md_url}/vendor_data")  # a key of the metadata, served as text
-        vendor = md.get("vendor_data")
+        self.served_at("vendor-data", f"{md_url}/{F['vendor_data']}")  # a key of the metadata, served as text
+        vendor = md.get(F["vendor_data"])
         self.vendordata_raw = str(vendor).encode("utf-8") if vendor else None
-        network = md.get("network-config")
+        network = md.get(F["network_config"])
         self.network_config = network if isinstance(network, dict) and network else None
-        self.region = str(md["region"]) if md.get("region") else None
-        self.availability_zone = str(md["availability-zone"]) if md.get("availability-zone") else None
-        self.raw = {k: v for k, v in md.items() if k != "vendor_data"}
+        self.region = str(md[F["region"]]) if md.get(F["region"]) else None
+        self.availability_zone = str(md[F["zone"]]) if md.get(F["zone"]) else None
+        self.raw = {k: v for k, v in md.items() if k != F["vendor_data"]}
         return self.found(md_url, instance_id, started, "server")
 
 

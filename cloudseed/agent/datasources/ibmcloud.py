@@ -19,6 +19,7 @@ import logging
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import AllOf, Disk, Hatch, Not, Path
+from cloudseed.clouds.ibmcloud import CLOUD, OS_CODE_LABEL, TEMPLATE_LABEL
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -26,11 +27,11 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("cloudseed.datasources.ibmcloud")
 
-IBM_CONFIG_UUID = "9796-932E"
-OS_CODE = "OS-Code/Live"
-TEMPLATE_LIVE = "Template/Live/Metadata"
-PROVISIONING_CFG = "/root/provisioningConfiguration.cfg"
-PROVISIONING_LOG = "/root/swinstall.log"
+IBM_CONFIG_UUID = CLOUD.names["config_uuid"]  # the wire contract: clouds/ibmcloud.py
+OS_CODE, TEMPLATE_LIVE = CLOUD.names["os_code"], CLOUD.names["template"]
+PROVISIONING_CFG, PROVISIONING_LOG = CLOUD.names["provisioning_cfg"], CLOUD.names["provisioning_log"]
+F = CLOUD.fields
+FILES = {role: CLOUD.requests[role].path for role in ("meta_data", "user_data", "vendor_data", "network_data")}
 
 
 class IBMError(Exception):
@@ -77,30 +78,30 @@ def read_dir(top: str, where: str) -> dict[str, Any]:
     from cloudseed.agent.datasources._disk_image import read_file
 
     found: dict[str, Any] = {}
-    for key, name in (("metadata_raw", "meta_data.json"), ("userdata", "user_data"),
-                      ("vendordata", "vendor_data.json"), ("networkdata", "network_data.json")):
-        raw = read_file(top, f"openstack/latest/{name}")
-        if raw is not None and name.endswith(".json"):
+    for key, role in (("metadata_raw", "meta_data"), ("userdata", "user_data"),
+                      ("vendordata", "vendor_data"), ("networkdata", "network_data")):
+        raw = read_file(top, FILES[role])
+        if raw is not None and CLOUD.requests[role].form == "json":
             try:
                 raw = json.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, ValueError) as e:
-                raise IBMError(f"{where}/openstack/latest/{name}: not JSON ({e})") from None
+                raise IBMError(f"{where}/{FILES[role]}: not JSON ({e})") from None
         found[key] = raw
     md_raw = found.pop("metadata_raw")
     if md_raw is None:
-        raise IBMError(f"{where}: the required openstack/latest/meta_data.json is missing")
+        raise IBMError(f"{where}: the required {FILES['meta_data']} is missing")
     if not isinstance(md_raw, dict):
-        raise IBMError(f"{where}/openstack/latest/meta_data.json: not a JSON object")
+        raise IBMError(f"{where}/{FILES['meta_data']}: not a JSON object")
     md: dict[str, Any] = {}
-    if "random_seed" in md_raw:
+    if F["random_seed"] in md_raw:
         try:
-            base64.b64decode(md_raw["random_seed"], validate=True)
+            base64.b64decode(md_raw[F["random_seed"]], validate=True)
         except (binascii.Error, ValueError, TypeError) as e:
-            raise IBMError(f"{where}/openstack/latest/meta_data.json: random_seed is not base64 ({e})") from None
-        md["random_seed"] = md_raw["random_seed"]  # kept encoded: Datasource.random_seed decodes it
-    for name, new in (("public_keys", "public-keys"), ("hostname", "local-hostname"), ("uuid", "instance-id")):
-        if name in md_raw:
-            md[new] = md_raw[name]
+            raise IBMError(f"{where}/{FILES['meta_data']}: random_seed is not base64 ({e})") from None
+        md["random_seed"] = md_raw[F["random_seed"]]  # kept encoded: Datasource.random_seed decodes it
+    for role, new in (("public_keys", "public-keys"), ("hostname", "local-hostname"), ("instance_id", "instance-id")):
+        if F[role] in md_raw:
+            md[new] = md_raw[F[role]]
     found["metadata"] = md
     return found
 
@@ -113,9 +114,9 @@ class IBMCloud(Datasource):
 
     # the OS code disk, then the template's (platform_of tells them apart by this order)
     detection = (
-        AllOf(Path("/proc/xen"), Not(PROVISIONING_BOOT), Disk("config-2", uuid=IBM_CONFIG_UUID),
+        AllOf(Path("/proc/xen"), Not(PROVISIONING_BOOT), Disk(OS_CODE_LABEL, uuid=IBM_CONFIG_UUID),
               why=f"Xen and a filesystem labelled config-2 with UUID {IBM_CONFIG_UUID} on {{value}}"),
-        AllOf(Path("/proc/xen"), Not(PROVISIONING_BOOT), Disk("METADATA"),
+        AllOf(Path("/proc/xen"), Not(PROVISIONING_BOOT), Disk(TEMPLATE_LABEL),
               why="Xen and a filesystem labelled METADATA on {value}"),
     )
 
@@ -131,11 +132,11 @@ class IBMCloud(Datasource):
             data = read_dir(top, device)
         md = data["metadata"]
         if md.get("instance-id") in (None, ""):
-            raise IBMError(f"{device}/openstack/latest/meta_data.json has no 'uuid' (the instance id)")
+            raise IBMError(f"{device}/{FILES['meta_data']} has no '{F['instance_id']}' (the instance id)")
         self.metadata = md
         self.public_keys = public_keys({"public_keys": md.get("public-keys")})
         self.userdata_raw = data["userdata"]
-        self.vendordata_raw = vendordata_bytes(data["vendordata"], f"{device}/openstack/latest/vendor_data.json")
+        self.vendordata_raw = vendordata_bytes(data["vendordata"], f"{device}/{FILES['vendor_data']}")
         if kind == OS_CODE:
             network = data["networkdata"]
             self.network_config = network if isinstance(network, dict) and network else None

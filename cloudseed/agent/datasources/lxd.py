@@ -25,26 +25,23 @@ import time
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import Dmi, Path
+from cloudseed.clouds.lxd import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.lxd")
 
-SOCKET_PATH = "/dev/lxd/sock"
-API_VERSION = "1.0"
+SOCKET_PATH = CLOUD.names["socket"]  # the wire contract: clouds/lxd.py
+API_VERSION = CLOUD.versions[0]
+F = CLOUD.fields
 MAX_REPLY = 16 * 1024 * 1024
 MAX_CONFIG_KEYS = 1000
 DEFAULT_TIMEOUT = 5.0  # one request
 DEFAULT_MAX_WAIT = 15.0  # the whole crawl
 DEFAULT_SOCKET_WAIT = 10.0  # an LXD VM, network stage: for lxd-agent to create the socket
-ALIASES = {
-    "cloud-init.user-data": "user-data",
-    "cloud-init.network-config": "network-config",
-    "cloud-init.vendor-data": "vendor-data",
-    "user.user-data": "user-data",
-    "user.network-config": "network-config",
-    "user.vendor-data": "vendor-data",
-}
-PRIVATE_CONFIG_KEYS = ("cloud-init.user-data", "cloud-init.vendor-data", "user.user-data", "user.vendor-data",
-                       "user.meta-data")
+ALIASES = {F[role]: role.replace("_old", "").replace("_", "-")  # config key -> what cloud-init keys it as
+           for role in ("user_data", "network_config", "vendor_data", "user_data_old", "network_config_old",
+                        "vendor_data_old")}
+PRIVATE_CONFIG_KEYS = tuple(F[role] for role in ("user_data", "vendor_data", "user_data_old", "vendor_data_old",
+                                                 "meta_data_old"))
 
 
 class DevLXDError(Exception):
@@ -136,7 +133,7 @@ class LXD(Datasource):
     name = "LXD"
     stages = (LOCAL, NETWORK)
     platform = "lxd"
-    sensitive_keys = ("user.meta-data", "user.vendor-data", "user.user-data")
+    sensitive_keys = tuple(F[role] for role in ("meta_data_old", "vendor_data_old", "user_data_old"))
     detection = (
         Path(SOCKET_PATH, kind="socket", why="socket {value}"),  # an lstat: nothing is connected to
         Dmi("board_name", "LXD", why="DMI board_name is 'LXD' (a VM: the socket comes with lxd-agent)"),
@@ -178,7 +175,8 @@ class LXD(Datasource):
         from cloudseed.agent.config import ConfigFileError, load_yaml_mapping
 
         try:
-            self.metadata = load_yaml_mapping(crawled["meta-data"], f"devlxd /{API_VERSION}/meta-data")
+            where = f"devlxd {CLOUD.requests['meta_data'].target(API_VERSION)}"
+            self.metadata = load_yaml_mapping(crawled["meta-data"], where)
         except ConfigFileError as e:
             raise DevLXDError(str(e)) from None
         if "network-config" in crawled:
@@ -222,28 +220,30 @@ def crawl(path: str, timeout: float = DEFAULT_TIMEOUT, max_wait: float = DEFAULT
     def text(body: bytes) -> str:
         return body.decode("utf-8", errors="replace")
 
-    base = f"/{API_VERSION}"
+    meta_data, config_list, devices = (CLOUD.requests[r].target(API_VERSION) for r in ("meta_data", "config",
+                                                                                        "devices"))
     md: dict = {"_metadata_api_version": API_VERSION}
-    status, body = get(f"{base}/meta-data")
+    status, body = get(meta_data)
     if status != 200:
-        raise DevLXDError(f"devlxd {base}/meta-data: HTTP {status}: {text(body)[:200]}")
+        raise DevLXDError(f"devlxd {meta_data}: HTTP {status}: {text(body)[:200]}")
     md["meta-data"] = text(body)
-    status, body = get(f"{base}/config")
+    status, body = get(config_list)
     if status != 200:
-        raise DevLXDError(f"devlxd {base}/config: HTTP {status}: {text(body)[:200]}")
+        raise DevLXDError(f"devlxd {config_list}: HTTP {status}: {text(body)[:200]}")
     try:
         routes = json.loads(body)
     except ValueError:
-        raise DevLXDError(f"devlxd {base}/config: expected a JSON list, got {text(body)[:200]!r}") from None
+        raise DevLXDError(f"devlxd {config_list}: expected a JSON list, got {text(body)[:200]!r}") from None
     if not isinstance(routes, list) or not all(isinstance(r, str) for r in routes):
-        raise DevLXDError(f"devlxd {base}/config: expected a JSON list of routes")
+        raise DevLXDError(f"devlxd {config_list}: expected a JSON list of routes")
     if len(routes) > MAX_CONFIG_KEYS:
-        raise DevLXDError(f"devlxd {base}/config: more than {MAX_CONFIG_KEYS} keys")
+        raise DevLXDError(f"devlxd {config_list}: more than {MAX_CONFIG_KEYS} keys")
     config: dict = {}
+    prefix = CLOUD.names["config_prefix"].replace("{version}", API_VERSION)
     # sorted: cloud-init.* comes before user.*, so the newer keys win
     for route in sorted(routes):
-        if not route.startswith(f"{base}/config/") or any(c in route for c in " \r\n\0"):
-            LOG.warning("devlxd %s/config lists %r, not a config route; skipped", base, route)
+        if not route.startswith(prefix) or any(c in route for c in " \r\n\0"):
+            LOG.warning("devlxd %s lists %r, not a config route; skipped", config_list, route)
             continue
         key = route.rpartition("/")[2]
         status, body = get(route)
@@ -260,13 +260,13 @@ def crawl(path: str, timeout: float = DEFAULT_TIMEOUT, max_wait: float = DEFAULT
             md[alias] = config[key]
     md["config"] = config
     try:
-        status, body = get(f"{base}/devices")
+        status, body = get(devices)
         if status == 200:
-            devices = json.loads(body)
-            if isinstance(devices, dict):
-                md["devices"] = devices
+            answer = json.loads(body)
+            if isinstance(answer, dict):
+                md["devices"] = answer
     except (DevLXDError, ValueError) as e:  # older LXD has no devices route
-        LOG.debug("devlxd %s/devices: %s", base, e)
+        LOG.debug("devlxd %s: %s", devices, e)
     return md
 
 

@@ -27,6 +27,7 @@ from cloudseed.clouds.nwcs import CLOUD
 LOG = logging.getLogger("cloudseed.datasources.nwcs")
 
 DEFAULT_URL = CLOUD.addresses[0] + CLOUD.requests["document"].path  # the wire contract: clouds/nwcs.py
+F = CLOUD.fields
 
 
 class NWCSError(Exception):
@@ -65,18 +66,19 @@ class NWCS(MetadataServiceDatasource):
         if body is None:
             return False
         md = self.json_object(body, url)
-        instance_id = md.get("instance-id")
+        instance_id = md.get(F["instance_id"])
         if isinstance(instance_id, bool) or not isinstance(instance_id, (str, int)) or instance_id == "":
             raise NWCSError(f"NWCS metadata {url}: no instance-id")
-        self.metadata = {"instance-id": str(instance_id), "local-hostname": md.get("hostname"),
-                         "public-keys": md.get("public-keys"), "network": md.get("network")}
-        self.public_keys = listed_keys(md.get("public-keys"))
-        for attr, key in (("userdata_raw", "userdata"), ("vendordata_raw", "vendordata")):
+        self.metadata = {"instance-id": str(instance_id), "local-hostname": md.get(F["hostname"]),
+                         "public-keys": md.get(F["public_keys"]), "network": md.get(F["network"])}
+        self.public_keys = listed_keys(md.get(F["public_keys"]))
+        for attr, kind, key in (("userdata_raw", "user-data", F["user_data"]),
+                                ("vendordata_raw", "vendor-data", F["vendor_data"])):
             value = md.get(key)
             setattr(self, attr, value.encode("utf-8") if isinstance(value, str) and value else None)
-            self.served_at(f"{key[:-4]}-data", f"{url}/{key}")  # each key is served as text beside the document
-        self.network_config = network_config(md.get("network"), system_macs())
-        self.raw = {k: v for k, v in md.items() if k not in ("userdata", "vendordata")}
+            self.served_at(kind, f"{url}/{key}")  # each key is served as text beside the document
+        self.network_config = network_config(md.get(F["network"]), system_macs())
+        self.raw = {k: v for k, v in md.items() if k not in (F["user_data"], F["vendor_data"])}
         return self.found(url, instance_id, started)
 
 

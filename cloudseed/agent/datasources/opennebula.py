@@ -24,6 +24,7 @@ import re
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import Disk, Path
+from cloudseed.clouds.opennebula import CLOUD
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -31,7 +32,9 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("cloudseed.datasources.opennebula")
 
-LABELS = ("CONTEXT", "CDROM")
+LABELS = CLOUD.addresses  # the wire contract: clouds/opennebula.py
+CONTEXT = CLOUD.requests["context"].path
+F = CLOUD.fields
 SEED_DIRS = ("/var/lib/cloudseed/seed/opennebula", "/var/lib/cloud/seed/opennebula")
 DEFAULT_IID = "iid-dsopennebula"
 MAX_CONTEXT = 16 * 1024 * 1024
@@ -44,7 +47,7 @@ class ContextError(Exception):
     """context.sh could not be read safely; the message names the file and line."""
 
 
-def parse_context(text: str, where: str = "context.sh") -> dict[str, str]:
+def parse_context(text: str, where: str = CONTEXT) -> dict[str, str]:
     """The variables ``text`` assigns, for the subset of shell OpenNebula writes; ContextError else."""
     out: dict[str, str] = {}
     pos, line, end = 0, 1, len(text)
@@ -143,10 +146,12 @@ def _prefix(mask: str) -> int:
 
 def network_config(context: dict[str, str], nics: dict[str, str]) -> dict[str, Any]:
     """Network config v2 for ``nics`` ({mac: name}) from the ``ETHx_*`` variables, as cloud-init builds it."""
-    by_mac = {v.lower(): k[:-4] for k, v in context.items() if k.endswith("_MAC") and len(k) > 4}
+    mac_suffix = "_" + F["nic_mac"].upper()
+    by_mac = {v.lower(): k[:-len(mac_suffix)] for k, v in context.items()
+              if k.endswith(mac_suffix) and len(k) > len(mac_suffix)}
 
-    def field(dev: str, name: str, default: str | None = None) -> str | None:
-        value = context.get(f"{dev}_{name}".upper())
+    def field(dev: str, role: str, default: str | None = None) -> str | None:
+        value = context.get(f"{dev}_{F['nic_' + role]}".upper())
         return default if value in (None, "") else value
 
     ethernets: dict[str, Any] = {}
@@ -157,7 +162,7 @@ def network_config(context: dict[str, str], nics: dict[str, str]) -> dict[str, A
         conf: dict[str, Any] = {"match": {"macaddress": mac}, "addresses": []}
         conf["addresses"].append(f"{field(c_dev, 'ip', derived)}/{_prefix(field(c_dev, 'mask', '255.255.255.0'))}")
         ip6 = [a for a in (field(c_dev, "ip6"), field(c_dev, "ip6_ula")) if a]
-        prefix6 = field(c_dev, "ip6_prefix_length", "64")
+        prefix6 = field(c_dev, "ip6_prefix", "64")
         conf["addresses"].extend(f"{a}/{prefix6}" for a in ip6)
         gateway = field(c_dev, "gateway")
         if gateway:
@@ -165,8 +170,8 @@ def network_config(context: dict[str, str], nics: dict[str, str]) -> dict[str, A
         gateway6 = field(c_dev, "ip6_gateway", field(c_dev, "gateway6"))
         if gateway6:
             conf["gateway6"] = gateway6
-        dns = (field(c_dev, "dns", "") or "").split() + context.get("DNS", "").split()
-        search = (field(c_dev, "search_domain", "") or "").split()
+        dns = (field(c_dev, "dns", "") or "").split() + context.get(F["dns"], "").split()
+        search = (field(c_dev, "search", "") or "").split()
         nameservers: dict[str, Any] = {}
         if dns:
             nameservers["addresses"] = dns
@@ -187,19 +192,19 @@ def read_context(context: dict[str, str], nics: dict[str, str]) -> dict[str, Any
     import binascii
 
     md: dict[str, Any] = dict(context)
-    for var in ("SSH_KEY", "SSH_PUBLIC_KEY"):
+    for var in (F["ssh_key"], F["ssh_public_key"]):
         if var in context:
             md["public-keys"] = [k for k in context[var].splitlines() if k and not k.startswith("#")]
             break
-    for var in ("SET_HOSTNAME", "HOSTNAME", "PUBLIC_IP", "IP_PUBLIC", "ETH0_IP"):
+    for var in (F[role] for role in ("set_hostname", "hostname", "public_ip", "ip_public", "eth0_ip")):
         if var in context:
             md["local-hostname"] = context[var]
             break
     userdata: bytes | None = None
-    text = context.get("USER_DATA", context.get("USERDATA"))
+    text = context.get(F["user_data"], context.get(F["user_data_old"]))
     if text is not None:
         userdata = text.encode("utf-8")
-        if context.get("USERDATA_ENCODING", context.get("USER_DATA_ENCODING")) == "base64":
+        if context.get(F["encoding"], context.get(F["encoding_alt"])) == "base64":
             try:
                 userdata = base64.b64decode("".join(text.split()), validate=True)
             except (binascii.Error, ValueError):
@@ -213,14 +218,14 @@ def read_context(context: dict[str, str], nics: dict[str, str]) -> dict[str, Any
 
 def read_dir(top: str, where: str) -> dict[str, str] | None:
     """The variables of ``top``/context.sh, or None when there is none."""
-    path = os.path.join(top, "context.sh")
+    path = os.path.join(top, CONTEXT)
     if not os.path.isfile(path):
         return None
     with open(path, "rb") as f:
         data = f.read(MAX_CONTEXT + 1)
     if len(data) > MAX_CONTEXT:
-        raise ContextError(f"{where}/context.sh is larger than {MAX_CONTEXT} bytes")
-    return parse_context(data.decode("utf-8", errors="replace"), f"{where}/context.sh")
+        raise ContextError(f"{where}/{CONTEXT} is larger than {MAX_CONTEXT} bytes")
+    return parse_context(data.decode("utf-8", errors="replace"), f"{where}/{CONTEXT}")
 
 
 def read_image(path: str) -> dict[str, str] | None:
@@ -245,14 +250,14 @@ def user_vendor_data(context: dict[str, str], keys: list[str]) -> bytes | None:
     """``USERNAME`` (and ``USERNAME_SUDO``) as a cloud-config that creates that user with the keys."""
     import json
 
-    name = context.get("USERNAME", "")
+    name = context.get(F["username"], "")
     if not name or name == "root":
         return None
     if not re.fullmatch(r"[a-z_][a-z0-9_-]*\$?", name) or len(name) > 32:
         LOG.warning("context.sh: USERNAME %r is not a valid user name; ignored", name)
         return None
     user: dict[str, Any] = {"name": name, "shell": "/bin/bash", "lock_passwd": True}
-    if context.get("USERNAME_SUDO", "YES").upper() != "NO":
+    if context.get(F["username_sudo"], "YES").upper() != "NO":
         user["sudo"] = "ALL=(ALL) NOPASSWD:ALL"
     if keys:
         user["ssh_authorized_keys"] = keys
@@ -264,9 +269,10 @@ class OpenNebula(Datasource):
     stages = (LOCAL,)
     platform = "opennebula"
     # world-readable instance data keeps the context variables, except these
-    sensitive_keys = ("USER_DATA", "USERDATA", "PASSWORD", "CRYPTED_PASSWORD", "PASSWORD_BASE64")
+    sensitive_keys = tuple(F[role] for role in ("user_data", "user_data_old", "password", "crypted_password",
+                                                "password_base64"))
     detection = (
-        Path(*SEED_DIRS, kind="file", inside=("context.sh",), why="seed directory {value}"),
+        Path(*SEED_DIRS, kind="file", inside=(CONTEXT,), why="seed directory {value}"),
         Disk(*LABELS, why="filesystem labelled CONTEXT or CDROM on {value}"),
     )
 
@@ -276,7 +282,7 @@ class OpenNebula(Datasource):
 
     @classmethod
     def _seed_dirs(cls, ctx: DatasourceContext) -> list[str]:
-        return [d for d in SEED_DIRS if ctx.root.isfile(f"{d}/context.sh")]
+        return [d for d in SEED_DIRS if ctx.root.isfile(f"{d}/{CONTEXT}")]
 
     def fetch(self) -> bool:
         found: tuple[dict[str, str], str] | None = None
@@ -298,7 +304,7 @@ class OpenNebula(Datasource):
         if found is None:
             return False
         context, self.subplatform = found
-        dsmode = context.get("DSMODE") or self.ctx.ds_cfg("OpenNebula").get("dsmode")
+        dsmode = context.get(F["dsmode"]) or self.ctx.ds_cfg("OpenNebula").get("dsmode")
         if dsmode == "disabled":
             LOG.info("OpenNebula context says DSMODE=disabled; not used")
             return False

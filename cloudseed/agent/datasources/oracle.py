@@ -33,6 +33,7 @@ LOG = logging.getLogger("cloudseed.datasources.oracle")
 
 BASE_URL = CLOUD.default_url()  # the wire contract: clouds/oracle.py
 V2_HEADERS = CLOUD.requests["instance"].headers()
+F = CLOUD.fields
 V2, V1 = CLOUD.versions  # "v2", then "v1" when v2 fails
 CHASSIS_ASSET_TAG = "OracleCloud.com"
 MTU = 9000
@@ -45,7 +46,7 @@ def network_config(vnics: Any, system_macs: dict[str, str]) -> dict | None:
         return None
     config = []
     for index, vnic in enumerate(vnics):
-        mac = str(vnic.get("macAddr", "")).lower()
+        mac = str(vnic.get(F["mac"], "")).lower()
         name = system_macs.get(mac)
         if not name:
             LOG.warning("Oracle: no interface with MAC %s here; VNIC skipped", mac)
@@ -53,8 +54,8 @@ def network_config(vnics: Any, system_macs: dict[str, str]) -> dict | None:
         if index == 0:
             subnet: dict[str, Any] = {"type": "dhcp"}
         else:
-            prefix = ipaddress.ip_network(vnic["subnetCidrBlock"], strict=False).prefixlen
-            subnet = {"type": "static", "address": f"{vnic['privateIp']}/{prefix}"}
+            prefix = ipaddress.ip_network(vnic[F["subnet"]], strict=False).prefixlen
+            subnet = {"type": "static", "address": f"{vnic[F['private_ip']]}/{prefix}"}
         config.append({"name": name, "type": "physical", "mac_address": mac, "mtu": MTU, "subnets": [subnet]})
     return {"version": 1, "config": config}
 
@@ -100,7 +101,7 @@ class Oracle(MetadataServiceDatasource):
             except (FetchError, ValueError) as e1:
                 LOG.info("Oracle: no metadata service at %s: %s", base, e1)
                 return False
-        if not isinstance(data, dict) or not data.get("id"):
+        if not isinstance(data, dict) or not data.get(F["instance_id"]):
             raise ValueError(f"{base}/v{version}/instance/: no instance id")
         iscsi = bool(glob.glob(os.path.join(self.ctx.root.top, "run", "net-*.cfg")))
         vnics = None
@@ -111,24 +112,25 @@ class Oracle(MetadataServiceDatasource):
                 LOG.warning("Oracle: %s/v%d/vnics/ unreadable: %s", base, version, e)
         self.imds_version = f"v{version}"
         self.metadata_address = f"{base}/v{version}/"
-        meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-        self.metadata = {"availability-zone": data.get("ociAdName"), "instance-id": str(data["id"]),
-                         "launch-index": 0, "local-hostname": data.get("hostname"), "name": data.get("displayName"),
-                         "public_keys": meta.get("ssh_authorized_keys")}
-        if meta.get("user_data"):
-            self.userdata_raw = base64.b64decode(meta["user_data"])
+        meta = data.get(F["metadata"]) if isinstance(data.get(F["metadata"]), dict) else {}
+        self.metadata = {"availability-zone": data.get(F["zone"]), "instance-id": str(data[F["instance_id"]]),
+                         "launch-index": 0, "local-hostname": data.get(F["hostname"]),
+                         "name": data.get(F["display_name"]), "public_keys": meta.get(F["ssh_keys"])}
+        if meta.get(F["user_data"]):
+            self.userdata_raw = base64.b64decode(meta[F["user_data"]])
             self.served_at("user-data", base + CLOUD.tail("user_data", f"v{version}"),
                            V2_HEADERS if version > 1 else {})
-        keys = meta.get("ssh_authorized_keys") or []
+        keys = meta.get(F["ssh_keys"]) or []
         if isinstance(keys, str):
             keys = keys.splitlines()
         self.public_keys = [str(k).strip() for k in keys if str(k).strip() and not str(k).startswith("#")]
-        self.availability_zone = str(data["ociAdName"]) if data.get("ociAdName") else None
-        self.region = str(data.get("canonicalRegionName") or data.get("region") or "") or None
+        self.availability_zone = str(data[F["zone"]]) if data.get(F["zone"]) else None
+        self.region = str(data.get(F["canonical_region"]) or data.get(F["region"]) or "") or None
         self.network_config = None if iscsi else network_config(vnics, system_macs())
-        self.raw = {"instance": {k: v for k, v in data.items() if k != "metadata"}, "vnics": vnics}
+        self.raw = {"instance": {k: v for k, v in data.items() if k != F["metadata"]}, "vnics": vnics}
         self.subplatform = f"metadata ({self.metadata_address})"
-        LOG.info("Oracle: read instance %s (IMDS v%d) in %.2fs", data["id"], version, time.monotonic() - started)
+        LOG.info("Oracle: read instance %s (IMDS v%d) in %.2fs", data[F["instance_id"]], version,
+                 time.monotonic() - started)
         return True
 
 

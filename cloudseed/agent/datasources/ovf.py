@@ -22,6 +22,7 @@ import os
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import AllOf, Disk, Dmi, Not, Path, on_path
+from cloudseed.clouds.ovf import CLOUD, ENV_NAMES, LABELS
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -29,13 +30,12 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("cloudseed.datasources.ovf")
 
-ENV_NS = "http://schemas.dmtf.org/ovf/environment/1"
-ENV_NAMES = ("ovf-env.xml", "ovf_env.xml", "OVF_ENV.XML", "OVF-ENV.XML")
-LABELS = ("OVF ENV", "OVFENV", "OVF-TRANSPORT")
+ENV_NS = CLOUD.names["namespace"]  # the wire contract: clouds/ovf.py
+F = CLOUD.fields
 SEED_DIRS = ("/var/lib/cloudseed/seed/ovf", "/var/lib/cloud/seed/ovf", "/var/lib/cloud/seed")  # the last: cloud-init's
 DEFAULT_IID = "iid-dsovf"
 MAX_BYTES = 1024 * 1024
-MD_PROPS = ("seedfrom", "local-hostname", "public-keys", "instance-id")
+MD_PROPS = tuple(F[role] for role in ("seedfrom", "local_hostname", "public_keys", "instance_id"))
 
 
 class OvfError(Exception):
@@ -62,14 +62,14 @@ def properties(data: bytes | str, where: str = "ovf-env.xml") -> dict[str, str]:
 
     if local(root.tag) != "Environment":
         raise OvfError(f"{where}: the document element is {local(root.tag)!r}, not an OVF Environment")
-    sections = [child for child in root if local(child.tag) == "PropertySection"]
+    sections = [child for child in root if local(child.tag) == CLOUD.names["section"]]
     if not sections:
-        raise OvfError(f"{where}: no PropertySection")
+        raise OvfError(f"{where}: no {CLOUD.names['section']}")
     props: dict[str, str] = {}
     for prop in sections[0]:
-        if local(prop.tag) != "Property":
+        if local(prop.tag) != CLOUD.names["property"]:
             continue
-        key, value = prop.get(f"{{{ENV_NS}}}key"), prop.get(f"{{{ENV_NS}}}value")
+        key, value = (prop.get(f"{{{ENV_NS}}}{CLOUD.names[name]}") for name in ("key", "value"))
         if key is None or value is None:
             raise OvfError(f"{where}: a Property without oe:key and oe:value ({ENV_NS})")
         props[key] = value
@@ -86,13 +86,13 @@ def read_environment(data: bytes | str, where: str = "ovf-env.xml",
     cfg: dict[str, Any] = {}
     ud: bytes | None = None
     for key, value in properties(data, where).items():
-        if key == "hostname":
-            key = "local-hostname"
+        if key == F["hostname"]:
+            key = F["local_hostname"]
         if key in MD_PROPS:
             md[key] = value
-        elif key == "password":
+        elif key == F["password"]:
             cfg[key] = value
-        elif key == "network-config" and read_network:
+        elif key == F["network_config"] and read_network:
             try:
                 text = base64.b64decode(value.encode(), validate=True).decode("utf-8")
                 from cloudseed.agent.config import ConfigFileError, load_yaml_mapping
@@ -100,7 +100,7 @@ def read_environment(data: bytes | str, where: str = "ovf-env.xml",
                 md[key] = load_yaml_mapping(text, f"{where} network-config").get("network")
             except (binascii.Error, ValueError, ConfigFileError) as e:
                 LOG.warning("%s: network-config ignored: %s", where, e)
-        elif key == "user-data":
+        elif key == F["user_data"]:
             try:
                 ud = base64.b64decode(value.encode(), validate=True)
             except (binascii.Error, ValueError):
@@ -217,9 +217,9 @@ class OVF(Datasource):
         if _is_vmware(ctx) and ctx.root.which("vmware-rpctool"):
             from cloudseed.agent.datasources.vmware import Guestinfo
 
-            text = Guestinfo(ctx, ctx.root.which("vmware-rpctool") or "").get("ovfEnv")
+            text = Guestinfo(ctx, ctx.root.which("vmware-rpctool") or "").get(CLOUD.names["guestinfo"])
             if text and text.lstrip().lower().startswith("<?xml"):
-                md, ud, cfg = read_environment(text, "guestinfo.ovfEnv", read_network=True)
+                md, ud, cfg = read_environment(text, f"guestinfo.{CLOUD.names['guestinfo']}", read_network=True)
                 return "com.vmware.guestInfo", md, ud, cfg
         from cloudseed.agent.devices import find_devices_by_label
 

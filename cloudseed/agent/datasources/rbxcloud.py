@@ -19,6 +19,7 @@ import logging
 
 from cloudseed.agent.datasources import LOCAL, Datasource
 from cloudseed.agent.datasources._facts import Disk
+from cloudseed.clouds.rbxcloud import CLOUD
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("cloudseed.datasources.rbxcloud")
 
-LABELS = ("CLOUDMD", "cloudmd")
+LABELS = CLOUD.addresses  # the wire contract: clouds/rbxcloud.py
+F = CLOUD.fields
+METADATA, USERDATA = CLOUD.requests["meta_data"].path, CLOUD.requests["user_data"].path
 
 
 class RbxError(Exception):
@@ -38,52 +41,54 @@ def network_config(netadps: list, where: str) -> dict[str, Any]:
     config = []
     try:
         for i, adp in enumerate(netadps):
-            net = adp["network"]
+            net = adp[F["network"]]
             config.append({
-                "type": "physical", "name": f"eth{i}", "mac_address": str(adp["macaddress"]).lower(),
-                "subnets": [{"type": "static", "address": ip["address"], "netmask": net["netmask"],
-                             "control": "auto", "gateway": net["gateway"],
-                             "dns_nameservers": net["dns"]["nameservers"]} for ip in adp["ip"]],
+                "type": "physical", "name": f"eth{i}", "mac_address": str(adp[F["mac"]]).lower(),
+                "subnets": [{"type": "static", "address": ip[F["address"]], "netmask": net[F["netmask"]],
+                             "control": "auto", "gateway": net[F["gateway"]],
+                             "dns_nameservers": net[F["dns"]][F["nameservers"]]} for ip in adp[F["ips"]]],
             })
     except (KeyError, TypeError) as e:
-        raise RbxError(f"{where}/cloud.json: netadp[{len(config)}] lacks {e}") from None
+        raise RbxError(f"{where}/{METADATA}: {F['adapters']}[{len(config)}] lacks {e}") from None
     return {"version": 1, "config": config}
 
 
 def read_dir(top: str, where: str, etc_hosts_exists: bool) -> dict[str, Any] | None:
-    """``{"metadata", "userdata", "network", "cfg"}`` from the files in ``top``; None without cloud.json."""
+    """``{"metadata", "userdata", "network_config", "cfg"}`` from the files in ``top``; None without
+    cloud.json."""
     import json
 
     from cloudseed.agent.datasources._disk_image import read_file
 
-    raw = read_file(top, "cloud.json")
+    raw = read_file(top, METADATA)
     if raw is None:
         return None
+    where = f"{where}/{METADATA}"
     try:
         md = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
-        raise RbxError(f"{where}/cloud.json: not JSON ({e})") from None
-    if not isinstance(md, dict) or "vm" not in md or "netadp" not in md:
-        raise RbxError(f"{where}/cloud.json: no 'vm' or no 'netadp' (not RbxCloud metadata)")
-    vm, netadps = md["vm"], md["netadp"]
-    if not isinstance(vm, dict) or "_id" not in vm or "name" not in vm:
-        raise RbxError(f"{where}/cloud.json: 'vm' lacks '_id' or 'name'")
+        raise RbxError(f"{where}: not JSON ({e})") from None
+    if not isinstance(md, dict) or F["vm"] not in md or F["adapters"] not in md:
+        raise RbxError(f"{where}: no '{F['vm']}' or no '{F['adapters']}' (not RbxCloud metadata)")
+    vm, netadps = md[F["vm"]], md[F["adapters"]]
+    if not isinstance(vm, dict) or F["instance_id"] not in vm or F["name"] not in vm:
+        raise RbxError(f"{where}: '{F['vm']}' lacks '{F['instance_id']}' or '{F['name']}'")
     if not isinstance(netadps, list):
-        raise RbxError(f"{where}/cloud.json: 'netadp' is not a list")
-    extra = md.get("additionalMetadata") or {}
+        raise RbxError(f"{where}: '{F['adapters']}' is not a list")
+    extra = md.get(F["extra"]) or {}
     if not isinstance(extra, dict):
-        raise RbxError(f"{where}/cloud.json: 'additionalMetadata' is not an object")
-    username = extra.get("username")
-    password = extra.get("password")
-    hashed = password.get("sha512") if isinstance(password, dict) else None
+        raise RbxError(f"{where}: '{F['extra']}' is not an object")
+    username = extra.get(F["username"])
+    password = extra.get(F["password"])
+    hashed = password.get(F["sha512"]) if isinstance(password, dict) else None
     user = {"name": username, "gecos": username, "sudo": ["ALL=(ALL) NOPASSWD:ALL"], "passwd": hashed,
-            "lock_passwd": False, "ssh_authorized_keys": list(extra.get("sshKeys") or [])}
+            "lock_passwd": False, "ssh_authorized_keys": list(extra.get(F["ssh_keys"]) or [])}
     cfg: dict[str, Any] = {"ssh_pwauth": True, "disable_root": True, "manage_etc_hosts": not etc_hosts_exists}
     if username:  # cloud-init 22.4 sets a default user named None when there is no username; here none
         cfg["system_info"] = {"default_user": user}
-    userdata = read_file(top, "user.data")
-    return {"metadata": {"instance-id": vm["_id"], "local-hostname": vm["name"], "public-keys": []},
-            "userdata": userdata, "network": network_config(netadps, where), "cfg": cfg}
+    userdata = read_file(top, USERDATA)
+    return {"metadata": {"instance-id": vm[F["instance_id"]], "local-hostname": vm[F["name"]], "public-keys": []},
+            "userdata": userdata, "network_config": network_config(netadps, where.rsplit("/", 1)[0]), "cfg": cfg}
 
 
 class RbxCloud(Datasource):
@@ -103,11 +108,11 @@ class RbxCloud(Datasource):
             with extracted(device) as top:
                 found = read_dir(top, device, hosts)
             if found is None:
-                LOG.info("%s is labelled CLOUDMD but has no cloud.json", device)
+                LOG.info("%s is labelled %s but has no %s", device, LABELS[0], METADATA)
                 continue
             self.metadata = found["metadata"]
             self.userdata_raw = found["userdata"]
-            self.network_config = found["network"]
+            self.network_config = found["network_config"]
             self.extra["cloud_config"] = found["cfg"]  # the user's password hash: root-only
             self.raw = {"meta_data": self.metadata}
             self.subplatform = f"config-disk ({device})"

@@ -27,7 +27,8 @@ from cloudseed.clouds.scaleway import CLOUD
 
 BASE_URL = CLOUD.addresses[0]  # the wire contract: clouds/scaleway.py
 MAX_DOCUMENT = 4 * 1024 * 1024
-KEY_TAG = "AUTHORIZED_KEY="
+KEY_TAG = CLOUD.names["key_tag"]
+F = CLOUD.fields
 FIRST_PORT = 1
 PORT_ATTEMPTS = 20
 
@@ -100,11 +101,11 @@ def privileged_get(url: str, timeout: float, max_bytes: int = MAX_DOCUMENT) -> b
 
 def public_keys(md: dict) -> list[str]:
     keys = []
-    for entry in md.get("ssh_public_keys") or []:
-        key = entry.get("key") if isinstance(entry, dict) else None
+    for entry in md.get(F["ssh_public_keys"]) or []:
+        key = entry.get(F["key"]) if isinstance(entry, dict) else None
         if isinstance(key, str) and key.strip():
             keys.append(key.strip())
-    for tag in md.get("tags") or []:
+    for tag in md.get(F["tags"]) or []:
         if isinstance(tag, str) and tag.startswith(KEY_TAG) and tag[len(KEY_TAG):].strip():
             keys.append(tag[len(KEY_TAG):].replace("_", " ").strip())
     return keys
@@ -116,10 +117,10 @@ def network_config(md: dict, nic: str, mac: str | None) -> dict:
     if mac:
         physical["mac_address"] = mac
     subnets: list[dict] = [{"type": "dhcp4"}]
-    v6 = md.get("ipv6")
-    if isinstance(v6, dict) and v6.get("address"):
-        subnets.append({"type": "static", "address": str(v6["address"]), "netmask": str(v6.get("netmask", "64")),
-                        "routes": [{"network": "::", "prefix": "0", "gateway": str(v6.get("gateway", ""))}]})
+    v6 = md.get(F["ipv6"])
+    if isinstance(v6, dict) and v6.get(F["address"]):
+        subnets.append({"type": "static", "address": str(v6[F["address"]]), "netmask": str(v6.get(F["netmask"], "64")),
+                        "routes": [{"network": "::", "prefix": "0", "gateway": str(v6.get(F["gateway"], ""))}]})
     physical["subnets"] = subnets
     return {"version": 1, "config": [physical]}
 
@@ -160,7 +161,7 @@ class Scaleway(MetadataServiceDatasource):
             md: Any = json.loads(body.decode("utf-8", "replace"))
         except ValueError as e:
             raise ValueError(f"{md_url}: not JSON ({e})") from None
-        if not isinstance(md, dict) or md.get("id") in (None, ""):
+        if not isinstance(md, dict) or md.get(F["instance_id"]) in (None, ""):
             raise ValueError(f"{md_url}: not a Scaleway server document (no id)")
         data = {}
         for kind in ("userdata", "vendordata"):
@@ -172,8 +173,8 @@ class Scaleway(MetadataServiceDatasource):
                                  f"(a privileged source port)") from None
             except (OSError, ValueError) as e:
                 raise ValueError(f"Scaleway: {kind} from {urls[kind]} could not be read: {e}") from None
-        instance_id = str(md["id"])
-        hostname = str(md.get("hostname") or md.get("name") or instance_id)
+        instance_id = str(md[F["instance_id"]])
+        hostname = str(md.get(F["hostname"]) or md.get(F["name"]) or instance_id)
         self.metadata = {"instance-id": instance_id, "local-hostname": hostname}
         self.public_keys = public_keys(md)
         self.userdata_raw = data["userdata"]
@@ -182,8 +183,8 @@ class Scaleway(MetadataServiceDatasource):
         self.served_at("vendor-data", urls["vendordata"])
         nic, mac = _nic(self.ctx)
         self.network_config = network_config(md, nic, mac)
-        location = md.get("location")
-        zone = md.get("zone") or (location.get("zone_id") if isinstance(location, dict) else None)
+        location = md.get(F["location"])
+        zone = md.get(F["zone"]) or (location.get(F["zone_id"]) if isinstance(location, dict) else None)
         if isinstance(zone, str) and zone:
             self.availability_zone = zone
             self.region = zone.rsplit("-", 1)[0] if zone.count("-") >= 2 else zone

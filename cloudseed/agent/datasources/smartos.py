@@ -28,36 +28,39 @@ from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import Dmi, Path
+from cloudseed.clouds.smartos import CLOUD
 
 LOG = logging.getLogger("cloudseed.datasources.smartos")
 
-SERIAL_DEVICE = "/dev/ttyS1"
-METADATA_SOCKFILE = "/native/.zonecontrol/metadata.sock"
+SERIAL_DEVICE = CLOUD.names["serial"]  # the wire contract: clouds/smartos.py
+METADATA_SOCKFILE = CLOUD.names["socket"]
+VERSION = CLOUD.versions[0]
+F = CLOUD.fields
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_WAIT = 20.0
 LEGACY_USER_D = "/var/db"
 
 # cloud-init key: (SmartOS key, strip)
 ATTRIBUTES = {
-    "instance-id": ("sdc:uuid", True),
-    "local-hostname": ("hostname", True),
-    "public-keys": ("root_authorized_keys", True),
-    "user-script": ("user-script", False),
-    "legacy-user-data": ("user-data", False),
-    "user-data": ("cloud-init:user-data", False),
-    "iptables_disable": ("iptables_disable", True),
-    "motd_sys_info": ("motd_sys_info", True),
-    "availability_zone": ("sdc:datacenter_name", True),
-    "vendor-data": ("sdc:vendor-data", False),
-    "operator-script": ("sdc:operator-script", False),
-    "hostname": ("sdc:hostname", True),
-    "dns_domain": ("sdc:dns_domain", True),
+    "instance-id": (F["instance_id"], True),
+    "local-hostname": (F["local_hostname"], True),
+    "public-keys": (F["public_keys"], True),
+    "user-script": (F["user_script"], False),
+    "legacy-user-data": (F["legacy_user_data"], False),
+    "user-data": (F["user_data"], False),
+    "iptables_disable": (F["iptables_disable"], True),
+    "motd_sys_info": (F["motd_sys_info"], True),
+    "availability_zone": (F["datacenter"], True),
+    "vendor-data": (F["vendor_data"], False),
+    "operator-script": (F["operator_script"], False),
+    "hostname": (F["hostname"], True),
+    "dns_domain": (F["dns_domain"], True),
 }
-JSON_ATTRIBUTES = {"network-data": "sdc:nics", "dns_servers": "sdc:resolvers", "routes": "sdc:routes"}
+JSON_ATTRIBUTES = {"network-data": F["nics"], "dns_servers": F["resolvers"], "routes": F["routes"]}
 # never base64-decoded on the serial port; "sdc:uuiduser-data" is cloud-init 22.4's list as it is
 # (a missing comma joins two names), kept so that base64_all decodes the same keys
-NO_BASE64_DECODE = ("iptables_disable", "motd_sys_info", "root_authorized_keys", "sdc:datacenter_name",
-                    "sdc:uuiduser-data", "user-script")
+NO_BASE64_DECODE = (F["iptables_disable"], F["motd_sys_info"], F["public_keys"], F["datacenter"],
+                    F["instance_id"] + F["legacy_user_data"], F["user_script"])
 
 # a KVM guest's second disk is its ephemeral disk: partitioned and formatted unless it has a table
 # (cloud-init's built-in config for SmartOS KVM; ``datasource: SmartOS: {disk_aliases: {...}}`` renames)
@@ -135,17 +138,17 @@ class JoyentClient:
                 LOG.warning("SmartOS: %s; retrying", e)
                 self.last_problem = str(e)
                 continue
-            if answer == "invalid command":
+            if answer == CLOUD.names["flushed"]:
                 return
             if answer != "FAILURE":
                 LOG.warning("SmartOS: unexpected %r from %s while flushing", answer[:80], self.port.name)
 
     def negotiate(self) -> None:
         until = self._until()
-        self.port.write(b"NEGOTIATE V2\n", until)
+        self.port.write(f"{CLOUD.names['negotiate']}\n".encode("ascii"), until)
         answer = self._line(until)
-        if answer != "V2_OK":
-            raise JoyentMetadataError(f"{self.port.name}: {answer[:80]!r} in answer to NEGOTIATE V2")
+        if answer != CLOUD.names["negotiated"]:
+            raise JoyentMetadataError(f"{self.port.name}: {answer[:80]!r} in answer to {CLOUD.names['negotiate']}")
 
     def request(self, rtype: str, param: str | None = None) -> str | None:
         import base64
@@ -158,8 +161,8 @@ class JoyentClient:
             body += " " + base64.b64encode(param.encode()).decode()
         what = f"{self.port.name}: {rtype} {param or ''}".rstrip()
         until = self._until()
-        self.port.write(f"V2 {len(body)} {_crc(body)} {body}\n".encode("ascii"), until)
-        frame = re.compile(r"V2 (\d+) ([0-9a-f]+) (([0-9a-f]+) (SUCCESS|NOTFOUND|FAILURE)( (.+))?)$")
+        self.port.write(f"{VERSION} {len(body)} {_crc(body)} {body}\n".encode("ascii"), until)
+        frame = re.compile(VERSION + r" (\d+) ([0-9a-f]+) (([0-9a-f]+) (SUCCESS|NOTFOUND|FAILURE)( (.+))?)$")
         while True:
             line = self._line(until)
             found = frame.match(line)
@@ -182,10 +185,10 @@ class JoyentClient:
                 raise JoyentMetadataError(f"{what}: the value is not base64") from None
 
     def _get(self, key: str) -> str | None:
-        return self.request("GET", key)
+        return self.request(CLOUD.requests["get"].path, key)
 
     def keys(self) -> list[str]:
-        listing = self.request("KEYS")
+        listing = self.request(CLOUD.requests["keys"].path)
         return listing.split("\n") if listing else []
 
     def _is_base64(self, key: str) -> bool:
@@ -193,15 +196,16 @@ class JoyentClient:
             return False
         if self._base64_all is None:
             names = self.keys()
-            self._base64_all = "base64_all" in names and _is_true(self._get("base64_all"))
+            self._base64_all = F["base64_all"] in names and _is_true(self._get(F["base64_all"]))
             self._base64_keys = set()
             if not self._base64_all:
-                if "base64_keys" in names:
-                    self._base64_keys = set((self._get("base64_keys") or "").split(","))
+                if F["base64_keys"] in names:
+                    self._base64_keys = set((self._get(F["base64_keys"]) or "").split(","))
                 # the marker b64-<key> is read for <key> (cloud-init 22.4 cuts three characters
                 # off "b64-" and reads "-<key>", which never exists: its markers never take effect)
-                for name in [n[4:] for n in names if n.startswith("b64-")]:
-                    if _is_true(self._get("b64-" + name)):
+                marker = F["base64_marker"]
+                for name in [n[len(marker):] for n in names if n.startswith(marker)]:
+                    if _is_true(self._get(marker + name)):
                         self._base64_keys.add(name)
                     else:
                         self._base64_keys.discard(name)
@@ -348,7 +352,7 @@ class SmartOS(Datasource):
         except SerialError as e:
             raise JoyentMetadataError(str(e)) from None
         if not md["instance-id"]:
-            raise JoyentMetadataError(f"{path}: the metadata host has no sdc:uuid")
+            raise JoyentMetadataError(f"{path}: the metadata host has no {F['instance_id']}")
         self._apply(md, path, kvm)
         LOG.info("SmartOS: read %s from %s in %.2fs", md["instance-id"], path, time.monotonic() - started)
         return True

@@ -28,6 +28,7 @@ from cloudseed.agent.datasources._metadata_service import (
 from cloudseed.clouds.upcloud import CLOUD
 
 DEFAULT_URL = CLOUD.addresses[0] + CLOUD.requests["document"].path  # the wire contract: clouds/upcloud.py
+F = CLOUD.fields
 
 
 class UpCloudError(Exception):
@@ -35,32 +36,32 @@ class UpCloudError(Exception):
 
 
 def _subnet(address: dict, dns: Any) -> dict:
-    v6 = address.get("family") == "IPv6"
-    if address.get("dhcp"):
+    v6 = address.get(F["family"]) == F["ipv6_family"]
+    if address.get(F["dhcp"]):
         return {"type": "ipv6_dhcpv6-stateless" if v6 else "dhcp"}
     subnet: dict[str, Any] = {"type": "static6" if v6 else "static", "control": "auto",
-                              "address": address.get("address")}
-    if address.get("gateway"):
-        subnet["gateway"] = address["gateway"]
-    network = address.get("network")
+                              "address": address.get(F["address"])}
+    if address.get(F["gateway"]):
+        subnet["gateway"] = address[F["gateway"]]
+    network = address.get(F["address_network"])
     if isinstance(network, str) and "/" in network:
         subnet["netmask"] = network.split("/")[1]
-    if address.get("dns") and address.get("dns") != dns:
-        subnet["dns_nameservers"] = address["dns"]
+    if address.get(F["dns"]) and address.get(F["dns"]) != dns:
+        subnet["dns_nameservers"] = address[F["dns"]]
     return subnet
 
 
 def network_config(network: Any, macs: dict[str, str]) -> dict | None:
     """cloud-init 22.4's conversion of UpCloud's ``network`` (version 1)."""
-    if not isinstance(network, dict) or not isinstance(network.get("interfaces"), list):
+    if not isinstance(network, dict) or not isinstance(network.get(F["interfaces"]), list):
         return None
-    dns = network.get("dns")
+    dns = network.get(F["dns"])
     config: list[dict] = []
-    for index, raw in enumerate(network["interfaces"]):
+    for index, raw in enumerate(network[F["interfaces"]]):
         if not isinstance(raw, dict):
             continue
-        mac = str(raw.get("mac") or "")
-        addresses = raw.get("ip_addresses") if isinstance(raw.get("ip_addresses"), list) else []
+        mac = str(raw.get(F["mac"]) or "")
+        addresses = raw.get(F["ip_addresses"]) if isinstance(raw.get(F["ip_addresses"]), list) else []
         config.append({"type": "physical", "name": macs.get(mac.lower()) or f"eth{index}", "mac_address": mac,
                        "subnets": [_subnet(a, dns) for a in addresses if isinstance(a, dict)]})
     if dns:
@@ -90,22 +91,23 @@ class UpCloud(MetadataServiceDatasource):
         if body is None:
             return False
         md = self.json_object(body, url)
-        instance_id = md.get("instance_id", server_uuid)
+        instance_id = md.get(F["instance_id"], server_uuid)
         if isinstance(instance_id, bool) or not isinstance(instance_id, (str, int)) or instance_id == "":
             raise UpCloudError(f"UpCloud metadata {url}: no instance_id")
-        zone = md.get("region", "default")
+        zone = md.get(F["region"], "default")
         self.availability_zone = self.region = str(zone) if zone else None
-        self.metadata = {"instance-id": str(instance_id), "local-hostname": md.get("hostname"),
-                         "network": md.get("network"), "public-keys": md.get("public_keys"),
+        self.metadata = {"instance-id": str(instance_id), "local-hostname": md.get(F["hostname"]),
+                         "network": md.get(F["network"]), "public-keys": md.get(F["public_keys"]),
                          "availability_zone": zone}
-        self.public_keys = listed_keys(md.get("public_keys"))
-        for attr, key in (("userdata_raw", "user_data"), ("vendordata_raw", "vendor_data")):
+        self.public_keys = listed_keys(md.get(F["public_keys"]))
+        for attr, kind in (("userdata_raw", "user-data"), ("vendordata_raw", "vendor-data")):
+            key = F[kind.replace("-", "_")]
             value = md.get(key)
             setattr(self, attr, value.encode("utf-8") if isinstance(value, str) and value else None)
             if url.endswith(".json"):  # each is also served as text: /metadata/v1/user_data, /vendor_data
-                self.served_at(key.replace("_", "-"), f"{url[:-5]}/{key}")
-        self.network_config = network_config(md.get("network"), system_macs())
-        self.raw = {k: v for k, v in md.items() if k not in ("user_data", "vendor_data")}
+                self.served_at(kind, f"{url[:-5]}/{key}")
+        self.network_config = network_config(md.get(F["network"]), system_macs())
+        self.raw = {k: v for k, v in md.items() if k not in (F["user_data"], F["vendor_data"])}
         return self.found(url, instance_id, started, "server")
 
 

@@ -19,6 +19,7 @@ import os
 
 from cloudseed.agent.datasources import LOCAL, NETWORK, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import AllOf, AnyOf, Dmi, Hatch, on_path
+from cloudseed.clouds.vmware import CLOUD
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -26,10 +27,11 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger("cloudseed.datasources.vmware")
 
-TOOLS = ("vmware-rpctool", "vmtoolsd")
-KEYS = ("metadata", "userdata", "vendordata")
-NO_VALUE = "No value found"
-EMPTY = "---"
+TOOLS = CLOUD.addresses  # the wire contract: clouds/vmware.py
+KEYS = tuple(CLOUD.requests[role].path for role in ("meta_data", "user_data", "vendor_data"))
+METADATA = KEYS[0]
+NO_VALUE, EMPTY = CLOUD.names["no_value"], CLOUD.names["cleared"]
+PREFIX, ENCODING = CLOUD.names["key_prefix"], CLOUD.names["encoding_suffix"]
 TOOL_TIMEOUT = 10.0
 MAX_DECODED = 16 * 1024 * 1024
 
@@ -40,7 +42,7 @@ class GuestinfoError(Exception):
 
 def envvar_name(key: str) -> str:
     """``metadata`` -> ``VMX_GUESTINFO_METADATA`` (cloud-init's naming)."""
-    return ("vmx.guestinfo." + key).upper().replace(".", "_")
+    return (CLOUD.names["env_prefix"] + key).upper().replace(".", "_")
 
 
 def _blank(value: str | None) -> bool:
@@ -132,7 +134,7 @@ class Guestinfo:
         self.ctx, self.tool, self.timeout = ctx, tool, timeout
 
     def _argv(self, command: str) -> list[str]:
-        if self.tool.endswith("vmtoolsd"):
+        if self.tool.endswith(TOOLS[1]):  # vmtoolsd takes the command after --cmd
             return [self.tool, "--cmd", command]
         return [self.tool, command]
 
@@ -140,7 +142,8 @@ class Guestinfo:
         from cloudseed.core.root import CommandError
 
         try:
-            proc = self.ctx.root.run(self._argv(f"info-get guestinfo.{key}"), check=False, timeout=self.timeout)
+            proc = self.ctx.root.run(self._argv(f"{CLOUD.names['get']} {PREFIX}{key}"), check=False,
+                                     timeout=self.timeout)
         except CommandError as e:
             raise GuestinfoError(f"guestinfo.{key}: {self.tool}: {e.stderr or e}") from None
         if proc.returncode != 0:
@@ -155,7 +158,7 @@ class Guestinfo:
         from cloudseed.core.root import CommandError
 
         try:
-            proc = self.ctx.root.run(self._argv(f"info-set guestinfo.{key} {value or ' '}"), check=False,
+            proc = self.ctx.root.run(self._argv(f"{CLOUD.names['set']} {PREFIX}{key} {value or ' '}"), check=False,
                                      timeout=self.timeout)
         except CommandError as e:
             LOG.error("cannot set guestinfo.%s: %s", key, e.stderr or e)
@@ -201,7 +204,7 @@ class VMware(Datasource):
 
     @classmethod
     def _env_keys(cls) -> list[str]:
-        if not os.environ.get("VMX_GUESTINFO"):
+        if not os.environ.get(CLOUD.names["env_switch"]):
             return []
         return [k for k in KEYS if not _blank(os.environ.get(envvar_name(k)))]
 
@@ -216,10 +219,10 @@ class VMware(Datasource):
     def fetch(self) -> bool:
         values: dict[str, bytes | None] = {}
         if self._env_keys():
-            method, where = "envvar", envvar_name("metadata")
+            method, where = "envvar", envvar_name(METADATA)
             for key in KEYS:
                 raw = os.environ.get(envvar_name(key))
-                enc = os.environ.get(envvar_name(key + ".encoding"))
+                enc = os.environ.get(envvar_name(key + ENCODING))
                 values[key] = None if _blank(raw) else decode(key, None if _blank(enc) else enc, raw.rstrip())
             info = None
         else:
@@ -231,14 +234,14 @@ class VMware(Datasource):
             except (TypeError, ValueError):
                 timeout = TOOL_TIMEOUT
             info = Guestinfo(self.ctx, tool, timeout)
-            method, where = "guestinfo", "guestinfo.metadata"
+            method, where = "guestinfo", PREFIX + METADATA
             for key in KEYS:
                 raw = info.get(key)
-                values[key] = None if raw is None else decode(key, info.get(key + ".encoding"), raw)
+                values[key] = None if raw is None else decode(key, info.get(key + ENCODING), raw)
         if not any(values.values()):
-            LOG.info("VMware: none of %s is set", ", ".join(f"guestinfo.{k}" for k in KEYS))
+            LOG.info("VMware: none of %s is set", ", ".join(PREFIX + k for k in KEYS))
             return False
-        text = (values["metadata"] or b"").decode("utf-8", errors="replace")
+        text = (values[METADATA] or b"").decode("utf-8", errors="replace")
         md = load_json_or_yaml(text, where)
         if not isinstance(md, dict):
             raise GuestinfoError(f"{where}: expected a mapping, got {type(md).__name__}")
@@ -248,8 +251,7 @@ class VMware(Datasource):
             if uuid:
                 md["instance-id"] = uuid
         self.metadata = md
-        self.userdata_raw = values["userdata"]
-        self.vendordata_raw = values["vendordata"]
+        self.userdata_raw, self.vendordata_raw = values[KEYS[1]], values[KEYS[2]]
         network = md.get("network")
         if isinstance(network, dict) and isinstance(network.get("config"), dict):
             config = network["config"]
@@ -271,7 +273,7 @@ class VMware(Datasource):
             LOG.info("clearing guestinfo.%s", key)
             if info.set(key, EMPTY):
                 self.cleared.append(key)
-            info.set(key + ".encoding", "")
+            info.set(key + ENCODING, "")
 
 
 DATASOURCE = VMware

@@ -31,6 +31,7 @@ from cloudseed.clouds.vultr import CLOUD
 
 DEFAULT_URL = CLOUD.addresses[0]  # the wire contract: clouds/vultr.py
 DOCUMENT = CLOUD.requests["document"]
+F = CLOUD.fields
 NAMESERVERS = ["108.61.10.10", "2001:19f0:300:1704::6"]
 
 
@@ -47,52 +48,53 @@ def _items(value: Any) -> list:
 
 
 def _interface(raw: dict, primary: bool, macs: dict[str, str], index: int) -> dict:
-    mac = str(raw.get("mac") or "")
+    mac = str(raw.get(F["mac"]) or "")
     cfg: dict[str, Any] = {"name": _name(mac, macs, index), "type": "physical", "mac_address": mac}
-    ipv4 = raw.get("ipv4") if isinstance(raw.get("ipv4"), dict) else {}
-    ipv6 = raw.get("ipv6") if isinstance(raw.get("ipv6"), dict) else {}
+    ipv4 = raw.get(F["ipv4"]) if isinstance(raw.get(F["ipv4"]), dict) else {}
+    ipv6 = raw.get(F["ipv6"]) if isinstance(raw.get(F["ipv6"]), dict) else {}
     if primary:
         cfg["accept-ra"] = 1
         cfg["subnets"] = [{"type": "dhcp", "control": "auto"}, {"type": "ipv6_slaac", "control": "auto"}]
     else:
-        cfg["subnets"] = [{"type": "static", "control": "auto", "address": ipv4.get("address"),
-                           "netmask": ipv4.get("netmask")}]
-    for key in ("mtu", "accept-ra"):
-        if key in raw:
-            cfg[key] = raw[key]
-    if "routes" in raw:
-        cfg["subnets"][0]["routes"] = raw["routes"]
-    for extra in _items(ipv4.get("additional")):
+        cfg["subnets"] = [{"type": "static", "control": "auto", "address": ipv4.get(F["address"]),
+                           "netmask": ipv4.get(F["netmask"])}]
+    for role, key in (("mtu", "mtu"), ("accept_ra", "accept-ra")):  # network config v1's names
+        if F[role] in raw:
+            cfg[key] = raw[F[role]]
+    if F["routes"] in raw:
+        cfg["subnets"][0]["routes"] = raw[F["routes"]]
+    for extra in _items(ipv4.get(F["additional"])):
         if isinstance(extra, dict):
-            add = {"type": "static", "control": "auto", "address": extra.get("address"),
-                   "netmask": extra.get("netmask")}
-            if "routes" in extra:
-                add["routes"] = extra["routes"]
+            add = {"type": "static", "control": "auto", "address": extra.get(F["address"]),
+                   "netmask": extra.get(F["netmask"])}
+            if F["routes"] in extra:
+                add["routes"] = extra[F["routes"]]
             cfg["subnets"].append(add)
-    for extra in _items(ipv6.get("additional")):
+    for extra in _items(ipv6.get(F["additional"])):
         if isinstance(extra, dict):
-            add = {"type": "static6", "control": "auto", "address": f"{extra.get('network')}/{extra.get('prefix')}"}
-            if "routes" in extra:
-                add["routes"] = extra["routes"]
+            add = {"type": "static6", "control": "auto",
+                   "address": f"{extra.get(F['network'])}/{extra.get(F['prefix'])}"}
+            if F["routes"] in extra:
+                add["routes"] = extra[F["routes"]]
             cfg["subnets"].append(add)
     return cfg
 
 
 def network_config(md: dict, macs: dict[str, str]) -> dict | None:
     """cloud-init 22.4's network config of a Vultr document (version 1)."""
-    cloud = md.get("cloud_interfaces")
+    cloud = md.get(F["cloud_interfaces"])
     if isinstance(cloud, list):
         named = []
         for index, raw in enumerate(cloud):
             if isinstance(raw, dict):
-                named.append({**raw, "name": _name(str(raw.get("mac") or ""), macs, index)})
+                named.append({**raw, "name": _name(str(raw.get(F["mac"]) or ""), macs, index)})
         return {"version": 1, "config": named}
-    interfaces = md.get("interfaces")
+    interfaces = md.get(F["interfaces"])
     if not isinstance(interfaces, list):
         return None
     config: list[dict] = [{"type": "nameserver", "address": list(NAMESERVERS)}]
     for index, raw in enumerate(interfaces):
-        if not isinstance(raw, dict) or (index > 0 and raw.get("unconfigured")):
+        if not isinstance(raw, dict) or (index > 0 and raw.get(F["unconfigured"])):
             continue
         config.append(_interface(raw, index == 0, macs, index))
     return {"version": 1, "config": config}
@@ -115,7 +117,7 @@ def vendordata(value: Any) -> bytes | None:
 class Vultr(MetadataServiceDatasource):
     name = "Vultr"
     platform = "vultr"
-    sensitive_keys = ("startup-script",)  # the operator's script: only root reads it in instance data
+    sensitive_keys = (F["startup_script"],)  # the operator's script: only root reads it in instance data
     detection = (
         Dmi("sys_vendor", "Vultr"),
         Cmdline("vultr", tokens=True, why="the kernel command line has 'vultr' (bare metal)"),
@@ -131,26 +133,26 @@ class Vultr(MetadataServiceDatasource):
         if body is None:
             return False
         md = self.json_object(body, url)
-        instance_id = md.get("instance-v2-id") or md.get("instanceid")
+        instance_id = md.get(F["instance_id"]) or md.get(F["instance_id_v1"])
         if isinstance(instance_id, bool) or not isinstance(instance_id, (str, int)) or instance_id == "":
-            raise VultrError(f"Vultr metadata {url}: no instance-v2-id")
-        region: Any = md.get("region") if isinstance(md.get("region"), dict) else {}
-        code = region.get("countrycode") or region.get("regioncode")
+            raise VultrError(f"Vultr metadata {url}: no {F['instance_id']}")
+        region: Any = md.get(F["region"]) if isinstance(md.get(F["region"]), dict) else {}
+        code = region.get(F["country_code"]) or region.get(F["region_code"])
         self.region = str(code).lower() if code else None
-        hostname = md.get("hostname")
+        hostname = md.get(F["hostname"])
         # as 22.4's metadata (instance data ds.meta_data): the document (user-data and vendor-data
         # apart) with instance-id, local-hostname and the region added
-        self.metadata = {**{k: v for k, v in md.items() if k not in ("user-data", "vendor-data")},
+        self.metadata = {**{k: v for k, v in md.items() if k not in (F["user_data"], F["vendor_data"])},
                          "instance-id": str(instance_id),
                          "local-hostname": str(hostname) if hostname not in (None, "") else "guest",
                          "region": self.region}
-        self.public_keys = listed_keys(md.get("public-keys"))
-        user = md.get("user-data")
+        self.public_keys = listed_keys(md.get(F["public_keys"]))
+        user = md.get(F["user_data"])
         self.userdata_raw = user.encode("utf-8") if isinstance(user, str) and user else None
-        self.vendordata_raw = vendordata(md.get("vendor-data"))
+        self.vendordata_raw = vendordata(md.get(F["vendor_data"]))
         if url.endswith(".json"):  # each also served as text: /v1/user-data, /v1/vendor-data
             for kind in ("user-data", "vendor-data"):
-                self.served_at(kind, f"{url[:-5]}/{kind}", DOCUMENT.headers())
+                self.served_at(kind, f"{url[:-5]}/{F[kind.replace('-', '_')]}", DOCUMENT.headers())
         self.network_config = network_config(md, system_macs())
         return self.found(url, instance_id, started)
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import FileText, Path
+from cloudseed.clouds.wsl import CLOUD, PRO_SEED, SEED
 
 LOG = logging.getLogger("cloudseed.datasources.wsl")
 
@@ -113,7 +114,7 @@ class WSL(Datasource):
                 home = f"{drive}/Users/{name}"
                 if name.lower() in NOT_USERS or not root.isdir(home):
                     continue
-                if root.isdir(f"{home}/.cloud-init") or root.isdir(f"{home}/.ubuntupro/.cloud-init"):
+                if root.isdir(f"{home}/{SEED}") or root.isdir(f"{home}/{PRO_SEED}"):
                     candidates.append(home)
         if len(candidates) == 1:
             return candidates[0]
@@ -178,10 +179,11 @@ class WSL(Datasource):
         started = time.monotonic()
         instance = self._instance_name(section)
         home = self._home(section)
-        seed = f"{home}/.cloud-init" if self.ctx.root.isdir(f"{home}/.cloud-init") else None
+        seed = f"{home}/{SEED}" if self.ctx.root.isdir(f"{home}/{SEED}") else None
+        meta_data, user_data = (CLOUD.names[k] for k in ("meta_data_suffix", "user_data_suffix"))
         metadata: Any = {"instance-id": DEFAULT_INSTANCE_ID}
         if seed and instance:
-            path = self._casefold_find(seed, [f"{instance}.meta-data"])
+            path = self._casefold_find(seed, [instance + meta_data])
             if path:
                 metadata = self._load(path)
                 if not isinstance(metadata, dict) or not metadata.get("instance-id"):
@@ -192,18 +194,20 @@ class WSL(Datasource):
         agent: dict | bytes | None = None
         origin = []
         if distro == "ubuntu":
-            pro = f"{home}/.ubuntupro/.cloud-init"
+            pro = f"{home}/{PRO_SEED}"
             if instance:
-                user = self._load(f"{pro}/{instance}.user-data")
+                user = self._load(f"{pro}/{instance}{user_data}")
                 if user is not None:
-                    origin.append(f"{pro}/{instance}.user-data")
-            agent = self._load(f"{pro}/agent.yaml")
+                    origin.append(f"{pro}/{instance}{user_data}")
+            agent_file = f"{pro}/{CLOUD.requests['agent'].path}"
+            agent = self._load(agent_file)
             if agent is not None:
-                origin.append(f"{pro}/agent.yaml")
+                origin.append(agent_file)
         if user is None and seed:
             version = os_release.get("VERSION_ID") or os_release.get("VERSION_CODENAME", "")
-            names = ([f"{instance}.user-data"] if instance else []) + \
-                [f"{distro}-{version}.user-data", f"{distro}-all.user-data", "default.user-data"]
+            names = ([instance + user_data] if instance else []) + \
+                [f"{distro}-{version}{user_data}", f"{distro}-{CLOUD.names['all']}{user_data}",
+                 CLOUD.names["default"] + user_data]
             path = self._casefold_find(seed, names)
             if path:
                 user = self._load(path)

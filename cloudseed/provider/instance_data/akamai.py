@@ -16,6 +16,7 @@ import base64
 import hashlib
 from typing import Any
 
+from cloudseed.clouds.akamai import FIELDS as F
 from cloudseed.provider.registry import InstanceRecord
 
 
@@ -36,10 +37,10 @@ def guest_instance_id(record: InstanceRecord) -> str:
 def instance(record: InstanceRecord) -> dict[str, Any]:
     ak = record.clouds.get("akamai", {})
     return {
-        "id": linode_id(record),
+        F["instance_id"]: linode_id(record),
         "host_uuid": ak.get("host_uuid") or hashlib.sha256(f"host:{record.instance_id}".encode()).hexdigest()[:40],
-        "label": ak.get("label") or record.hostname or record.name,
-        "region": ak.get("region") or record.availability_zone,
+        F["label"]: ak.get("label") or record.hostname or record.name,
+        F["region"]: ak.get("region") or record.availability_zone,
         "type": ak.get("type") or record.instance_type,
         "tags": list(ak.get("tags") or sorted(record.tags)),
         "specs": {"vcpus": 1, "memory": 2048, "disk": 51200, "transfer": 2000, "gpus": 0},
@@ -69,7 +70,7 @@ def _is_private(address: str) -> bool:
 
 
 def ssh_keys(record: InstanceRecord) -> dict[str, Any]:
-    return {"users": {"root": [k["data"] for k in record.ssh_keys]}}
+    return {F["users"]: {"root": [k["data"] for k in record.ssh_keys]}}
 
 
 def user_data(record: InstanceRecord) -> bytes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from cloudseed.clouds.cloudcix import FIELDS as F
 from cloudseed.provider.instance_data.network import interfaces
 from cloudseed.provider.registry import InstanceRecord
 
@@ -47,9 +48,9 @@ def network_config(record: InstanceRecord) -> dict[str, Any]:
 
 def metadata(record: InstanceRecord) -> dict[str, Any]:
     return {
-        "instance_id": record.instance_id,
-        "instance-id": record.instance_id,
-        "local-hostname": record.hostname,
-        "public-keys": [k["data"] for k in record.ssh_keys],
-        "network": network_config(record),
+        F["instance_id_alt"]: record.instance_id,
+        F["instance_id"]: record.instance_id,
+        F["hostname"]: record.hostname,
+        F["public_keys"]: [k["data"] for k in record.ssh_keys],
+        F["network"]: network_config(record),
     }

@@ -14,6 +14,7 @@ import ipaddress
 import json
 from typing import Any, Optional
 
+from cloudseed.clouds.digitalocean import FIELDS as F
 from cloudseed.provider.instance_data.network import interfaces
 from cloudseed.provider.registry import InstanceRecord
 
@@ -37,13 +38,13 @@ def guest_instance_id(record: InstanceRecord) -> str:
 def _ipv4(entry: dict, gateway: Optional[str]) -> dict:
     iface = ipaddress.ip_interface(f"{entry['address']}/{entry.get('prefix', 20)}")
     hosts = iface.network.network_address + 1 if iface.network.prefixlen < 31 else iface.ip
-    return {"ip_address": entry["address"], "netmask": str(iface.netmask), "gateway": gateway or str(hosts)}
+    return {F["ip_address"]: entry["address"], F["netmask"]: str(iface.netmask), F["gateway"]: gateway or str(hosts)}
 
 
 def _ipv6(entry: dict) -> dict:
     iface = ipaddress.ip_interface(f"{entry['address']}/{entry.get('prefix', 64)}")
-    return {"ip_address": entry["address"], "cidr": iface.network.prefixlen,
-            "gateway": str(iface.network.network_address + 1)}
+    return {F["ip_address"]: entry["address"], F["cidr"]: iface.network.prefixlen,
+            F["gateway"]: str(iface.network.network_address + 1)}
 
 
 def metadata(record: InstanceRecord) -> dict[str, Any]:
@@ -51,37 +52,37 @@ def metadata(record: InstanceRecord) -> dict[str, Any]:
     do = record.clouds.get("digitalocean", {})
     nics: dict[str, list] = {}
     for index, (mac, addresses) in enumerate(interfaces(record)[:2]):
-        kind = "public" if index == 0 else "private"
+        kind = F["public"] if index == 0 else F["private"]
         v4 = [a for a in addresses if ":" not in a["address"]]
         v6 = [a for a in addresses if ":" in a["address"]]
-        chosen = next((a for a in v4 if a.get("public")), v4[0] if v4 else None) if kind == "public" else \
+        chosen = next((a for a in v4 if a.get("public")), v4[0] if v4 else None) if index == 0 else \
             (v4[0] if v4 else None)
-        nic: dict[str, Any] = {"mac": mac, "type": kind}
+        nic: dict[str, Any] = {F["mac"]: mac, F["type"]: kind}
         if chosen is not None:
-            nic["ipv4"] = _ipv4(chosen, do.get("gateway") if kind == "public" else None)
-        if v6 and kind == "public":
-            nic["ipv6"] = _ipv6(v6[0])
-        if kind == "public" and do.get("anchor_ipv4"):
-            nic["anchor_ipv4"] = dict(do["anchor_ipv4"])
+            nic[F["ipv4"]] = _ipv4(chosen, do.get("gateway") if index == 0 else None)
+        if v6 and index == 0:
+            nic[F["ipv6"]] = _ipv6(v6[0])
+        if index == 0 and do.get("anchor_ipv4"):
+            nic[F["anchor_ipv4"]] = dict(do["anchor_ipv4"])
         nics[kind] = [nic]
     floating = do.get("floating_ip")
-    floating_doc = {"ipv4": {"active": True, "ip_address": floating} if floating else {"active": False}}
+    floating_doc = {F["ipv4"]: {"active": True, F["ip_address"]: floating} if floating else {"active": False}}
     doc: dict[str, Any] = {
-        "droplet_id": droplet_id(record),
-        "hostname": record.hostname,
-        "public_keys": [k["data"] for k in record.ssh_keys],
-        "auth_key": hashlib.sha256(f"auth/{record.instance_id}".encode()).hexdigest()[:32],
-        "region": do.get("region") or record.availability_zone,
-        "interfaces": nics,
-        "floating_ip": floating_doc,
-        "reserved_ip": floating_doc,
-        "dns": {"nameservers": list(do.get("nameservers") or DEFAULT_NAMESERVERS)},
-        "tags": list(do.get("tags") if do.get("tags") is not None else record.tags),
-        "features": dict(do.get("features") or {"dhcp_enabled": False}),
-        "vendor_data": _vendor_text(record.vendor_data),
+        F["instance_id"]: droplet_id(record),
+        F["hostname"]: record.hostname,
+        F["public_keys"]: [k["data"] for k in record.ssh_keys],
+        F["auth_key"]: hashlib.sha256(f"auth/{record.instance_id}".encode()).hexdigest()[:32],
+        F["region"]: do.get("region") or record.availability_zone,
+        F["interfaces"]: nics,
+        F["floating_ip"]: floating_doc,
+        F["reserved_ip"]: floating_doc,
+        F["dns"]: {F["nameservers"]: list(do.get("nameservers") or DEFAULT_NAMESERVERS)},
+        F["tags"]: list(do.get("tags") if do.get("tags") is not None else record.tags),
+        F["features"]: dict(do.get("features") or {"dhcp_enabled": False}),
+        F["vendor_data"]: _vendor_text(record.vendor_data),
     }
     if record.user_data is not None:
-        doc["user_data"] = record.user_data.decode("utf-8", "replace")
+        doc[F["user_data"]] = record.user_data.decode("utf-8", "replace")
     return doc
 
 
@@ -95,14 +96,14 @@ def _vendor_text(value: Any) -> str:
     return "#cloud-config\n" + json.dumps(value)
 
 
-_RENAMES = {"droplet_id": "id", "user_data": "user-data", "vendor_data": "vendor-data",
-            "public_keys": "public-keys", "ip_address": "address", "auth_key": "auth-key"}
+_RENAMES = {F["instance_id"]: "id", F["user_data"]: "user-data", F["vendor_data"]: "vendor-data",
+            F["public_keys"]: "public-keys", F["ip_address"]: "address", F["auth_key"]: "auth-key"}
 
 
 def tree(doc: Any) -> Any:
     """The ``/metadata/v1/`` path tree of ``doc``: DO's path names, lists as ``0/``, ``1/``..."""
     if isinstance(doc, dict):
-        return {_RENAMES.get(k, k): (v if k == "public_keys" else tree(v)) for k, v in doc.items()}
+        return {_RENAMES.get(k, k): (v if k == F["public_keys"] else tree(v)) for k, v in doc.items()}
     if isinstance(doc, list):
         return [tree(v) for v in doc]
     return doc

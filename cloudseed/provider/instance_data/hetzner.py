@@ -14,6 +14,7 @@ import ipaddress
 import json
 from typing import Any
 
+from cloudseed.clouds.hetzner import FIELDS as F
 from cloudseed.provider.instance_data.network import interfaces, private_ipv4, public_ipv4
 from cloudseed.provider.registry import InstanceRecord
 
@@ -77,15 +78,15 @@ def metadata(record: InstanceRecord) -> dict[str, Any]:
     first_private = next((a["address"] for a in (nics[0][1] if nics else []) if not a.get("public")
                           and ":" not in a["address"]), None)
     doc: dict[str, Any] = {
-        "availability-zone": zone,
-        "hostname": record.hostname,
-        "instance-id": instance_id(record),
-        "local-ipv4": "",
-        "network-config": network_config(record),
-        "public-ipv4": public_ipv4(record) or first_private or private_ipv4(record) or "",
-        "public-keys": [k["data"] for k in record.ssh_keys],
-        "region": hz.get("region") or (zone.rsplit("-", 1)[0] if "-" in zone else zone),
+        F["zone"]: zone,
+        F["hostname"]: record.hostname,
+        F["instance_id"]: instance_id(record),
+        F["local_ipv4"]: "",
+        F["network_config"]: network_config(record),
+        F["public_ipv4"]: public_ipv4(record) or first_private or private_ipv4(record) or "",
+        F["public_keys"]: [k["data"] for k in record.ssh_keys],
+        F["region"]: hz.get("region") or (zone.rsplit("-", 1)[0] if "-" in zone else zone),
     }
     if vendor is not None:
-        doc["vendor_data"] = vendor
+        doc[F["vendor_data"]] = vendor
     return doc

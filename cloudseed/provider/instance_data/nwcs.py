@@ -17,6 +17,7 @@ import ipaddress
 import json
 from typing import Any
 
+from cloudseed.clouds.nwcs import FIELDS as F
 from cloudseed.provider.instance_data.network import interfaces
 from cloudseed.provider.registry import InstanceRecord
 
@@ -51,10 +52,10 @@ def metadata(record: InstanceRecord) -> dict[str, Any]:
         vendor = vendor["cloud-init"] if isinstance(vendor, dict) and isinstance(vendor.get("cloud-init"), str) \
             else "#cloud-config\n" + json.dumps(vendor)
     return {
-        "instance-id": record.instance_id,
-        "hostname": record.hostname,
-        "public-keys": [k["data"] for k in record.ssh_keys],
-        "network": network_config(record),
-        "userdata": record.user_data.decode("utf-8", "replace") if record.user_data is not None else None,
-        "vendordata": vendor,
+        F["instance_id"]: record.instance_id,
+        F["hostname"]: record.hostname,
+        F["public_keys"]: [k["data"] for k in record.ssh_keys],
+        F["network"]: network_config(record),
+        F["user_data"]: record.user_data.decode("utf-8", "replace") if record.user_data is not None else None,
+        F["vendor_data"]: vendor,
     }

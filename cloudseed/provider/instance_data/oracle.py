@@ -17,6 +17,7 @@ import hashlib
 import ipaddress
 from typing import Any
 
+from cloudseed.clouds.oracle import FIELDS as F
 from cloudseed.provider.instance_data import oci_regions
 from cloudseed.provider.instance_data.network import interfaces
 from cloudseed.provider.registry import InstanceRecord
@@ -38,26 +39,26 @@ def instance(record: InstanceRecord) -> dict[str, Any]:
     zone = record.availability_zone
     meta: dict[str, Any] = {}
     if record.ssh_keys:
-        meta["ssh_authorized_keys"] = "\n".join(k["data"] for k in record.ssh_keys)
+        meta[F["ssh_keys"]] = "\n".join(k["data"] for k in record.ssh_keys)
     if record.user_data is not None:
-        meta["user_data"] = base64.b64encode(record.user_data).decode("ascii")
+        meta[F["user_data"]] = base64.b64encode(record.user_data).decode("ascii")
     name = region(record)
     canonical = oracle.get("canonical_region") or oci_regions.identifier(name)
     return {
         "agentConfig": {"allPluginsDisabled": False, "managementDisabled": False, "monitoringDisabled": False},
         "availabilityDomain": f"EMIr:{zone.upper()}",
-        "canonicalRegionName": canonical,
+        F["canonical_region"]: canonical,
         "compartmentId": oracle.get("compartment_id") or _ocid("compartment", record, record.project_id),
         "definedTags": {},
-        "displayName": record.name,
+        F["display_name"]: record.name,
         "faultDomain": "FAULT-DOMAIN-1",
         "freeformTags": dict(record.tags),
-        "hostname": record.hostname,
-        "id": record.instance_id,
+        F["hostname"]: record.hostname,
+        F["instance_id"]: record.instance_id,
         "image": _ocid("image", record, record.ami_id),
-        "metadata": meta,
-        "ociAdName": zone,
-        "region": name,
+        F["metadata"]: meta,
+        F["zone"]: zone,
+        F["region"]: name,
         "regionInfo": oci_regions.region_info(canonical, oracle.get("region_key")),
         "shape": oracle.get("shape") or record.instance_type,
         "state": "Running",
@@ -89,7 +90,7 @@ def vnics(record: InstanceRecord) -> list[dict[str, Any]]:
         network = cidrs.get(entry["network"]) or str(
             ipaddress.ip_interface(f"{entry['address']}/{entry.get('prefix', 24)}").network)
         net = ipaddress.ip_network(network, strict=False)
-        vnic: dict[str, Any] = {"macAddr": mac, "privateIp": entry["address"], "subnetCidrBlock": str(net),
+        vnic: dict[str, Any] = {F["mac"]: mac, F["private_ip"]: entry["address"], F["subnet"]: str(net),
                                 "virtualRouterIp": routers.get(entry["network"]) or str(net.network_address + 1),
                                 "vlanTag": index, "vnicId": _ocid("vnic", record, mac)}
         if oracle.get("bare_metal"):

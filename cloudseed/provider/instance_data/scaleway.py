@@ -14,6 +14,7 @@ import ipaddress
 import uuid
 from typing import Any, Optional
 
+from cloudseed.clouds.scaleway import FIELDS as F
 from cloudseed.provider.instance_data.network import private_ipv4, public_ipv4
 from cloudseed.provider.registry import InstanceRecord
 
@@ -35,7 +36,8 @@ def ipv6(record: InstanceRecord) -> Optional[dict]:
         if ":" in entry["address"]:
             prefix = int(entry.get("prefix", 64))
             net = ipaddress.ip_interface(f"{entry['address']}/{prefix}").network
-            return {"address": entry["address"], "gateway": str(net.network_address + 1), "netmask": str(prefix)}
+            return {F["address"]: entry["address"], F["gateway"]: str(net.network_address + 1),
+                    F["netmask"]: str(prefix)}
     return None
 
 
@@ -57,24 +59,25 @@ def metadata(record: InstanceRecord) -> dict[str, Any]:
     public = public_ipv4(record)
     private = private_ipv4(record)
     return {
-        "id": server_id(record),
-        "name": record.name or record.hostname,
-        "hostname": record.hostname,
-        "commercial_type": sw.get("commercial_type") or record.instance_type,
-        "organization": sw.get("organization") or record.project_id or "",
-        "project": sw.get("organization") or record.project_id or "",
-        "tags": list(sw.get("server_tags") or []),
-        "state_detail": "booted",
-        "public_ip": {"id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"ip:{public}")), "address": public,
-                      "dynamic": False, "family": "inet"} if public else None,
-        "private_ip": private,
-        "ipv6": ipv6(record),
-        "location": {"zone_id": zone, "platform_id": "14", "cluster_id": "1", "hypervisor_id": "1",
-                     "node_id": "1"},
-        "zone": zone,
-        "ssh_public_keys": [{"key": k["data"], "fingerprint": _fingerprint(k["data"])} for k in record.ssh_keys],
-        "extra_volumes": {},
-        "timezone": "UTC",
+        F["instance_id"]: server_id(record),
+        F["name"]: record.name or record.hostname,
+        F["hostname"]: record.hostname,
+        F["commercial_type"]: sw.get("commercial_type") or record.instance_type,
+        F["organization"]: sw.get("organization") or record.project_id or "",
+        F["project"]: sw.get("organization") or record.project_id or "",
+        F["tags"]: list(sw.get("server_tags") or []),
+        F["state_detail"]: "booted",
+        F["public_ip"]: {F["ip_id"]: str(uuid.uuid5(uuid.NAMESPACE_URL, f"ip:{public}")), F["address"]: public,
+                         F["dynamic"]: False, F["family"]: "inet"} if public else None,
+        F["private_ip"]: private,
+        F["ipv6"]: ipv6(record),
+        F["location"]: {F["zone_id"]: zone, F["platform_id"]: "14", F["cluster_id"]: "1", F["hypervisor_id"]: "1",
+                        F["node_id"]: "1"},
+        F["zone"]: zone,
+        F["ssh_public_keys"]: [{F["key"]: k["data"], F["fingerprint"]: _fingerprint(k["data"])}
+                               for k in record.ssh_keys],
+        F["extra_volumes"]: {},
+        F["timezone"]: "UTC",
     }
 
 

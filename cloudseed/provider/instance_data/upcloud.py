@@ -17,6 +17,7 @@ import ipaddress
 import json
 from typing import Any
 
+from cloudseed.clouds.upcloud import FIELDS as F
 from cloudseed.provider.instance_data.network import interfaces
 from cloudseed.provider.registry import InstanceRecord
 
@@ -26,15 +27,15 @@ DNS6 = ["2a04:3540:53::1", "2a04:3544:53::1"]
 
 def _address(entry: dict, public_nic: bool, dns4: list[str]) -> dict:
     v6 = ":" in entry["address"]
-    family = "IPv6" if v6 else "IPv4"
+    family = F["ipv6_family"] if v6 else F["ipv4_family"]
     if entry.get("public"):
-        return {"address": entry["address"], "dhcp": False, "dns": [], "family": family, "floating": True,
-                "gateway": "", "network": f"{entry['address']}/{128 if v6 else 32}"}
+        return {F["address"]: entry["address"], F["dhcp"]: False, F["dns"]: [], F["family"]: family,
+                F["floating"]: True, F["gateway"]: "", F["address_network"]: f"{entry['address']}/{128 if v6 else 32}"}
     iface = ipaddress.ip_interface(f"{entry['address']}/{entry.get('prefix', 64 if v6 else 22)}")
-    return {"address": entry["address"], "dhcp": True,
-            "dns": list(DNS6 if v6 else dns4) if public_nic else [], "family": family, "floating": False,
-            "gateway": str(iface.network.network_address + 1) if iface.network.num_addresses > 2 else "",
-            "network": str(iface.network)}
+    return {F["address"]: entry["address"], F["dhcp"]: True,
+            F["dns"]: list(DNS6 if v6 else dns4) if public_nic else [], F["family"]: family, F["floating"]: False,
+            F["gateway"]: str(iface.network.network_address + 1) if iface.network.num_addresses > 2 else "",
+            F["address_network"]: str(iface.network)}
 
 
 def _network_id(name: str) -> str:
@@ -55,21 +56,22 @@ def metadata(record: InstanceRecord) -> dict[str, Any]:
     for index, (mac, addresses) in enumerate(interfaces(record)):
         network = addresses[0]["network"] if addresses else "default"
         kind = "public" if index == 0 else ("utility" if network == "utility" else "private")
-        nics.append({"index": index + 1, "ip_addresses": [_address(a, kind == "public", dns4) for a in addresses],
-                     "mac": mac, "network_id": _network_id(network), "type": kind})
+        nics.append({F["index"]: index + 1,
+                     F["ip_addresses"]: [_address(a, kind == "public", dns4) for a in addresses],
+                     F["mac"]: mac, F["network_id"]: _network_id(network), F["type"]: kind})
     return {
-        "cloud_name": "upcloud",
-        "instance_id": guest_instance_id(record),
-        "hostname": record.hostname,
-        "platform": "servers",
-        "subplatform": "metadata (http://169.254.169.254)",
-        "public_keys": [k["data"] for k in record.ssh_keys],
-        "region": uc.get("region") or record.availability_zone,
-        "network": {"interfaces": nics, "dns": dns4},
-        "storage": {"disks": []},
-        "tags": list(record.tags),
-        "user_data": record.user_data.decode("utf-8", "replace") if record.user_data is not None else "",
-        "vendor_data": _vendor_text(record.vendor_data),
+        F["cloud_name"]: "upcloud",
+        F["instance_id"]: guest_instance_id(record),
+        F["hostname"]: record.hostname,
+        F["platform"]: "servers",
+        F["subplatform"]: "metadata (http://169.254.169.254)",
+        F["public_keys"]: [k["data"] for k in record.ssh_keys],
+        F["region"]: uc.get("region") or record.availability_zone,
+        F["network"]: {F["interfaces"]: nics, F["dns"]: dns4},
+        F["storage"]: {F["disks"]: []},
+        F["tags"]: list(record.tags),
+        F["user_data"]: record.user_data.decode("utf-8", "replace") if record.user_data is not None else "",
+        F["vendor_data"]: _vendor_text(record.vendor_data),
     }
 
 

@@ -15,6 +15,7 @@ import ipaddress
 import json
 from typing import Any, Optional
 
+from cloudseed.clouds.vultr import FIELDS as F
 from cloudseed.provider.instance_data.network import interfaces
 from cloudseed.provider.registry import InstanceRecord
 
@@ -23,10 +24,10 @@ PUBLIC_PREFIX, PRIVATE_PREFIX, PRIVATE_MTU = 23, 20, 1450
 
 def _v4(entry: Optional[dict], prefix: int, gateway: bool) -> dict:
     if entry is None:
-        return {"additional": [], "address": "", "gateway": "", "netmask": ""}
+        return {F["additional"]: [], F["address"]: "", F["gateway"]: "", F["netmask"]: ""}
     iface = ipaddress.ip_interface(f"{entry['address']}/{entry.get('prefix', prefix)}")
     gw = str(iface.network.network_address + 1) if gateway and iface.network.prefixlen < 31 else ""
-    return {"additional": [], "address": entry["address"], "gateway": gw, "netmask": str(iface.netmask)}
+    return {F["additional"]: [], F["address"]: entry["address"], F["gateway"]: gw, F["netmask"]: str(iface.netmask)}
 
 
 def _net6(entry: dict) -> tuple[str, str]:
@@ -47,9 +48,9 @@ def _vendor_list(value: Any) -> list:
 def region(record: InstanceRecord) -> dict:
     vultr = record.clouds.get("vultr", {})
     code = vultr.get("region") or record.availability_zone.split("-")[0] or "ewr"
-    doc = {"regioncode": code.upper()}
+    doc = {F["region_code"]: code.upper()}
     if vultr.get("country_code"):
-        doc["countrycode"] = str(vultr["country_code"]).upper()
+        doc[F["country_code"]] = str(vultr["country_code"]).upper()
     return doc
 
 
@@ -68,37 +69,37 @@ def metadata(record: InstanceRecord) -> dict[str, Any]:
         if index == 0:
             chosen = next((a for a in v4 if a.get("public")), v4[0] if v4 else None)
             ipv4 = _v4(chosen, PUBLIC_PREFIX, True)
-            ipv4["additional"] = [{"address": a["address"], "netmask": _v4(a, 32, False)["netmask"]}
-                                  for a in v4 if a is not chosen]
-            ipv6: dict[str, Any] = {"additional": [], "address": "", "network": "", "prefix": ""}
+            ipv4[F["additional"]] = [{F["address"]: a["address"], F["netmask"]: _v4(a, 32, False)[F["netmask"]]}
+                                     for a in v4 if a is not chosen]
+            ipv6: dict[str, Any] = {F["additional"]: [], F["address"]: "", F["network"]: "", F["prefix"]: ""}
             if v6:
                 network, prefix = _net6(v6[0])
-                ipv6 = {"additional": [dict(zip(("network", "prefix"), _net6(a))) for a in v6[1:]],
-                        "address": v6[0]["address"], "network": network, "prefix": prefix}
-            nics.append({"ipv4": ipv4, "ipv6": ipv6, "mac": mac, "network-type": "public"})
+                ipv6 = {F["additional"]: [dict(zip((F["network"], F["prefix"]), _net6(a))) for a in v6[1:]],
+                        F["address"]: v6[0]["address"], F["network"]: network, F["prefix"]: prefix}
+            nics.append({F["ipv4"]: ipv4, F["ipv6"]: ipv6, F["mac"]: mac, F["network_type"]: "public"})
             continue
-        nic: dict[str, Any] = {"ipv4": _v4(v4[0] if v4 else None, PRIVATE_PREFIX, False),
-                               "ipv6": {"additional": [], "network": "", "prefix": ""},
-                               "mac": mac, "network-type": "private",
-                               "mtu": int(vultr.get("private_mtu") or PRIVATE_MTU)}
+        nic: dict[str, Any] = {F["ipv4"]: _v4(v4[0] if v4 else None, PRIVATE_PREFIX, False),
+                               F["ipv6"]: {F["additional"]: [], F["network"]: "", F["prefix"]: ""},
+                               F["mac"]: mac, F["network_type"]: "private",
+                               F["mtu"]: int(vultr.get("private_mtu") or PRIVATE_MTU)}
         if v4:
-            nic["network-v2-id"] = v4[0]["network"]
-            nic["networkid"] = v4[0]["network"]
+            nic[F["network_id"]] = v4[0]["network"]
+            nic[F["network_id_v1"]] = v4[0]["network"]
         else:
-            nic["unconfigured"] = True
+            nic[F["unconfigured"]] = True
         nics.append(nic)
     instance_id = guest_instance_id(record)
     doc: dict[str, Any] = {
-        "hostname": record.hostname,
-        "instance-v2-id": instance_id,
-        "instanceid": instance_id,
-        "interfaces": nics,
-        "public-keys": [k["data"] for k in record.ssh_keys],
-        "region": region(record),
-        "tags": list(record.tags),
-        "startup-script": str(vultr.get("startup_script") or ""),
-        "user-defined": [],
-        "user-data": record.user_data.decode("utf-8", "replace") if record.user_data is not None else "",
-        "vendor-data": _vendor_list(record.vendor_data),
+        F["hostname"]: record.hostname,
+        F["instance_id"]: instance_id,
+        F["instance_id_v1"]: instance_id,
+        F["interfaces"]: nics,
+        F["public_keys"]: [k["data"] for k in record.ssh_keys],
+        F["region"]: region(record),
+        F["tags"]: list(record.tags),
+        F["startup_script"]: str(vultr.get("startup_script") or ""),
+        F["user_defined"]: [],
+        F["user_data"]: record.user_data.decode("utf-8", "replace") if record.user_data is not None else "",
+        F["vendor_data"]: _vendor_list(record.vendor_data),
     }
     return doc

@@ -7,7 +7,6 @@ counted under the API that answered it.
 from __future__ import annotations
 
 from cloudseed.clouds import azure as _azure
-from cloudseed.clouds import declared
 from cloudseed.clouds import digitalocean as _digitalocean
 from cloudseed.clouds import gce as _gce
 from cloudseed.clouds import hetzner as _hetzner
@@ -17,6 +16,7 @@ from cloudseed.clouds import nwcs as _nwcs
 from cloudseed.clouds import openstack as _openstack
 from cloudseed.clouds import oracle as _oracle
 from cloudseed.clouds import scaleway as _scaleway
+from cloudseed.clouds import served
 from cloudseed.clouds import vultr as _vultr
 from cloudseed.clouds.ec2 import CLOUD as EC2_CLOUD
 
@@ -25,9 +25,9 @@ PROVISIONING = "provisioning"  # an instance's own provisioning reports (provisi
 GCE, DIGITALOCEAN, HETZNER, ORACLE, AZURE = "gce", "digitalocean", "hetzner", "oracle", "azure"
 VULTR, SCALEWAY, UPCLOUD, NWCS, AKAMAI = "vultr", "scaleway", "upcloud", "nwcs", "akamai"
 CLOUDSTACK, EXOSCALE, ALIYUN, CLOUDCIX, MAAS = "cloudstack", "exoscale", "aliyun", "cloudcix", "maas"
-# every declared cloud (cloudseed/clouds/<name>.py) but the three MetadataApp answers itself (EC2,
+# every served cloud (cloudseed/clouds/<name>.py) but the three MetadataApp answers itself (EC2,
 # OpenStack, NoCloud): each answered by provider/server/apis/<name>.py: handle(app, request, instance)
-CLOUD_APIS = frozenset(declared()) - {EC2, OPENSTACK, NOCLOUD}
+CLOUD_APIS = frozenset(served()) - {EC2, OPENSTACK, NOCLOUD}
 TOKEN_PATH = EC2_CLOUD.requests["token"].path
 # the path families of the clouds' contracts (clouds/<name>.py: base, prefixes)
 _GCE, _HETZNER, _NWCS, _ORACLE = (c.CLOUD.prefixes for c in (_gce, _hetzner, _nwcs, _oracle))

@@ -56,7 +56,7 @@ def test_real_images(tmp_path, kind, label):
         r = read_dir(top, "img", etc_hosts_exists=True)
     assert r["metadata"] == {"instance-id": CLOUD["vm"]["_id"], "local-hostname": "rbx-vm-1", "public-keys": []}
     assert r["userdata"] == USER_DATA.encode()
-    eth0, eth1 = r["network"]["config"]
+    eth0, eth1 = r["network_config"]["config"]
     assert eth0["name"] == "eth0" and eth0["mac_address"] == "00:15:5d:ff:0f:03"
     assert eth0["subnets"] == [{"type": "static", "address": "62.181.8.174", "netmask": "255.255.248.0",
                                 "control": "auto", "gateway": "62.181.8.1", "dns_nameservers": ["8.8.8.8", "8.8.4.4"]}]
@@ -138,7 +138,7 @@ def test_same_data_as_cloud_init(tmp_path):
         ours = read_dir(top, "img", etc_hosts_exists=True)
     assert ours["metadata"] == ref["metadata"]
     assert ours["userdata"].decode() == ref["userdata"]
-    assert ours["network"] == ref["cfg"]["network_config"]
+    assert ours["network_config"] == ref["cfg"]["network_config"]
     ref_cfg = dict(ref["cfg"])
     del ref_cfg["network_config"]  # ours goes to network_config, not into the config
     assert ours["cfg"] == ref_cfg

@@ -38,7 +38,7 @@ def render(record: Any, parts: tuple) -> Optional[Response]:
     doc = nwcs.metadata(record)
     if len(parts) == 1:
         return Response(200, json.dumps(doc), "application/json")
-    if parts[1:] in (("userdata",), ("vendordata",)):
+    if parts[1:] in ((CLOUD.fields["user_data"],), (CLOUD.fields["vendor_data"],)):  # text, not JSON
         value = doc[parts[1]]
         return Response(200, value or "", "text/plain")
     return tree_response(doc, parts[1:])
