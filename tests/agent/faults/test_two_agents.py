@@ -123,13 +123,20 @@ def test_a_cloudseed_started_by_the_holder_runs_inside_its_lock(fault_root):
 
 def test_two_agents_that_are_pid_1_in_their_own_namespaces(fault_root, clean_boot):
     """Containers sharing a root: both agents are PID 1; the lock and the temporary names still hold."""
-    tag = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
-                          "import os; from cloudseed.core.root import writer_tag; print(os.getpid(), writer_tag())"],
-                         capture_output=True, text=True, check=True).stdout.split()
-    assert tag[0] == "1" and tag[1].startswith("1-")
-    other = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
-                            "from cloudseed.core.root import writer_tag; print(writer_tag())"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    # both containers alive at once, as agents sharing a root are: the kernel reuses a namespace's
+    # inode number once that namespace is gone, so one after the other may show the same number
+    show = ("import os, sys; from cloudseed.core.root import writer_tag; print(os.getpid(), writer_tag(), "
+            "flush=True); sys.stdin.read()")
+    first = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", show],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        tag = first.stdout.readline().split()
+        assert tag[0] == "1" and tag[1].startswith("1-")
+        other = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c",
+                                "from cloudseed.core.root import writer_tag; print(writer_tag())"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    finally:
+        first.communicate("", timeout=30)
     assert other.startswith("1-") and other != tag[1]                  # PID 1 both, different names
 
     fs.new_boot(fault_root)
