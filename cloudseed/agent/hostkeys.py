@@ -164,10 +164,21 @@ mv -f "$final.tmp" "$final"
 cp "$staged.pub" "$final.pub.tmp" && chmod 644 "$final.pub.tmp" && mv -f "$final.pub.tmp" "$final.pub"
 rm -f "$staged" "$staged.pub" "{pid_file}"
 rmdir "$(dirname "$staged")" 2>/dev/null
-# one reload: on Debian sshd.service is an alias of ssh.service (naming both reloads twice)
-systemctl reload-or-try-restart ssh.service >/dev/null 2>&1 ||
-    systemctl reload-or-try-restart sshd.service >/dev/null 2>&1 || true
+# OpenSSH before 9.8 re-executes itself for every connection, and that process loads the host keys
+# again: the new key is served from now on without a reload, and a reload would only drop the
+# connections that arrive while sshd re-executes (a login at that moment: "Connection reset").
+# From 9.8 (an sshd-session binary) the listener holds the keys: reload, once (on Debian
+# sshd.service is an alias of ssh.service: naming both reloads twice).
+for session in {sessions}; do
+    [ -e "$session" ] || continue
+    systemctl reload-or-try-restart ssh.service >/dev/null 2>&1 ||
+        systemctl reload-or-try-restart sshd.service >/dev/null 2>&1 || true
+    break
+done
 """
+# where the distributions put OpenSSH 9.8's per-connection binary
+SSHD_SESSION_PATHS = ("/usr/lib/openssh/sshd-session", "/usr/libexec/openssh/sshd-session",
+                      "/usr/libexec/sshd-session", "/usr/lib/ssh/sshd-session")
 
 
 def _staged_pid(root: TargetRoot, keytype: str) -> int | None:
@@ -183,13 +194,21 @@ def _staged_pid(root: TargetRoot, keytype: str) -> int | None:
     return pid if running else None
 
 
-def _finish_later(root: TargetRoot, keytype: str, pid: int, group: str | None) -> KeygenResult:
-    """Let a still-running early key finish on its own: a detached helper installs it and reloads sshd."""
+def finish_later_script(keytype: str, pid: int, group: str | None, staging: str = STAGING_DIR,
+                        final: str | None = None, sessions: tuple[str, ...] = SSHD_SESSION_PATHS) -> str:
+    """The detached helper's shell script: wait for ``pid``'s key, install it, reload sshd if it must."""
     import shlex
 
-    script = _FINISH_LATER.format(pid=pid, staged=shlex.quote(f"{STAGING_DIR}/ssh_host_{keytype}_key"),
-                                  final=shlex.quote(key_path(keytype)),
-                                  pid_file=shlex.quote(f"{STAGING_DIR}/{keytype}.pid"), group=shlex.quote(group or ""))
+    return _FINISH_LATER.format(pid=pid, staged=shlex.quote(f"{staging}/ssh_host_{keytype}_key"),
+                                final=shlex.quote(final or key_path(keytype)),
+                                pid_file=shlex.quote(f"{staging}/{keytype}.pid"), group=shlex.quote(group or ""),
+                                sessions=" ".join(shlex.quote(p) for p in sessions))
+
+
+def _finish_later(root: TargetRoot, keytype: str, pid: int, group: str | None) -> KeygenResult:
+    """Let a still-running early key finish on its own: a detached helper installs it (and reloads
+    sshd where OpenSSH needs that to serve a new key)."""
+    script = finish_later_script(keytype, pid, group)
     root.spawn(["/bin/sh", "-c", script])
     return KeygenResult(keytype, key_path(keytype), True, message="", deferred=True)
 

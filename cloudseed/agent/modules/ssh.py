@@ -11,9 +11,11 @@ keys in instance data. Default key types are rsa, ecdsa and ed25519 (DSA only wh
 At boot the host keys of a new instance are started in the local stage, in the background: the
 fast types (ecdsa, ed25519) at niceness 0, RSA alongside at niceness 10 (it takes seconds of CPU;
 at 0 it slowed the whole first boot). This module adopts the keys that are done; an RSA key still
-being generated does not hold sshd back: a background helper installs it when it lands and
-reloads sshd once (``systemctl reload-or-try-restart``), so sshd can serve RSA some seconds after
-it first answers and after "boot finished" (docs/lab.md has the measured times).
+being generated does not hold sshd back: a background helper installs it when it lands, so sshd
+serves RSA some seconds after it first answers and after "boot finished" (docs/lab.md has the
+measured times). OpenSSH before 9.8 loads the host keys in each connection's own process and
+needs no reload (none is done: a reload drops the logins arriving meanwhile); from 9.8 (an
+``sshd-session`` binary) sshd is reloaded once (``systemctl reload-or-try-restart``).
 """
 
 from __future__ import annotations
