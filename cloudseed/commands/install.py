@@ -62,7 +62,7 @@ def install_package(root, compile_bytecode: bool = True) -> int:
         rel = os.path.relpath(directory, package)
         target = PACKAGE_DIR if rel == "." else f"{PACKAGE_DIR}/{rel}"
         for name in filenames:
-            if name.endswith((".pyc", ".pyo")):
+            if name.endswith((".pyc", ".pyo", ".so")):  # .so: the server's C fast path as built here
                 continue
             source = os.path.join(directory, name)
             with open(source, "rb") as f:

@@ -92,7 +92,7 @@ def _copy_package(tree: str) -> None:
     target = os.path.join(tree, "usr/lib/python3/dist-packages/cloudseed")
     if os.path.lexists(target):
         shutil.rmtree(target)
-    shutil.copytree(PACKAGE_DIR, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(PACKAGE_DIR, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
     launcher = os.path.join(tree, "usr/bin/cloudseed")
     with open(launcher + ".tmp", "w") as handle:
         handle.write(_LAUNCHER)

@@ -56,7 +56,7 @@ def package_hash() -> str:
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and
                              os.path.join(dirpath, d) != agent_install.LAB_DIR)
         for name in sorted(filenames):
-            if name.endswith(".pyc"):
+            if name.endswith((".pyc", ".so")):  # .so: the server's C fast path as built here (not copied)
                 continue
             path = os.path.join(dirpath, name)
             items.append(os.path.relpath(path, agent_install.PACKAGE_DIR))
