@@ -195,7 +195,11 @@ def test_connection_caps_count_the_connections_c_holds(pair):
             refused = _exchange(server, source, _get("/latest/meta-data/hostname"))
             assert refused.startswith(b"HTTP/1.1 503") and b"too many connections from " + source.encode() in refused
             if fast:
-                assert _answered_in_c(server) - before == 16
+                # C held most of them and the 17th was refused, so what C holds counts in the cap
+                # (without that, Python would see at most 8 and admit it). Not all 16: connections of
+                # _known() whose close the server had not read yet still count when the last ones
+                # come, so C leaves those to Python, which by then finds the source under its cap
+                assert _answered_in_c(server) - before >= 8
         finally:
             for sock in held:
                 sock.close()
