@@ -177,8 +177,10 @@ def test_a_keep_alive_connection_moves_between_python_and_c(pair):
     assert replies[True] == replies[False]
     assert [reply.split(b" ")[1] for reply in replies[True]] == [b"200"] * 3 + [b"404"] + [b"200"] * 3
     # Python: /openstack (rendered), hostname (then the connection is C's), missing (Python's
-    # again), hostname (C's again); C: local-ipv4, instance-id, /openstack
-    assert _answered_in_c(pair[True]) - before == 3
+    # again), hostname (C's again); C: local-ipv4, instance-id, /openstack. The hand-over to C comes
+    # on the loop's next turn: a request that arrives before it is Python's (seen under CI's load),
+    # so C answers some of those three, never more, and the client sees the same answers in order
+    assert 1 <= _answered_in_c(pair[True]) - before <= 3
 
 
 def test_connection_caps_count_the_connections_c_holds(pair):
