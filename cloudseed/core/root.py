@@ -68,7 +68,7 @@ def _remove_stale_temporaries(directory: str, prefix: str = ".") -> None:
     """Remove what a killed writer of the same file left (``.NAME.cloudseed-PID-PIDNS.tmp``).
 
     In this PID namespace: a temporary of this process (a PID reused after a reboot) or of a
-    process that no longer exists is stale; one of a live process is another writer's, and stays.
+    process that is no longer its writer (``_writer_alive``) is stale; a live writer's stays.
     Another namespace's PIDs mean nothing here: its temporary is stale when no writer holds its
     lock (every writer locks its temporary while it writes) and it is not brand new.
     """
@@ -87,18 +87,47 @@ def _remove_stale_temporaries(directory: str, prefix: str = ".") -> None:
         if ns and ns != my_ns:
             if not _unlocked_and_old(host):
                 continue
-        elif int(pid) != os.getpid():
-            try:
-                os.kill(int(pid), 0)
-                continue            # a live writer
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue            # alive, someone else's
+        elif int(pid) != os.getpid() and _writer_alive(int(pid), host):
+            continue
         try:
             os.unlink(host)
         except OSError:
             pass
+
+
+def _writer_alive(pid: int, host: str) -> bool:
+    """Whether process ``pid`` of this namespace may still be writing ``host``.
+
+    A live PID is not always the writer: a killed one not yet reaped (a zombie), a process started
+    after the temporary was last written (the PID reused, after a reboot or a wrap-around), or one
+    that has held no lock on it for seconds (a writer locks its temporary from the start).
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass                        # alive, someone else's: the checks below still apply
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(") ")[2].split()
+        if fields[0] in ("Z", "X"):
+            return False
+        started = _boot_time() + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        if started > os.lstat(host).st_mtime + 1:
+            return False
+    except (OSError, IndexError, ValueError):
+        pass                        # no /proc: trust the PID
+    return not _unlocked_and_old(host)
+
+
+def _boot_time() -> float:
+    """When this kernel booted, in seconds since the epoch (``btime`` of ``/proc/stat``)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    raise OSError("no btime in /proc/stat")
 
 
 def _unlocked_and_old(host: str) -> bool:

@@ -213,6 +213,35 @@ def test_temporaries_left_by_a_killed_writer_are_removed_and_never_block_a_write
         live.wait()
 
 
+def test_a_temporary_whose_pid_is_now_someone_else_or_a_zombie_is_removed(target):
+    """Seen in CI once: a kill's temporary outlived the next boot's write of the same host key,
+    because its PID still answered. A PID started after the temporary, or a zombie, is not its writer."""
+    import subprocess as sp
+    import time
+    from pathlib import Path
+
+    zombie = sp.Popen(["true"])                     # exits, and stays unreaped until wait()
+    reused = sp.Popen(["sleep", "30"])
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{zombie.pid}/stat").read_text().rpartition(") ")[2][0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        target.makedirs("/etc/ssh")
+        names = [f".ssh_host_ed25519_key.cloudseed-{pid}.tmp" for pid in (zombie.pid, reused.pid)]
+        for name in names:
+            with open(target.path(f"/etc/ssh/{name}"), "w") as handle:
+                handle.write("half")
+        old = time.time() - 120                    # written before the "reused" PID's process began
+        os.utime(target.path(f"/etc/ssh/{names[1]}"), (old, old))
+        target.write("/etc/ssh/ssh_host_ed25519_key", "key\n", mode=0o600)
+        assert [n for n in names if os.path.exists(target.path(f"/etc/ssh/{n}"))] == []
+    finally:
+        reused.kill()
+        reused.wait()
+        zombie.wait()
+
+
 def test_another_pid_namespaces_temporary_is_kept_while_its_writer_holds_it(target):
     """Its PID means nothing here: a temporary is another writer's while locked (or brand new), else stale."""
     import fcntl
