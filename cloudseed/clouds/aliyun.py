@@ -10,13 +10,20 @@ from __future__ import annotations
 
 from cloudseed.clouds import Cloud, Request
 
+# the ``meta-data/`` tree's names the guest reads (a public key's and the NICs' under
+# network/interfaces/macs/ too), by role: the datasource reads them, the server's tree writes them
+FIELDS = {"instance_id": "instance-id", "hostname": "hostname", "public_keys": "public-keys",
+          "openssh_key": "openssh-key", "zone": "zone-id", "region": "region-id", "network": "network",
+          "interfaces": "interfaces", "macs": "macs"}
+
 CLOUD = Cloud(
     "aliyun", datasource="AliYun",
     addresses=("http://100.100.100.200",),
     versions=("2016-01-01",),
+    fields=FIELDS,
     requests={
         "meta_data": Request("/{version}/meta-data/", form="listing",
-                             fields=("instance-id", "hostname", "public-keys/")),
+                             fields=(FIELDS["instance_id"], FIELDS["hostname"], FIELDS["public_keys"] + "/")),
         "user_data": Request("/{version}/user-data"),
     },
 )

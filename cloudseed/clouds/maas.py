@@ -12,17 +12,22 @@ from cloudseed.clouds import Cloud, Request
 PREFIX = "/MAAS/metadata"
 VERSIONED = PREFIX + "/{version}/"
 
+# the ``meta-data/`` files' names (the guest keeps each under its name) and the vendor-data YAML's
+# entry, by role: the datasource reads them, the server answers them
+FIELDS = {"instance_id": "instance-id", "local_hostname": "local-hostname", "public_keys": "public-keys",
+          "vendor_data": "vendor-data", "vendor_cloud_init": "cloud-init"}
+META_DATA = VERSIONED + "meta-data/"
+
 CLOUD = Cloud(
     "maas", datasource="MAAS",
     addresses=(),
     base=PREFIX + "/",
     prefixes=(PREFIX,),
     versions=("2012-03-01",),
+    fields=FIELDS,
     requests={  # in the order the guest asks; the first two must be there
-        "instance_id": Request(VERSIONED + "meta-data/instance-id", signed="oauth"),
-        "local_hostname": Request(VERSIONED + "meta-data/local-hostname", signed="oauth"),
-        "public_keys": Request(VERSIONED + "meta-data/public-keys", signed="oauth"),
-        "vendor_data": Request(VERSIONED + "meta-data/vendor-data", signed="oauth"),
+        **{role: Request(META_DATA + FIELDS[role], signed="oauth")
+           for role in ("instance_id", "local_hostname", "public_keys", "vendor_data")},
         "user_data": Request(VERSIONED + "user-data", signed="oauth"),
     },
 )

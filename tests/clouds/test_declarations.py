@@ -187,14 +187,19 @@ def test_the_server_routes_every_request_of_a_cloud_to_its_api(name):
 
 # clouds whose datasource and server document still spell their fields themselves (no ``fields`` in
 # their contract yet): this set only shrinks
-FIELDS_NOT_YET_DECLARED = {"aliyun", "azure", "cloudstack", "ec2", "exoscale",
-                           "gce", "maas", "nocloud", "openstack"}
+FIELDS_NOT_YET_DECLARED: set[str] = set()
 
 
 # datasources that keep what they read under cloud-init's names, several of which are the wire's words
 # too (SmartOS's "user-script", "hostname", "user-data"; OVF's properties are cloud-init's metadata
-# keys): their literal reads are cloud-init's keys
-KEYED_BY_CLOUD_INIT_NAMES = {"smartos", "ovf"}
+# keys; NoCloud's meta-data is cloud-init's own seed format, its keys cloud-init's metadata keys, kept
+# as they are): their literal reads are cloud-init's keys
+KEYED_BY_CLOUD_INIT_NAMES = {"smartos", "ovf", "nocloud"}
+
+# the datasource's helper files that read its cloud's documents too (reading shared with another
+# datasource: the config drive's OpenStack tree, the EC2-shaped crawler)
+ALSO_READ_IN = {"openstack": ("_openstack_common.py",), "aliyun": ("ec2.py",), "cloudstack": ("ec2.py",),
+                "exoscale": ("cloudstack.py", "ec2.py")}
 
 
 def _the_contracts(node: ast.expr) -> bool:
@@ -243,13 +248,62 @@ def test_field_names_are_read_and_written_from_the_contract(name):
     for role, request in cloud.requests.items():
         parts = {part for field in request.fields for part in field.split(".")}  # dotted: nested
         assert parts <= fields or request.form == "listing", f"{name} {role}: {sorted(parts - fields)}"
-    reader = os.path.join(PACKAGE, "agent", "datasources", f"{cloud.datasource.lower()}.py")
+    folder = os.path.join(PACKAGE, "agent", "datasources")
+    readers = [os.path.join(folder, f"{cloud.datasource.lower()}.py"),
+               *(os.path.join(folder, helper) for helper in ALSO_READ_IN.get(name, ()))]
     writers = [os.path.join(PACKAGE, "provider", "instance_data", f"{name}.py"),
                os.path.join(PACKAGE, "provider", "server", "apis", f"{name}.py")]
     copies = [f"{os.path.relpath(reader, PACKAGE)}:{line}: reads {key!r}"
-              for line, key in _key_uses(reader, reading=True) if key in fields
+              for reader in readers for line, key in _key_uses(reader, reading=True) if key in fields
               and name not in KEYED_BY_CLOUD_INIT_NAMES]
+    # a cloud whose paths spell its names in another form than its documents (GCE's tree) declares
+    # them as PATH_NAMES: the server writes those too
+    from importlib import import_module
+
+    written = fields | set(getattr(import_module(f"cloudseed.clouds.{name}"), "PATH_NAMES", {}).values())
     for path in (p for p in writers if os.path.exists(p)):
         copies += [f"{os.path.relpath(path, PACKAGE)}:{line}: writes {key!r}"
-                   for line, key in _key_uses(path, reading=False) if key in fields]
+                   for line, key in _key_uses(path, reading=False) if key in written]
     assert not copies, f"clouds/{name}.py's field names spelled again:\n" + "\n".join(copies)
+
+
+@pytest.mark.parametrize(("path", "json"), [("id", "id"), ("network-interfaces", "networkInterfaces"),
+                                            ("numeric-project-id", "numericProjectId"),
+                                            ("service-accounts", "serviceAccounts")])
+def test_gce_names_its_json_fields_from_its_path_names_by_one_rule(path, json):
+    """GCE's tree is kebab-case in paths and camelCase in ``?recursive=true`` answers: the contract
+    declares the path names and derives the JSON ones, and the server converts its tree by that rule."""
+    from cloudseed.clouds import gce
+    from cloudseed.provider.instance_data.gce import as_json
+
+    assert gce.json_name(path) == json
+    assert as_json({path: {"user-named-key": 1}}) == {json: {"user-named-key" if path in gce.KEPT_NAMES
+                                                             else "userNamedKey": 1}}
+    assert all(gce.FIELDS[role] == gce.json_name(name) for role, name in gce.PATH_NAMES.items())
+
+
+def test_azure_wire_server_documents_carry_the_elements_the_other_side_finds():
+    """The goal state the server writes has every element path the guest finds in it, and the
+    health report the guest posts every one the server finds (``clouds/azure.py``), with the values
+    given: an element renamed or moved on one side fails here."""
+    import xml.etree.ElementTree as ET
+
+    from cloudseed.agent.datasources._azure_wireserver import _goal_state, health_report
+    from cloudseed.clouds.azure import GOAL_STATE, HEALTH_REPORT
+    from cloudseed.provider.instance_data import azure
+    from cloudseed.provider.registry import InstanceRecord
+    from cloudseed.provider.server.apis._azure_wireserver import parse_report
+
+    record = InstanceRecord(instance_id="i-wire", hostname="wire-vm")
+    served = azure.goal_state(record, incarnation=7).encode()
+    root = ET.fromstring(served)
+    assert all(root.findtext("./" + path) for path in GOAL_STATE.values()), served
+    incarnation, container, instance = _goal_state(served)
+    assert (incarnation, container, instance) == ("7", azure.container_id(record), azure.role_instance_id(record))
+    posted = health_report(incarnation, container, instance, "NotReady", "Provisioning", "disk <full>")
+    report = parse_report(posted)
+    assert report == {"incarnation": "7", "container": container, "instance": instance, "state": "NotReady",
+                      "substatus": "Provisioning", "description": "disk <full>"}, report
+    root = ET.fromstring(posted)
+    assert root.tag == HEALTH_REPORT["root"]
+    assert all(root.findtext("./" + path) for role, path in HEALTH_REPORT.items() if role != "root"), posted

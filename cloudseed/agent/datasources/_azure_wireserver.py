@@ -19,6 +19,7 @@ import time
 from xml.sax.saxutils import escape
 
 from cloudseed.clouds.azure import CLOUD
+from cloudseed.clouds.azure import GOAL_STATE as GOAL_STATE_PATHS
 
 LOG = logging.getLogger("cloudseed.datasources.azure")
 
@@ -101,11 +102,10 @@ def _goal_state(text: bytes) -> tuple[str, str, str]:
         root = ET.fromstring(text)
     except ET.ParseError as e:
         raise WireServerError(f"goal state is not XML: {e}") from None
-    incarnation = root.findtext("./Incarnation")
-    container = root.findtext("./Container/ContainerId")
-    instance = root.findtext("./Container/RoleInstanceList/RoleInstance/InstanceId")
+    incarnation, container, instance = (root.findtext("./" + GOAL_STATE_PATHS[role])
+                                        for role in ("incarnation", "container_id", "instance_id"))
     if not (incarnation and container and instance):
-        raise WireServerError("goal state lacks Incarnation, Container/ContainerId or RoleInstance/InstanceId")
+        raise WireServerError("goal state lacks " + ", ".join(GOAL_STATE_PATHS.values()))
     return incarnation.strip(), container.strip(), instance.strip()
 
 

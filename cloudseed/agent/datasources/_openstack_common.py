@@ -19,6 +19,7 @@ LOG = logging.getLogger("cloudseed.datasources.openstack")
 # Nova's metadata versions, oldest first; "latest" is used when none of these is offered (the wire
 # contract, clouds/openstack.py, which a config drive's files follow too)
 OS_VERSIONS = tuple(reversed(CLOUD.versions))
+F = CLOUD.fields  # the documents' field names (clouds/openstack.py)
 # DMI facts by which an OpenStack (Nova) guest recognises its cloud
 NOVA_PRODUCTS = ("OpenStack Nova", "OpenStack Compute")
 OPENSTACK_ASSET_TAGS = NOVA_PRODUCTS + ("OpenTelekomCloud", "SAP CCloud VM", "HUAWEICLOUD")
@@ -54,7 +55,7 @@ def load_json(data: bytes, where: str, types: tuple[type, ...] = (dict,)) -> Any
 def vendordata_bytes(value: Any, where: str) -> bytes | None:
     """vendor_data*.json as raw vendor-data: a string, a list of parts, or ``{"cloud-init": ...}``."""
     if isinstance(value, dict):
-        value = value.get("cloud-init")
+        value = value.get(F["vendor_cloud_init"])
         if isinstance(value, dict):
             LOG.warning("%s: the 'cloud-init' entry is a mapping, which is not vendor-data; ignored", where)
             return None
@@ -71,16 +72,16 @@ def vendordata_bytes(value: Any, where: str) -> bytes | None:
 def public_keys(meta: dict) -> list[str]:
     """SSH keys from ``public_keys`` ({name: key}) and ``keys`` ([{type: ssh, data: key}])."""
     found: list[str] = []
-    pk = meta.get("public_keys")
+    pk = meta.get(F["public_keys"])
     if isinstance(pk, dict):
         found.extend(str(v).strip() for v in pk.values() if v)
     elif isinstance(pk, list):
         found.extend(str(v).strip() for v in pk if v)
     elif isinstance(pk, str):
         found.extend(line.strip() for line in pk.splitlines() if line.strip())
-    for item in meta.get("keys") or []:
-        if isinstance(item, dict) and item.get("type", "ssh") == "ssh" and item.get("data"):
-            found.append(str(item["data"]).strip())
+    for item in meta.get(F["keys"]) or []:
+        if isinstance(item, dict) and item.get(F["key_type"], "ssh") == "ssh" and item.get(F["key_data"]):
+            found.append(str(item[F["key_data"]]).strip())
     return list(dict.fromkeys(k for k in found if k))
 
 
@@ -124,18 +125,18 @@ def read_tree(read: Reader, versions: list[str], where: str, signatures: bool = 
 def fill_datasource(ds: Any, tree: dict[str, Any], where: str) -> None:
     """Set a Datasource's fields from a tree read by ``read_tree``."""
     meta = dict(tree["meta_data"])
-    uuid = meta.get("uuid")
+    uuid = meta.get(F["instance_id"])
     if not uuid:
         raise MetadataError(f"{where}: meta_data.json has no 'uuid' (the instance id)")
-    admin_pass = meta.pop("admin_pass", None)
+    admin_pass = meta.pop(F["admin_pass"], None)
     if admin_pass:
         ds.extra["admin_pass"] = admin_pass
     meta["instance-id"] = str(uuid)
-    if meta.get("hostname"):
-        meta["local-hostname"] = meta["hostname"]
-    if meta.get("availability_zone"):
-        meta["availability-zone"] = meta["availability_zone"]
-        ds.availability_zone = str(meta["availability_zone"])
+    if meta.get(F["hostname"]):
+        meta["local-hostname"] = meta[F["hostname"]]
+    if meta.get(F["zone"]):
+        meta["availability-zone"] = meta[F["zone"]]
+        ds.availability_zone = str(meta[F["zone"]])
     ds.metadata = meta
     ds.public_keys = public_keys(meta)
     ds.userdata_raw = tree.get("user_data")

@@ -25,6 +25,7 @@ LOG = logging.getLogger("cloudseed.datasources.aliyun")
 
 DEFAULT_URLS = CLOUD.addresses  # the wire contract: clouds/aliyun.py
 VERSION = CLOUD.versions[0]
+F = CLOUD.fields  # the tree's names
 PRODUCT = "Alibaba Cloud ECS"
 MAX_USERDATA = 16 * 1024 * 1024
 
@@ -34,7 +35,7 @@ def public_keys(value: Any) -> list[str]:
     keys: list[str] = []
     for body in (value.values() if isinstance(value, dict) else []):
         if isinstance(body, dict):
-            body = body.get("openssh-key", [])
+            body = body.get(F["openssh_key"], [])
         for key in body if isinstance(body, list) else [body]:
             if isinstance(key, str) and key.strip():
                 keys.append(key.strip())
@@ -59,30 +60,32 @@ class AliYun(MetadataServiceDatasource):
         if read is None:
             return False
         base, meta, userdata = read
-        self._fill(meta, userdata)
+        instance_id = self._fill(meta, userdata)
         self.served_at("user-data", base + CLOUD.requests["user_data"].target(VERSION))
-        return self.found(base, self.metadata["instance-id"], started, "")
+        return self.found(base, instance_id, started, "")
 
-    def _fill(self, meta: dict[str, Any], userdata: bytes) -> None:
+    def _fill(self, meta: dict[str, Any], userdata: bytes) -> str:
+        """Fill the datasource from the crawled tree; the instance id."""
         from cloudseed.agent.datasources.ec2 import network_config_from_macs
 
         md = dict(meta)
-        md["instance-id"] = str(meta["instance-id"]).strip()
-        hostname = meta.get("hostname")
+        md["instance-id"] = instance_id = str(meta[F["instance_id"]]).strip()
+        hostname = meta.get(F["hostname"])
         md["local-hostname"] = hostname.strip() if isinstance(hostname, str) and hostname.strip() \
             else "localhost.localdomain"
         self.metadata = md
-        self.public_keys = public_keys(meta.get("public-keys"))
-        zone, region = meta.get("zone-id"), meta.get("region-id")
+        self.public_keys = public_keys(meta.get(F["public_keys"]))
+        zone, region = meta.get(F["zone"]), meta.get(F["region"])
         self.availability_zone = zone.strip() if isinstance(zone, str) and zone.strip() else None
         self.region = region.strip() if isinstance(region, str) and region.strip() else None
         self.userdata_raw = userdata or None
-        network = meta.get("network")
-        macs = ((network.get("interfaces") or {}) if isinstance(network, dict) else {})
-        macs = macs.get("macs") if isinstance(macs, dict) else None
+        network = meta.get(F["network"])
+        macs = ((network.get(F["interfaces"]) or {}) if isinstance(network, dict) else {})
+        macs = macs.get(F["macs"]) if isinstance(macs, dict) else None
         if isinstance(macs, dict) and self.ctx.ds_cfg(self.name).get("apply_network_config", True) is not False:
             self.network_config = network_config_from_macs(macs)
         self.raw = {"meta-data": meta, "_metadata_api_version": VERSION}
+        return instance_id
 
 
 DATASOURCE = AliYun

@@ -41,6 +41,7 @@ ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"
 SEED_DIRS = ("/var/lib/cloudseed/seed/azure", "/var/lib/cloud/seed/azure")
 LABEL_PREFIX = "rd_rdfe_stable"
 IMDS_URL = CLOUD.addresses[0] + CLOUD.requests["instance"].path  # the wire contract: clouds/azure.py
+F = CLOUD.fields  # the IMDS document's names
 API_VERSION = CLOUD.versions[0]
 MAX_DOCUMENT = 4 * 1024 * 1024
 READY_MARKER = "azure-reported-ready"
@@ -76,32 +77,32 @@ def _hash_password(password: str) -> str | None:
 
 def network_config(imds_network: Any) -> dict | None:
     """cloud-init 22.4's version 2 config from IMDS ``network`` (None: nothing usable)."""
-    if not isinstance(imds_network, dict) or not isinstance(imds_network.get("interface"), list):
+    if not isinstance(imds_network, dict) or not isinstance(imds_network.get(F["interface"]), list):
         return None
     ethernets: dict[str, Any] = {}
-    for index, nic in enumerate(imds_network["interface"]):
-        if not isinstance(nic, dict) or not nic.get("macAddress"):
+    for index, nic in enumerate(imds_network[F["interface"]]):
+        if not isinstance(nic, dict) or not nic.get(F["mac"]):
             continue
         name = f"eth{index}"
         override = {"route-metric": (index + 1) * 100}
         entry: dict[str, Any] = {"dhcp4": True, "dhcp4-overrides": override, "dhcp6": False}
         has_address = False
-        for kind, default_prefix in (("ipv4", "24"), ("ipv6", "128")):
+        for kind, default_prefix in ((F["ipv4"], "24"), (F["ipv6"], "128")):
             family = nic.get(kind) if isinstance(nic.get(kind), dict) else {}
-            addresses = family.get("ipAddress") or []
+            addresses = family.get(F["ip_address"]) or []
             if not addresses:
                 continue
             has_address = True
-            if kind == "ipv6":
+            if kind == F["ipv6"]:
                 entry["dhcp6"] = True
                 entry["dhcp6-overrides"] = override
-            subnets = family.get("subnet") or [{}]
-            prefix = subnets[0].get("prefix", default_prefix) if isinstance(subnets[0], dict) else default_prefix
+            subnets = family.get(F["subnet"]) or [{}]
+            prefix = subnets[0].get(F["prefix"], default_prefix) if isinstance(subnets[0], dict) else default_prefix
             for address in addresses[1:]:
-                entry.setdefault("addresses", []).append(f"{address['privateIpAddress']}/{prefix}")
+                entry.setdefault("addresses", []).append(f"{address[F['private_ip']]}/{prefix}")
         if not has_address:
             continue
-        mac = str(nic["macAddress"]).replace("-", "").replace(":", "").lower()
+        mac = str(nic[F["mac"]]).replace("-", "").replace(":", "").lower()
         mac = ":".join(mac[i:i + 2] for i in range(0, len(mac), 2))
         entry.update({"match": {"macaddress": mac}, "set-name": name})
         ethernets[name] = entry
@@ -257,28 +258,28 @@ class Azure(Datasource):
 
     def _fill(self, found: tuple[Any, str] | None, imds: dict) -> None:
         ovf, where = found if found else (None, "")
-        compute = imds.get("compute") if isinstance(imds.get("compute"), dict) else {}
-        profile = compute.get("osProfile") if isinstance(compute.get("osProfile"), dict) else {}
-        instance_id = compute.get("vmId") or self.ctx.dmi("product_uuid") or ""
-        hostname = (ovf.hostname if ovf else None) or profile.get("computerName") or compute.get("name")
+        compute = imds.get(F["compute"]) if isinstance(imds.get(F["compute"]), dict) else {}
+        profile = compute.get(F["os_profile"]) if isinstance(compute.get(F["os_profile"]), dict) else {}
+        instance_id = compute.get(F["vm_id"]) or self.ctx.dmi("product_uuid") or ""
+        hostname = (ovf.hostname if ovf else None) or profile.get(F["computer_name"]) or compute.get(F["name"])
         self.metadata = {"instance-id": str(instance_id).lower() if instance_id else "iid-azure"}
         if hostname:
             self.metadata["local-hostname"] = str(hostname)
-        location = compute.get("location") or None
-        zone = compute.get("zone") or None
+        location = compute.get(F["location"]) or None
+        zone = compute.get(F["zone"]) or None
         self.region = str(location) if location else None
         # as cloud-init 22.4: the availability zone is the platform fault domain (the zone stays in the metadata)
-        fault_domain = compute.get("platformFaultDomain")
+        fault_domain = compute.get(F["fault_domain"])
         self.availability_zone = str(fault_domain) if fault_domain not in (None, "") else None
         if zone:
             self.metadata["zone"] = str(zone)
-        imds_keys = [str(k.get("keyData")).strip() for k in compute.get("publicKeys") or []
-                     if isinstance(k, dict) and k.get("keyData")]
+        imds_keys = [str(k.get(F["key_data"])).strip() for k in compute.get(F["public_keys"]) or []
+                     if isinstance(k, dict) and k.get(F["key_data"])]
         self.public_keys = imds_keys or (ovf.key_values if ovf else [])
         self.metadata["public-keys"] = list(self.public_keys)
         config: dict[str, Any] = {}
         user: dict[str, Any] = {}
-        username = (ovf.username if ovf else None) or profile.get("adminUsername")
+        username = (ovf.username if ovf else None) or profile.get(F["admin_username"])
         if username:
             user["name"] = str(username)
         if ovf is not None:
@@ -302,7 +303,7 @@ class Azure(Datasource):
             config["system_info"] = {"default_user": user}
         self.extra["cloud_config"] = config  # under the system config's, over it; user-data wins
         self._resource_disk()
-        self.network_config = network_config(imds.get("network")) or fallback_network_config(self.ctx.root) or None
+        self.network_config = network_config(imds.get(F["network"])) or fallback_network_config(self.ctx.root) or None
         self.raw = {"imds": imds}
         sources = [s for s in (where, "IMDS" if imds else "") if s]
         self.subplatform = " + ".join(sources)
@@ -369,7 +370,7 @@ class Azure(Datasource):
             report_ready,
         )
 
-        vm_id = str(((imds.get("compute") or {}) if isinstance(imds.get("compute"), dict) else {}).get("vmId")
+        vm_id = str(((imds.get(F["compute"]) or {}) if isinstance(imds.get(F["compute"]), dict) else {}).get(F["vm_id"])
                     or self.ctx.dmi("product_uuid") or "unknown").lower()
         marker = f"{self.ctx.paths.instance_dir(vm_id)}/sem/{READY_MARKER}"
         if section.get("report_ready") is False or self.ctx.root.exists(marker):

@@ -210,35 +210,36 @@ def apply_password(ds: Datasource, password: str) -> None:
 
 
 def read_tree(ds: MetadataServiceDatasource, cloud: Any, base: str, version: str, limits: ServiceLimits,
-              max_userdata: int) -> bool:
+              max_userdata: int) -> str:
     """Wait for ``base/version/meta-data/instance-id``, then crawl ``meta-data/`` and read ``user-data``
-    into ``ds`` (metadata, keys, hostname, zone), at the paths of ``cloud``'s contract; False when the
-    service never answered."""
+    into ``ds`` (metadata, keys, hostname, zone), at the paths and by the names of ``cloud``'s contract;
+    the instance id, "" when the service never answered."""
     from cloudseed.agent.datasources.ec2 import read_compatible_service
 
     read = read_compatible_service(cloud, [base], version, limits, max_userdata)
     if read is None:
-        return False
+        return ""
     base, meta, userdata = read
-    instance_id = meta["instance-id"]
-    keys = meta.get("public-keys")
+    names = cloud.fields  # the tree's names, the contract's
+    instance_id = meta[names["instance_id"]].strip()
+    keys = meta.get(names["public_keys"])
     if isinstance(keys, dict):  # "0=name" listings: {name: {openssh-key: ...}} or {name: key}
-        found = [v.get("openssh-key") if isinstance(v, dict) else v for v in keys.values()]
+        found = [v.get(names["openssh_key"]) if isinstance(v, dict) else v for v in keys.values()]
     else:
         found = keys if isinstance(keys, list) else [keys]
     ds.public_keys = [str(k).strip() for k in found if isinstance(k, str) and k.strip()]
     md = dict(meta)
-    md["instance-id"] = instance_id.strip()
-    hostname = meta.get("local-hostname")
+    md["instance-id"] = instance_id
+    hostname = meta.get(names["local_hostname"])
     if isinstance(hostname, str) and hostname.strip():
         md["local-hostname"] = hostname.strip()
-    zone = meta.get("availability-zone")
+    zone = meta.get(names["zone"])
     ds.availability_zone = zone.strip() if isinstance(zone, str) and zone.strip() else None
     ds.metadata = md
     ds.userdata_raw = userdata or None
     ds.served_at("user-data", f"{base}/{version}/user-data")
     ds.raw = {"meta-data": meta, "_metadata_api_version": version}
-    return True
+    return instance_id
 
 
 class CloudStack(MetadataServiceDatasource):
@@ -270,13 +271,14 @@ class CloudStack(MetadataServiceDatasource):
                 return False
             base = f"http://{router}"
         LOG.debug("CloudStack: virtual router %s (from %s)", router, how)
-        if not read_tree(self, CLOUD, base, CLOUD.versions[0], limits, 16 * 1024 * 1024):
+        instance_id = read_tree(self, CLOUD, base, CLOUD.versions[0], limits, 16 * 1024 * 1024)
+        if not instance_id:
             return False
         self.metadata_address = base
         self.subplatform = f"metadata ({base})"
         if router and section.get("password_server", True) is not False:
             self._password(f"http://{router}:{int(section.get('password_server_port', PASSWORD_PORT))}/", limits)
-        LOG.info("CloudStack: read %s from %s in %.2fs", self.metadata["instance-id"], base,
+        LOG.info("CloudStack: read %s from %s in %.2fs", instance_id, base,
                  time.monotonic() - started)
         return True
 

@@ -15,7 +15,7 @@ import os
 
 from cloudseed.agent.datasources import LOCAL, Datasource, DatasourceContext
 from cloudseed.agent.datasources._facts import AllOf, AnyOf, Disk, Listed, Not, Path
-from cloudseed.agent.datasources._openstack_common import MetadataError, fill_datasource, load_json, read_tree
+from cloudseed.agent.datasources._openstack_common import F, MetadataError, fill_datasource, load_json, read_tree
 from cloudseed.agent.datasources.ibmcloud import IBM_CONFIG_UUID
 
 LOG = logging.getLogger("cloudseed.datasources.configdrive")
@@ -61,7 +61,7 @@ class ConfigDrive(Datasource):
     name = "ConfigDrive"
     stages = (LOCAL,)
     platform = "openstack"
-    sensitive_keys = ("admin_pass", "random_seed")
+    sensitive_keys = (F["admin_pass"], F["random_seed"])  # meta_data.json's (clouds/openstack.py)
     detection = (
         Path(*SEED_DIRS, kind="dir", inside=("openstack",), why="seed directory {value}"),
         CONFIG_DRIVE,

@@ -29,6 +29,7 @@ DEFAULT_URLS = CLOUD.addresses
 TOKEN_PATH = CLOUD.tail("token")
 TOKEN_HEADER, TTL_HEADER, TOKEN_TTL = CLOUD.names["token"], CLOUD.names["ttl"], CLOUD.names["ttl_value"]
 VERSIONS, LATEST = CLOUD.versions, CLOUD.names["latest"]
+F = CLOUD.fields  # the tree's and the identity document's names
 
 
 def _path(role: str, version: str) -> str:
@@ -40,7 +41,7 @@ MAX_ENTRIES = 1000
 MAX_DEPTH = 10
 MAX_LEAF = 1024 * 1024
 MAX_USERDATA = 16 * 1024 * 1024
-NEVER_CRAWLED = ("security-credentials",)
+NEVER_CRAWLED = (F["credentials"],)
 SIGNED_IDENTITY = CLOUD.requests["signatures"].fields
 
 
@@ -124,7 +125,7 @@ def _crawl(imds: Imds, path: str, depth: int) -> dict[str, Any]:
             continue
         index, sep, key_name = entry.partition("=")
         if sep and index.isdigit():  # public-keys listing: "0=my-key" -> 0/openssh-key
-            blob = imds.get(f"{path}/{index}/openssh-key")
+            blob = imds.get(f"{path}/{index}/{F['openssh_key']}")
             name = key_name
         else:
             blob = imds.get(f"{path}/{entry}")
@@ -143,7 +144,7 @@ def crawl_tree(base: str, path: str, limits: ServiceLimits, headers: dict[str, s
 def read_compatible_service(cloud: Any, urls: list[str], version: str, limits: ServiceLimits,
                             max_userdata: int) -> tuple[str, dict, bytes] | None:
     """An EC2-compatible service without tokens (CloudStack, Exoscale, AliYun): the first of ``urls``
-    to answer ``VERSION/meta-data/instance-id``, its crawled ``meta-data/`` and its ``user-data``
+    to answer ``VERSION/meta-data/instance-id`` (the contract's name), its crawled ``meta-data/`` and its ``user-data``
     (empty on 404), as (base, meta-data, user-data); None when none answered. The paths are those of
     ``cloud``'s contract (a ``cloudseed.clouds.Cloud`` with ``meta_data`` and ``user_data`` requests);
     errors name its datasource."""
@@ -151,7 +152,7 @@ def read_compatible_service(cloud: Any, urls: list[str], version: str, limits: S
 
     name = cloud.datasource
     meta_data, user_data = (cloud.tail(role, version).strip("/") for role in ("meta_data", "user_data"))
-    leaf = f"/{meta_data}/instance-id"
+    leaf = f"/{meta_data}/{cloud.fields['instance_id']}"
     answer = first_answer([u + leaf for u in urls], timeout=limits.max_wait, max_wait=limits.max_wait,
                           max_bytes=4096)
     if answer is None:
@@ -165,7 +166,7 @@ def read_compatible_service(cloud: Any, urls: list[str], version: str, limits: S
         meta = crawl_tree(base, meta_data, limits)
     except ImdsError as e:
         raise ValueError(f"{name}: {e}") from None
-    instance_id = meta.get("instance-id")
+    instance_id = meta.get(cloud.fields["instance_id"])
     if not isinstance(instance_id, str) or not instance_id.strip():
         raise ValueError(f"{name}: {base}{leaf} is empty or not text")
     try:
@@ -219,11 +220,11 @@ def _as_list(value: Any) -> list[str]:
     return [str(value)] if value else []
 
 
-def _secondaries(nic: dict, key: str, cidr_key: str, default_prefix: str) -> list[str]:
+def _secondaries(nic: dict, key: str, cidr_key: str | None, default_prefix: str) -> list[str]:
     ips = _as_list(nic.get(key))
     if len(ips) < 2:
         return []
-    cidrs = _as_list(nic.get(cidr_key))
+    cidrs = _as_list(nic.get(cidr_key)) if cidr_key else []
     prefix = cidrs[0].split("/")[1] if cidrs and "/" in cidrs[0] else default_prefix
     return [f"{ip}/{prefix}" for ip in ips[1:]]
 
@@ -231,7 +232,8 @@ def _secondaries(nic: dict, key: str, cidr_key: str, default_prefix: str) -> lis
 def network_config_from_macs(macs: dict[str, Any], system_macs: dict[str, str] | None = None) -> dict | None:
     """Network config v2 for the NICs the metadata lists per MAC, with cloud-init 22.4's semantics:
     every NIC dhcp4, dhcp6 when it has ``ipv6s``, secondary addresses (prefix from
-    ``subnet-ipv4-cidr-block``, else /24; IPv6 /128 unless ``subnet-ipv6-cidr-block``), and with
+    ``subnet-ipv4-cidr-block``, else /24; IPv6 /128: 22.4 asks ``subnet-ipv6-cidr-block``, a name EC2's
+    tree does not have (its is ``subnet-ipv6-cidr-blocks``), so it never finds a prefix), and with
     more than one NIC a DHCP route metric of 100 x (device-number + 1) so the primary NIC's
     default route wins. NICs are named by the system's name for their MAC (``set-name``).
     Unlike 22.4, a NIC the system does not have (yet) is kept, matched by MAC, as ``ethN``."""
@@ -239,20 +241,20 @@ def network_config_from_macs(macs: dict[str, Any], system_macs: dict[str, str] |
         return None
     system = {m.lower(): n for m, n in (system_macs if system_macs is not None else running_system_macs()).items()}
     ethernets: dict[str, Any] = {}
-    ordered = sorted(macs.items(), key=lambda kv: (str((kv[1] or {}).get("device-number", "99")), kv[0]))
+    ordered = sorted(macs.items(), key=lambda kv: (str((kv[1] or {}).get(F["device_number"], "99")), kv[0]))
     for mac, nic in ordered:
         if not isinstance(nic, dict):
             continue
-        number = str(nic.get("device-number", len(ethernets)))
+        number = str(nic.get(F["device_number"], len(ethernets)))
         number = number if number.isdigit() else str(len(ethernets))
         name = system.get(mac.lower())
         entry: dict[str, Any] = {"match": {"macaddress": mac.lower()}, "dhcp4": True,
-                                 "dhcp6": bool(_as_list(nic.get("ipv6s")))}
+                                 "dhcp6": bool(_as_list(nic.get(F["ipv6s"])))}
         if name:
             entry["set-name"] = name
         # secondary addresses in text order, as cloud-init 22.4 lists them
-        addresses = sorted(_secondaries(nic, "local-ipv4s", "subnet-ipv4-cidr-block", "24") +
-                           _secondaries(nic, "ipv6s", "subnet-ipv6-cidr-block", "128"))
+        addresses = sorted(_secondaries(nic, F["local_ipv4s"], F["subnet_ipv4"], "24") +
+                           _secondaries(nic, F["ipv6s"], None, "128"))
         if addresses:
             entry["addresses"] = addresses
         ethernets[name or f"eth{number}"] = (entry, int(number))
@@ -271,7 +273,7 @@ class Ec2(Datasource):
     name = "Ec2"
     stages = (LOCAL, NETWORK)
     platform = "ec2"
-    sensitive_keys = ("identity-credentials",)
+    sensitive_keys = (F["identity_credentials"],)
     # EC2 and the EC2-compatible clouds that local facts identify, then configuration
     detection = (
         Dmi("sys_vendor", "Amazon EC2"),
@@ -357,7 +359,7 @@ class Ec2(Datasource):
         started = time.monotonic()
         version = self._version(imds)
         meta = _crawl(imds, _path("meta_data", version), 0)
-        if not meta.get("instance-id"):
+        if not meta.get(F["instance_id"]):
             LOG.warning("Ec2: %s/%s/meta-data has no instance-id", imds.base, version)
             return False
         userdata = imds.get(_path("user_data", version), max_bytes=MAX_USERDATA)
@@ -401,21 +403,21 @@ class Ec2(Datasource):
 
     def _fill(self, meta: dict[str, Any], userdata: bytes | None, identity: dict[str, Any]) -> None:
         md = dict(meta)
-        md["instance-id"] = str(meta["instance-id"])
-        if meta.get("local-hostname"):
-            md["local-hostname"] = _as_list(meta["local-hostname"])[0]
-        keys = meta.get("public-keys")
+        md["instance-id"] = str(meta[F["instance_id"]])
+        if meta.get(F["local_hostname"]):
+            md["local-hostname"] = _as_list(meta[F["local_hostname"]])[0]
+        keys = meta.get(F["public_keys"])
         found: list[str] = []
         if isinstance(keys, dict):
             for value in keys.values():
-                found.extend(_as_list(value.get("openssh-key") if isinstance(value, dict) else value))
+                found.extend(_as_list(value.get(F["openssh_key"]) if isinstance(value, dict) else value))
         else:
             found.extend(_as_list(keys))
         self.public_keys = [k.strip() for k in found if k.strip() and not k.startswith("#")]
-        placement = meta.get("placement") if isinstance(meta.get("placement"), dict) else {}
-        zone = placement.get("availability-zone") or identity.get("availabilityZone")
+        placement = meta.get(F["placement"]) if isinstance(meta.get(F["placement"]), dict) else {}
+        zone = placement.get(F["zone"]) or identity.get(F["identity_zone"])
         self.availability_zone = str(zone) if zone else None
-        region = identity.get("region") or placement.get("region")
+        region = identity.get(F["identity_region"]) or placement.get(F["region"])
         if not region and self.availability_zone:
             region = self.availability_zone.rstrip("abcdefghijklmnopqrstuvwxyz") or None
         self.region = str(region) if region else None
@@ -425,8 +427,8 @@ class Ec2(Datasource):
             md["region"] = self.region
         self.metadata = md
         self.userdata_raw = userdata if userdata else None
-        macs = ((meta.get("network") or {}).get("interfaces") or {}).get("macs") if isinstance(
-            meta.get("network"), dict) else None
+        network = meta.get(F["network"])
+        macs = ((network.get(F["interfaces"]) or {}).get(F["macs"])) if isinstance(network, dict) else None
         if self.ctx.ds_cfg(self.name).get("apply_network_config", True) is not False:
             self.network_config = network_config_from_macs(macs) if isinstance(macs, dict) else None
 

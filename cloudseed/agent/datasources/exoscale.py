@@ -57,7 +57,8 @@ class Exoscale(MetadataServiceDatasource):
         started = time.monotonic()
         base = str(section.get("metadata_url") or METADATA_URL).rstrip("/")
         version = str(section.get("api_version") or API_VERSION).strip("/")
-        if not read_tree(self, CLOUD, base, version, limits, 16 * 1024 * 1024):
+        instance_id = read_tree(self, CLOUD, base, version, limits, 16 * 1024 * 1024)
+        if not instance_id:
             return False
         self.metadata_address = base
         self.subplatform = f"metadata ({base})"
@@ -79,7 +80,7 @@ class Exoscale(MetadataServiceDatasource):
         if password:
             LOG.info("Exoscale: the password server at %s has a password for this instance", url)
             apply_password(self, password)
-        LOG.info("Exoscale: read %s from %s in %.2fs", self.metadata["instance-id"], base, time.monotonic() - started)
+        LOG.info("Exoscale: read %s from %s in %.2fs", instance_id, base, time.monotonic() - started)
         return True
 
 

@@ -29,6 +29,7 @@ LOG = logging.getLogger("cloudseed.datasources.gce")
 
 DEFAULT_URL = CLOUD.default_url()  # the wire contract is clouds/gce.py's
 HEADERS = CLOUD.requests["instance"].headers()
+F = CLOUD.fields  # the JSON answers' names (the tree's, camelCase) and the attributes'
 MAX_DOCUMENT = 4 * 1024 * 1024
 KEY_USERS = ("cloudinit",)
 
@@ -50,10 +51,10 @@ def _expired(key: str) -> bool:
 
 def public_keys(instance_attrs: dict, project_attrs: dict, users: tuple[str, ...]) -> list[str]:
     """The keys cloud-init 22.4 installs: ``USER:KEY`` lines of ``users``, project keys unless blocked."""
-    sources = [instance_attrs.get("sshKeys"), instance_attrs.get("ssh-keys")]
-    blocked = str(instance_attrs.get("block-project-ssh-keys", "")).lower() == "true"
-    if not blocked and not instance_attrs.get("sshKeys"):
-        sources += [project_attrs.get("ssh-keys"), project_attrs.get("sshKeys")]
+    sources = [instance_attrs.get(F["ssh_keys_legacy"]), instance_attrs.get(F["ssh_keys"])]
+    blocked = str(instance_attrs.get(F["block_project_keys"], "")).lower() == "true"
+    if not blocked and not instance_attrs.get(F["ssh_keys_legacy"]):
+        sources += [project_attrs.get(F["ssh_keys"]), project_attrs.get(F["ssh_keys_legacy"])]
     keys = []
     for line in "\n".join(str(s) for s in sources if s).splitlines():
         if not line or not line.isascii():
@@ -70,13 +71,13 @@ def network_config(interfaces: Any, system_macs: dict[str, str]) -> dict | None:
         return None
     ethernets: dict[str, Any] = {}
     for index, nic in enumerate(interfaces):
-        mac = str((nic or {}).get("mac") or "").lower() if isinstance(nic, dict) else ""
+        mac = str((nic or {}).get(F["mac"]) or "").lower() if isinstance(nic, dict) else ""
         if not mac:
             continue
         name = system_macs.get(mac) or f"eth{index}"
         entry: dict[str, Any] = {"match": {"macaddress": mac}, "dhcp4": True, "set-name": name}
-        if nic.get("mtu"):
-            entry["mtu"] = nic["mtu"]
+        if nic.get(F["mtu"]):
+            entry["mtu"] = nic[F["mtu"]]
         ethernets[name] = entry
     return {"version": 2, "ethernets": ethernets} if ethernets else None
 
@@ -123,25 +124,25 @@ class GCE(MetadataServiceDatasource):
             return False
         project = self._get(base + CLOUD.tail("project"), limits, first=False)
         project = project if isinstance(project, dict) else {}
-        for key in ("id", "zone", "hostname"):
+        for key in (F["instance_id"], F["zone"], F["hostname"]):
             if instance.get(key) in (None, ""):
                 LOG.warning("GCE: %sinstance/%s is missing; not GCE", base, key)
                 return False
-        attrs = instance.get("attributes") if isinstance(instance.get("attributes"), dict) else {}
-        zone = str(instance["zone"]).rsplit("/", 1)[-1]
+        attrs = instance.get(F["attributes"]) if isinstance(instance.get(F["attributes"]), dict) else {}
+        zone = str(instance[F["zone"]]).rsplit("/", 1)[-1]
         self.availability_zone = zone
         self.region = zone.rsplit("-", 1)[0]
-        hostname = str(instance["hostname"])
+        hostname = str(instance[F["hostname"]])
         default_user = ((self.ctx.cfg.get("system_info") or {}).get("default_user") or {}).get("name")
         users = KEY_USERS + ((str(default_user),) if default_user else ())
         self.public_keys = public_keys(attrs, project, users)
-        self.metadata = {"instance-id": str(instance["id"]), "availability-zone": zone,
+        self.metadata = {"instance-id": str(instance[F["instance_id"]]), "availability-zone": zone,
                          "local-hostname": hostname.split(".")[0], "hostname": hostname,
                          "region": self.region, "instance-data": attrs, "project-data": project,
                          "public-keys-data": [k for k in self.public_keys]}
-        if "user-data" in attrs:
-            data = str(attrs["user-data"]).encode("utf-8")
-            encoding = attrs.get("user-data-encoding")
+        if F["user_data"] in attrs:
+            data = str(attrs[F["user_data"]]).encode("utf-8")
+            encoding = attrs.get(F["user_data_encoding"])
             if encoding == "base64":
                 import base64
 
@@ -150,9 +151,9 @@ class GCE(MetadataServiceDatasource):
                 LOG.warning("GCE: unknown user-data-encoding %r; user-data used as it is", encoding)
             self.userdata_raw = data
             self.served_at("user-data", base + CLOUD.tail("user_data"), HEADERS)
-        self.network_config = network_config(instance.get("networkInterfaces"), system_macs())
-        self.raw = {"instance": instance, "project": {"attributes": project}}
-        return self.found(base, instance["id"], started)
+        self.network_config = network_config(instance.get(F["network_interfaces"]), system_macs())
+        self.raw = {"instance": instance, "project": {F["attributes"]: project}}
+        return self.found(base, instance[F["instance_id"]], started)
 
 
 DATASOURCE = GCE

@@ -43,6 +43,8 @@ def _file(role: str) -> str:
     return CLOUD.tail(role).split("/", 1)[1]
 
 
+F = CLOUD.fields  # the meta-data files' names
+META_DATA = _file("instance_id")[: -len(F["instance_id"])]  # the directory of the meta-data files, "meta-data/"
 # (path, required), in the contract's order: instance-id and local-hostname are required
 FILES = tuple((_file(role), role in ("instance_id", "local_hostname")) for role in CLOUD.requests)
 MAX_FILE = 16 * 1024 * 1024
@@ -81,17 +83,18 @@ def check_contents(found: dict[str, bytes], where: str) -> dict[str, Any]:
     if missing:
         raise MAASError(f"{where}: missing required {', '.join(missing)}")
     md: dict[str, Any] = {}
+    vendor_file, user_file = _file("vendor_data"), _file("user_data")
     for path, _ in FILES:
-        if path.startswith("meta-data/") and path != "meta-data/vendor-data" and path in found:
-            md[path.split("/", 1)[1]] = found[path].decode("utf-8", "replace")
+        if path.startswith(META_DATA) and path != vendor_file and path in found:
+            md[path[len(META_DATA):]] = found[path].decode("utf-8", "replace")  # meta-data/NAME as NAME
     vendor: Any = None
-    if found.get("meta-data/vendor-data"):
+    if found.get(vendor_file):
         try:
-            vendor = load_yaml(found["meta-data/vendor-data"])
+            vendor = load_yaml(found[vendor_file])
         except yaml.YAMLError as e:
-            raise MAASError(f"{where}/meta-data/vendor-data: not YAML ({str(e).splitlines()[0]})") from None
-    return {"metadata": md, "userdata": found.get("user-data"), "vendordata": vendor,
-            "vendordata_document": found.get("meta-data/vendor-data")}
+            raise MAASError(f"{where}/{vendor_file}: not YAML ({str(e).splitlines()[0]})") from None
+    return {"metadata": md, "userdata": found.get(user_file), "vendordata": vendor,
+            "vendordata_document": found.get(vendor_file)}
 
 
 def read_seed_dir(top: str, where: str) -> dict[str, Any]:
@@ -283,7 +286,7 @@ class MAAS(Datasource):
         self.metadata = data["metadata"]
         self.userdata_raw = data["userdata"]
         self.vendordata_raw = vendordata_bytes(data["vendordata"], "MAAS vendor-data")
-        keys = self.metadata.get("public-keys") or ""
+        keys = self.metadata.get(F["public_keys"]) or ""
         self.public_keys = [k.strip() for k in keys.splitlines() if k.strip()]
         self.raw = {"meta_data": self.metadata}
         self.subplatform = subplatform

@@ -29,6 +29,7 @@ LOG = logging.getLogger("cloudseed.datasources.openstack")
 
 DEFAULT_URLS = CLOUD.addresses  # the wire contract: clouds/openstack.py
 LISTING = CLOUD.requests["versions"].path
+F = CLOUD.fields
 MAX_METADATA_FILE = 16 * 1024 * 1024
 
 
@@ -36,7 +37,7 @@ class OpenStack(Datasource):
     name = "OpenStack"
     stages = (LOCAL, NETWORK)
     platform = "openstack"
-    sensitive_keys = ("admin_pass", "random_seed")
+    sensitive_keys = (F["admin_pass"], F["random_seed"])
     detection = (
         Dmi("product_name", *NOVA_PRODUCTS),
         Dmi("chassis_asset_tag", *OPENSTACK_ASSET_TAGS),

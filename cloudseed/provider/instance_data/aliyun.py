@@ -16,6 +16,7 @@ import ipaddress
 import json
 from typing import Any
 
+from cloudseed.clouds.aliyun import FIELDS as F
 from cloudseed.provider.instance_data.network import interfaces, private_ipv4, public_ipv4
 from cloudseed.provider.registry import InstanceRecord
 
@@ -58,23 +59,23 @@ def meta_data(record: InstanceRecord) -> dict[str, Any]:
     first = next(iter(macs), "")
     tree: dict[str, Any] = {
         "dns-conf": {"nameservers": NAMESERVERS},
-        "hostname": record.hostname,
+        F["hostname"]: record.hostname,
         "image-id": str(settings.get("image_id") or record.ami_id),
         "instance": {"instance-type": record.instance_type, "instance-name": record.name},
-        "instance-id": record.instance_id,
+        F["instance_id"]: record.instance_id,
         "network-type": "vpc",
         "ntp-conf": {"ntp-servers": NTP_SERVERS},
         "owner-account-id": str(settings.get("owner_account_id") or int(_id("", record.project_id)[:12], 16)),
         "private-ipv4": private_ipv4(record) or "",
-        "region-id": region(record),
+        F["region"]: region(record),
         "serial-number": str(record.instance_id),
         "source-address": "http://mirrors.cloud.aliyuncs.com",
         "vpc-id": vpc,
-        "zone-id": record.availability_zone,
+        F["zone"]: record.availability_zone,
     }
     if first:
         tree["mac"] = first
-        tree["network"] = {"interfaces": {"macs": macs}}
+        tree[F["network"]] = {F["interfaces"]: {F["macs"]: macs}}
         tree["vswitch-id"] = macs[first]["vswitch-id"]
         tree["vswitch-cidr-block"] = macs[first]["vswitch-cidr-block"]
     public = public_ipv4(record)
@@ -82,5 +83,5 @@ def meta_data(record: InstanceRecord) -> dict[str, Any]:
         tree["public-ipv4"] = public
         tree["eipv4"] = public
     if record.ssh_keys:
-        tree["public-keys"] = {str(i): {"openssh-key": k["data"]} for i, k in enumerate(record.ssh_keys)}
+        tree[F["public_keys"]] = {str(i): {F["openssh_key"]: k["data"]} for i, k in enumerate(record.ssh_keys)}
     return tree

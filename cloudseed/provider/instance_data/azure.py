@@ -16,6 +16,7 @@ import uuid
 from typing import Any
 from xml.sax.saxutils import escape
 
+from cloudseed.clouds.azure import FIELDS as F
 from cloudseed.provider.instance_data.network import interfaces
 from cloudseed.provider.registry import InstanceRecord
 
@@ -63,50 +64,51 @@ def compute(record: InstanceRecord) -> dict[str, Any]:
     project = record.project_id or "cloudseed"
     subscription = str(az.get("subscription_id") or uuid.uuid5(NAMESPACE, "subscription/" + project))
     group = str(az.get("resource_group") or project)
-    keys = [{"keyData": k["data"], "path": f"/home/{admin_username(record)}/.ssh/authorized_keys"}
+    keys = [{F["key_data"]: k["data"], F["key_path"]: f"/home/{admin_username(record)}/.ssh/authorized_keys"}
             for k in record.ssh_keys]
     tags = record.tags if isinstance(record.tags, dict) else {}
     return {
         "azEnvironment": "AzurePublicCloud", "isHostCompatibilityLayerVm": "false",
-        "location": str(az.get("location") or record.availability_zone), "name": record.name,
+        F["location"]: str(az.get("location") or record.availability_zone), F["name"]: record.name,
         "offer": "", "osType": "Windows" if is_windows(record) else "Linux",
-        "osProfile": {"adminUsername": admin_username(record), "computerName": record.hostname.split(".")[0],
-                      "disablePasswordAuthentication": "true"},
-        "placementGroupId": "", "platformFaultDomain": "0", "platformUpdateDomain": "0", "priority": "",
-        "provider": "Microsoft.Compute", "publicKeys": keys, "publisher": "", "resourceGroupName": group,
+        F["os_profile"]: {F["admin_username"]: admin_username(record),
+                          F["computer_name"]: record.hostname.split(".")[0], "disablePasswordAuthentication": "true"},
+        "placementGroupId": "", F["fault_domain"]: "0", "platformUpdateDomain": "0", "priority": "",
+        "provider": "Microsoft.Compute", F["public_keys"]: keys, "publisher": "", "resourceGroupName": group,
         "resourceId": f"/subscriptions/{subscription}/resourceGroups/{group}/providers/"
                       f"Microsoft.Compute/virtualMachines/{record.name}",
         "sku": "", "subscriptionId": subscription,
         "tags": ";".join(f"{k}:{v}" for k, v in tags.items()),
-        "tagsList": [{"name": k, "value": str(v)} for k, v in tags.items()],
-        "userData": base64.b64encode(record.user_data).decode("ascii") if record.user_data else "",
-        "version": "", "vmId": vm_id(record), "vmScaleSetName": "",
-        "vmSize": str(az.get("vm_size") or record.instance_type), "zone": str(az.get("zone") or ""),
+        F["tags_list"]: [{F["tag_name"]: k, "value": str(v)} for k, v in tags.items()],
+        F["user_data"]: base64.b64encode(record.user_data).decode("ascii") if record.user_data else "",
+        "version": "", F["vm_id"]: vm_id(record), "vmScaleSetName": "",
+        "vmSize": str(az.get("vm_size") or record.instance_type), F["zone"]: str(az.get("zone") or ""),
     }
 
 
 def network(record: InstanceRecord) -> dict[str, Any]:
     result = []
     for mac, addresses in interfaces(record):
-        nic: dict[str, Any] = {"macAddress": mac.replace(":", "").upper()}
-        for kind, v6 in (("ipv4", False), ("ipv6", True)):
+        nic: dict[str, Any] = {F["mac"]: mac.replace(":", "").upper()}
+        for kind, v6 in ((F["ipv4"], False), (F["ipv6"], True)):
             private = [a for a in addresses if not a.get("public") and (":" in a["address"]) == v6]
             public = [a["address"] for a in addresses if a.get("public") and (":" in a["address"]) == v6]
-            entries = [{"privateIpAddress": a["address"], "publicIpAddress": public[i] if i < len(public) else ""}
+            entries = [{F["private_ip"]: a["address"], F["public_ip"]: public[i] if i < len(public) else ""}
                        for i, a in enumerate(private)]
             subnets = []
             if private:
                 prefix = private[0].get("prefix") or (64 if v6 else 24)
                 net = ipaddress.ip_interface(f"{private[0]['address']}/{prefix}")
-                subnets = [{"address": str(net.network.network_address), "prefix": str(net.network.prefixlen)}]
-            nic[kind] = {"ipAddress": entries, "subnet": subnets}
+                subnets = [{F["subnet_address"]: str(net.network.network_address),
+                            F["prefix"]: str(net.network.prefixlen)}]
+            nic[kind] = {F["ip_address"]: entries, F["subnet"]: subnets}
         result.append(nic)
-    return {"interface": result}
+    return {F["interface"]: result}
 
 
 def document(record: InstanceRecord) -> dict[str, Any]:
     """The IMDS ``/metadata/instance`` document (api-version 2021-08-01's shape)."""
-    return {"compute": compute(record), "network": network(record)}
+    return {F["compute"]: compute(record), F["network"]: network(record)}
 
 
 def ovf_env(record: InstanceRecord) -> str:

@@ -21,6 +21,7 @@ import ipaddress
 import json
 from typing import Any, Callable, Optional, Protocol, Union
 
+from cloudseed.clouds.ec2 import FIELDS as F
 from cloudseed.provider.instance_data.network import interfaces, private_ipv4, public_ipv4
 from cloudseed.provider.registry import InstanceRecord
 
@@ -34,12 +35,12 @@ DEFAULT_ACCOUNT = "123456789012"
 
 # category -> first API version (of EC2_VERSIONS) that has it; absent: 1.0
 SINCE = {
-    "local-hostname": "2007-01-19", "public-hostname": "2007-01-19", "public-ipv4": "2007-01-19",
+    F["local_hostname"]: "2007-01-19", F["public_hostname"]: "2007-01-19", F["public_ipv4"]: "2007-01-19",
     "product-codes": "2007-03-01", "instance-type": "2007-08-29", "block-device-mapping": "2007-12-15",
-    "placement": "2008-02-01", "instance-action": "2008-09-01", "mac": "2011-01-01", "network": "2011-01-01",
-    "iam": "2012-01-12", "services": "2014-02-25", "spot": "2014-11-05", "ipv6s": "2016-09-02",
-    "events": "2018-08-17", "identity-credentials": "2018-08-17", "instance-life-cycle": "2019-10-01",
-    "availability-zone-id": "2019-10-01", "region": "2019-10-01", "group-name": "2020-10-27",
+    F["placement"]: "2008-02-01", "instance-action": "2008-09-01", "mac": "2011-01-01", F["network"]: "2011-01-01",
+    "iam": "2012-01-12", "services": "2014-02-25", "spot": "2014-11-05", F["ipv6s"]: "2016-09-02",
+    "events": "2018-08-17", F["identity_credentials"]: "2018-08-17", "instance-life-cycle": "2019-10-01",
+    "availability-zone-id": "2019-10-01", F["region"]: "2019-10-01", "group-name": "2020-10-27",
     "ipv6": "2021-01-03", "tags": "2021-03-23", "profile": "2009-04-04", "rebalance": "2020-10-27",
     "autoscaling": EC2_LATEST,
 }
@@ -75,17 +76,17 @@ def meta_data_tree(record: InstanceRecord, version: str, configured_region: str 
     groups = security_groups(record)
     tree: Tree = {
         "ami-id": record.ami_id, "ami-launch-index": str(record.launch_index),
-        "ami-manifest-path": "(unknown)", "hostname": record.hostname, "instance-id": record.instance_id,
-        "local-ipv4": local, "reservation-id": f"r-{_digest('r', record.instance_id)}",
+        "ami-manifest-path": "(unknown)", F["hostname"]: record.hostname, F["instance_id"]: record.instance_id,
+        F["local_ipv4"]: local, "reservation-id": f"r-{_digest('r', record.instance_id)}",
         "security-groups": "\n".join(groups),
     }
-    if has(version, "local-hostname"):
-        tree["local-hostname"] = record.hostname
-    if public and has(version, "public-ipv4"):
-        tree["public-ipv4"] = public
-        tree["public-hostname"] = record.hostname
+    if has(version, F["local_hostname"]):
+        tree[F["local_hostname"]] = record.hostname
+    if public and has(version, F["public_ipv4"]):
+        tree[F["public_ipv4"]] = public
+        tree[F["public_hostname"]] = record.hostname
     if record.ssh_keys:
-        tree["public-keys"] = {str(i): {"openssh-key": k["data"]} for i, k in enumerate(record.ssh_keys)}
+        tree[F["public_keys"]] = {str(i): {F["openssh_key"]: k["data"]} for i, k in enumerate(record.ssh_keys)}
     if ec2.get("product_codes") and has(version, "product-codes"):
         tree["product-codes"] = "\n".join(ec2["product_codes"])
     if has(version, "instance-type"):
@@ -94,8 +95,8 @@ def meta_data_tree(record: InstanceRecord, version: str, configured_region: str 
         tree["block-device-mapping"] = {"ami": "/dev/vda", "root": "/dev/vda"}
     if has(version, "profile"):
         tree["profile"] = "default-hvm"
-    if has(version, "placement"):
-        tree["placement"] = _placement(record, version, configured_region)
+    if has(version, F["placement"]):
+        tree[F["placement"]] = _placement(record, version, configured_region)
     if has(version, "instance-action"):
         tree["instance-action"] = str(ec2.get("instance_action", "none"))
     if has(version, "instance-life-cycle"):
@@ -122,20 +123,20 @@ def meta_data_tree(record: InstanceRecord, version: str, configured_region: str 
         role = ec2["iam_role"]
         iam: Tree = {"info": _info(iam_info(record), live)}
         if live is not None:
-            iam["security-credentials"] = {role: live.credentials("iam", role)}
+            iam[F["credentials"]] = {role: live.credentials("iam", role)}
         tree["iam"] = iam
-    if has(version, "identity-credentials"):
+    if has(version, F["identity_credentials"]):
         ident: Tree = {"info": _info({"Code": "Success", "AccountId": account_id(record)}, live)}
         if live is not None:
-            ident["security-credentials"] = {"ec2-instance": live.credentials("ec2-instance", "ec2-instance")}
-        tree["identity-credentials"] = {"ec2": ident}
+            ident[F["credentials"]] = {"ec2-instance": live.credentials("ec2-instance", "ec2-instance")}
+        tree[F["identity_credentials"]] = {"ec2": ident}
     nics = interfaces(record)
-    if has(version, "network") and nics:
+    if has(version, F["network"]) and nics:
         tree["mac"] = nics[0][0]
         macs: Tree = {}
         for index, (mac, addresses) in enumerate(nics):
             macs[mac] = _interface(record, version, index, mac, addresses, groups)
-        tree["network"] = {"interfaces": {"macs": macs}}
+        tree[F["network"]] = {F["interfaces"]: {F["macs"]: macs}}
         v6 = [a["address"] for a in nics[0][1] if ":" in a["address"]]
         if v6 and has(version, "ipv6"):
             tree["ipv6"] = v6[0]
@@ -150,11 +151,11 @@ def _info(doc: dict, live: Optional[LiveLeaves]) -> Leaf:
 
 def _placement(record: InstanceRecord, version: str, configured_region: str) -> Tree:
     ec2 = record.ec2
-    placement: Tree = {"availability-zone": record.availability_zone}
+    placement: Tree = {F["zone"]: record.availability_zone}
     if has(version, "availability-zone-id"):
         placement["availability-zone-id"] = ec2.get("availability_zone_id") or zone_id(record, configured_region)
-    if has(version, "region"):
-        placement["region"] = region(record, configured_region)
+    if has(version, F["region"]):
+        placement[F["region"]] = region(record, configured_region)
     if has(version, "group-name"):
         if ec2.get("placement_group"):
             placement["group-name"] = ec2["placement_group"]
@@ -203,31 +204,32 @@ def _interface(record: InstanceRecord, version: str, index: int, mac: str, addre
     private = [a for a in addresses if not a.get("public") and ":" not in a["address"]]
     v6 = [a for a in addresses if ":" in a["address"]]
     publics = [a["address"] for a in addresses if a.get("public")]
-    network = (private or v6 or addresses or [{"network": "default"}])[0]["network"]
-    nic: Tree = {"device-number": str(index), "interface-id": f"eni-{mac.replace(':', '')}",
-                 "local-hostname": record.hostname, "mac": mac, "owner-id": account_id(record),
+    first = (private or v6 or addresses or [None])[0]
+    network = first["network"] if first else "default"  # the record's network name (its subnet's)
+    nic: Tree = {F["device_number"]: str(index), "interface-id": f"eni-{mac.replace(':', '')}",
+                 F["local_hostname"]: record.hostname, "mac": mac, "owner-id": account_id(record),
                  "security-groups": "\n".join(groups),
                  "security-group-ids": "\n".join(security_group_ids(record)),
                  "subnet-id": subnet_id(record, network), "vpc-id": vpc_id(record)}
     subnet = _subnet(private[0]) if private else None
     if private:
-        nic["local-ipv4s"] = "\n".join(a["address"] for a in private)
+        nic[F["local_ipv4s"]] = "\n".join(a["address"] for a in private)
     if subnet is not None:
-        nic["subnet-ipv4-cidr-block"] = str(subnet)
+        nic[F["subnet_ipv4"]] = str(subnet)
         vpc = vpc_cidr(record, subnet)
         nic["vpc-ipv4-cidr-block"] = vpc
         if version >= "2016-06-30":
             nic["vpc-ipv4-cidr-blocks"] = vpc
-    if v6 and has(version, "ipv6s"):
-        nic["ipv6s"] = "\n".join(a["address"] for a in v6)
+    if v6 and has(version, F["ipv6s"]):
+        nic[F["ipv6s"]] = "\n".join(a["address"] for a in v6)
         subnets6 = sorted({str(_subnet(a)) for a in v6})
-        nic["subnet-ipv6-cidr-blocks"] = "\n".join(subnets6)
+        nic[F["subnet_ipv6"]] = "\n".join(subnets6)
         nic["vpc-ipv6-cidr-blocks"] = "\n".join(sorted({str(ipaddress.ip_network(s).supernet(new_prefix=56))
                                                          if ipaddress.ip_network(s).prefixlen > 56 else s
                                                          for s in subnets6}))
     if publics:
         nic["public-ipv4s"] = "\n".join(publics)
-        nic["public-hostname"] = record.hostname
+        nic[F["public_hostname"]] = record.hostname
         if private:
             nic["ipv4-associations"] = {p: private[0]["address"] for p in publics}
     return nic
@@ -316,11 +318,11 @@ def identity_document(record: InstanceRecord, configured_region: str = "") -> st
     ec2 = record.ec2
     return json.dumps({
         "accountId": account_id(record), "architecture": "x86_64",
-        "availabilityZone": record.availability_zone, "billingProducts": None, "devpayProductCodes": None,
+        F["identity_zone"]: record.availability_zone, "billingProducts": None, "devpayProductCodes": None,
         "marketplaceProductCodes": list(ec2.get("product_codes") or []) or None,
         "imageId": record.ami_id, "instanceId": record.instance_id, "instanceType": record.instance_type,
         "kernelId": None, "pendingTime": record.created_at, "privateIp": private_ipv4(record),
-        "ramdiskId": None, "region": region(record, configured_region), "version": "2017-09-30",
+        "ramdiskId": None, F["identity_region"]: region(record, configured_region), "version": "2017-09-30",
     }, indent=2)
 
 

@@ -16,6 +16,9 @@ import hashlib
 import ipaddress
 from typing import Any
 
+from cloudseed.clouds.gce import ATTRIBUTES as A
+from cloudseed.clouds.gce import KEPT_NAMES, json_name
+from cloudseed.clouds.gce import PATH_NAMES as P
 from cloudseed.provider.instance_data.network import interfaces
 from cloudseed.provider.registry import InstanceRecord
 
@@ -76,38 +79,38 @@ def tree(record: InstanceRecord) -> Tree:
     zone = record.availability_zone
     hostname = record.hostname if "." in record.hostname else f"{record.hostname}.{zone}.c.{project}.internal"
     attributes = dict(gce.get("attributes") or {})
-    if record.user_data is not None and "user-data" not in attributes:
+    if record.user_data is not None and A["user_data"] not in attributes:
         try:
-            attributes["user-data"] = record.user_data.decode("utf-8")
+            attributes[A["user_data"]] = record.user_data.decode("utf-8")
         except UnicodeDecodeError:
             import base64
 
-            attributes["user-data"] = base64.b64encode(record.user_data).decode("ascii")
-            attributes["user-data-encoding"] = "base64"
-    if record.ssh_keys and "ssh-keys" not in attributes:
-        attributes["ssh-keys"] = "\n".join(f"cloudinit:{key['data']}" for key in record.ssh_keys)
+            attributes[A["user_data"]] = base64.b64encode(record.user_data).decode("ascii")
+            attributes[A["user_data_encoding"]] = "base64"
+    if record.ssh_keys and A["ssh_keys"] not in attributes:
+        attributes[A["ssh_keys"]] = "\n".join(f"cloudinit:{key['data']}" for key in record.ssh_keys)
     numeric = numeric_id(record)
     accounts = service_accounts(record)
     instance: Tree = {
-        "attributes": attributes,
+        P["attributes"]: attributes,
         "cpu-platform": "Intel Broadwell",
         "description": "",
-        "hostname": hostname,
-        "id": numeric,
+        P["hostname"]: hostname,
+        P["instance_id"]: numeric,
         "image": f"projects/{project}/global/images/{record.ami_id}",
-        "machine-type": f"projects/{number}/machineTypes/{gce.get('machine_type') or record.instance_type}",
+        P["machine_type"]: f"projects/{number}/machineTypes/{gce.get('machine_type') or record.instance_type}",
         "maintenance-event": "NONE",
         "name": record.name,
-        "network-interfaces": _interfaces(record, number),
+        P["network_interfaces"]: _interfaces(record, number),
         "preempted": "FALSE",
         "scheduling": {"automatic-restart": "TRUE", "on-host-maintenance": "MIGRATE", "preemptible": "FALSE"},
-        "service-accounts": {**({"default": accounts[0]} if accounts else {}), **{a["email"]: a for a in accounts}},
+        P["service_accounts"]: {**({"default": accounts[0]} if accounts else {}), **{a["email"]: a for a in accounts}},
         "tags": list(gce.get("tags") or []),
-        "zone": f"projects/{number}/zones/{zone}",
+        P["zone"]: f"projects/{number}/zones/{zone}",
     }
     return {"instance": instance,
-            "project": {"attributes": dict(gce.get("project_attributes") or {}),
-                        "numeric-project-id": number, "project-id": project},
+            "project": {P["attributes"]: dict(gce.get("project_attributes") or {}),
+                        P["numeric_project_id"]: number, P["project_id"]: project},
             "universe": {"universe-domain": UNIVERSE_DOMAIN}}
 
 
@@ -117,7 +120,7 @@ def _interfaces(record: InstanceRecord, number: int) -> list[Tree]:
         private = [a for a in addresses if not a.get("public") and ":" not in a["address"]]
         public = [a for a in addresses if a.get("public") and ":" not in a["address"]]
         nic: Tree = {"access-configs": [{"external-ip": a["address"], "type": "ONE_TO_ONE_NAT"} for a in public],
-                     "dns-servers": ["169.254.169.254"], "forwarded-ips": [], "mac": mac, "mtu": 1460}
+                     "dns-servers": ["169.254.169.254"], "forwarded-ips": [], P["mac"]: mac, P["mtu"]: 1460}
         if private:
             first = private[0]
             net = ipaddress.ip_interface(f"{first['address']}/{first.get('prefix', 32)}").network
@@ -129,18 +132,11 @@ def _interfaces(record: InstanceRecord, number: int) -> list[Tree]:
     return result
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("-")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-KEPT_NAMES = ("attributes", "service-accounts")  # directories whose entries' names GCE's JSON keeps as written
-
-
 def as_json(value: Any, under_attributes: bool = False) -> Any:
-    """The value as GCE's JSON answers show it (camelCase keys outside attribute maps)."""
+    """The value as GCE's JSON answers show it: keys by the contract's rule (``clouds/gce.py``'s
+    ``json_name``, camelCase) outside the directories whose entries keep their names (``KEPT_NAMES``)."""
     if isinstance(value, dict):
-        return {(key if under_attributes else _camel(key)):
+        return {(key if under_attributes else json_name(key)):
                 as_json(item, key in KEPT_NAMES and not under_attributes)
                 for key, item in value.items()}
     if isinstance(value, list):

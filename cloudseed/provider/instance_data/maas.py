@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from cloudseed.clouds.maas import FIELDS as F
 from cloudseed.provider.registry import InstanceRecord
 
-META_DATA = ("instance-id", "local-hostname", "public-keys", "vendor-data")
+META_DATA = tuple(F[k] for k in ("instance_id", "local_hostname", "public_keys", "vendor_data"))
 
 
 def vendor_data(record: InstanceRecord) -> Optional[str]:
@@ -22,22 +23,22 @@ def vendor_data(record: InstanceRecord) -> Optional[str]:
     vendor: Any = record.vendor_data
     if vendor is None:
         return None
-    if isinstance(vendor, dict) and "cloud-init" in vendor:
-        vendor = vendor["cloud-init"]
+    if isinstance(vendor, dict) and F["vendor_cloud_init"] in vendor:
+        vendor = vendor[F["vendor_cloud_init"]]
     if not isinstance(vendor, str):
         vendor = "#cloud-config\n" + json.dumps(vendor)
-    return yaml.safe_dump({"cloud-init": vendor}, default_flow_style=False)
+    return yaml.safe_dump({F["vendor_cloud_init"]: vendor}, default_flow_style=False)
 
 
 def meta_data(record: InstanceRecord, name: str) -> Optional[str]:
     """One ``meta-data/`` file's text, None when the instance has none."""
-    if name == "instance-id":
+    if name == F["instance_id"]:
         return record.instance_id
-    if name == "local-hostname":
+    if name == F["local_hostname"]:
         return record.hostname or record.name or record.instance_id
-    if name == "public-keys":
+    if name == F["public_keys"]:
         return "\n".join(k["data"] for k in record.ssh_keys)
-    if name == "vendor-data":
+    if name == F["vendor_data"]:
         return vendor_data(record)
     return None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Optional
 
+from cloudseed.clouds.openstack import FIELDS as OPENSTACK
 from cloudseed.provider.registry import InstanceRecord
 
 
@@ -85,7 +86,7 @@ def nameservers(record: InstanceRecord) -> list[str]:
 def network_data(record: InstanceRecord) -> dict:
     """The record's ``network_data`` or one derived from its MACs and addresses."""
     if record.network_data is not None:
-        return {"links": [], "networks": [], "services": [], **record.network_data}
+        return {OPENSTACK["links"]: [], OPENSTACK["networks"]: [], OPENSTACK["services"]: [], **record.network_data}
     links, networks = [], []
     routes = {ipaddress.ip_address(g).version: g for g in gateways(record)}
     for index, (mac, addresses) in enumerate(interfaces(record)):
@@ -112,8 +113,8 @@ def network_data(record: InstanceRecord) -> dict:
                 dhcp_done = True
                 networks.append({"id": f"network{len(networks)}", "link": link_id, "type": "ipv4_dhcp",
                                  "network_id": entry["network"]})
-    return {"links": links, "networks": networks,
-            "services": [{"type": "dns", "address": a} for a in nameservers(record)]}
+    return {OPENSTACK["links"]: links, OPENSTACK["networks"]: networks,
+            OPENSTACK["services"]: [{"type": "dns", "address": a} for a in nameservers(record)]}
 
 
 def network_config_v2(doc: dict) -> dict:

@@ -8,14 +8,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cloudseed.clouds.nocloud import FIELDS as F
 from cloudseed.provider.registry import InstanceRecord
 
 
 def meta_data(record: InstanceRecord) -> dict[str, Any]:
     """``meta-data``: instance-id, local-hostname and public-keys (when the instance has keys)."""
-    doc: dict[str, Any] = {"instance-id": record.instance_id, "local-hostname": record.hostname}
+    doc: dict[str, Any] = {F["instance_id"]: record.instance_id, F["local_hostname"]: record.hostname}
     if record.ssh_keys:
-        doc["public-keys"] = [k["data"] for k in record.ssh_keys]
+        doc[F["public_keys"]] = [k["data"] for k in record.ssh_keys]
     return doc
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cloudseed.clouds.openstack import FIELDS as F
 from cloudseed.provider.instance_data.versions import has_key
 from cloudseed.provider.registry import InstanceRecord
 
@@ -20,18 +21,19 @@ SSH_KEY_TYPE = "ssh"
 def meta_data(record: InstanceRecord, version: str) -> dict[str, Any]:
     """``meta_data.json`` of ``record`` for OpenStack metadata ``version`` (resolved), without ``random_seed``."""
     doc: dict[str, Any] = {
-        "uuid": record.instance_id, "name": record.name, "hostname": record.hostname,
-        "launch_index": record.launch_index, "availability_zone": record.availability_zone,
-        "meta": dict(record.meta), "public_keys": {k["name"]: k["data"] for k in record.ssh_keys},
-        "keys": [{"name": k["name"], "type": SSH_KEY_TYPE, "data": k["data"]} for k in record.ssh_keys],
-        "files": [],
+        F["instance_id"]: record.instance_id, F["name"]: record.name, F["hostname"]: record.hostname,
+        F["launch_index"]: record.launch_index, F["zone"]: record.availability_zone,
+        F["meta"]: dict(record.meta), F["public_keys"]: {k["name"]: k["data"] for k in record.ssh_keys},
+        F["keys"]: [{F["key_name"]: k["name"], F["key_type"]: SSH_KEY_TYPE, F["key_data"]: k["data"]}
+                    for k in record.ssh_keys],
+        F["files"]: [],
     }
-    if has_key(version, "project_id"):
-        doc["project_id"] = record.project_id
-    if has_key(version, "devices"):
-        doc["devices"] = []
-    if has_key(version, "dedicated_cpus"):
-        doc["dedicated_cpus"] = []  # Nova: the pinned CPUs of a dedicated-CPU flavor; none here
+    if has_key(version, F["project_id"]):
+        doc[F["project_id"]] = record.project_id
+    if has_key(version, F["devices"]):
+        doc[F["devices"]] = []
+    if has_key(version, F["dedicated_cpus"]):
+        doc[F["dedicated_cpus"]] = []  # Nova: the pinned CPUs of a dedicated-CPU flavor; none here
     return doc
 
 
@@ -41,5 +43,5 @@ def vendor_data_json(value: Any) -> Any:
     if value is None:
         return {}
     if isinstance(value, str):
-        return {"cloud-init": value}
+        return {F["vendor_cloud_init"]: value}
     return value

@@ -48,7 +48,7 @@ def nocloud_files(spec: InstanceSpec) -> dict[str, bytes]:
     meta: dict[str, Any] = dict(spec.extra_meta_data)
     meta.update(nocloud.meta_data(record))
     if spec.record is None and not spec.hostname:
-        del meta["local-hostname"]  # none given: the guest keeps its own
+        del meta[NOCLOUD.fields["local_hostname"]]  # none given: the guest keeps its own
     files = {
         SEED["meta_data"]: yaml.safe_dump(meta, default_flow_style=False, sort_keys=True).encode("utf-8"),
         SEED["user_data"]: record.user_data or b"",

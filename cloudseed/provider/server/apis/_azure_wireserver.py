@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl
 
-from cloudseed.clouds.azure import CLOUD
+from cloudseed.clouds.azure import CLOUD, HEALTH_REPORT
 from cloudseed.provider.instance_data import azure
 from cloudseed.provider.server.engine.http import Response, text_error
 
@@ -76,17 +76,17 @@ def parse_report(body: bytes) -> dict | str:
         root = ET.fromstring(body)
     except ET.ParseError as e:
         return f"health report is not XML: {e}"
-    if root.tag != "Health":
-        return f"health report's root is {root.tag!r}, not Health"
-    role = "./Container/RoleInstanceList/Role"
-    report = {"incarnation": root.findtext("./GoalStateIncarnation") or "",
-              "container": (root.findtext("./Container/ContainerId") or "").strip(),
-              "instance": (root.findtext(f"{role}/InstanceId") or "").strip(),
-              "state": (root.findtext(f"{role}/Health/State") or "").strip(),
-              "substatus": (root.findtext(f"{role}/Health/Details/SubStatus") or "").strip(),
-              "description": (root.findtext(f"{role}/Health/Details/Description") or "").strip()[:1024]}
+    if root.tag != HEALTH_REPORT["root"]:
+        return f"health report's root is {root.tag!r}, not {HEALTH_REPORT['root']}"
+
+    def text(role: str) -> str:
+        return (root.findtext("./" + HEALTH_REPORT[role]) or "").strip()
+
+    report = {"incarnation": root.findtext("./" + HEALTH_REPORT["incarnation"]) or "",
+              "container": text("container_id"), "instance": text("instance_id"), "state": text("state"),
+              "substatus": text("substatus"), "description": text("description")[:1024]}
     if not report["state"]:
-        return "health report has no Role/Health/State"
+        return f"health report has no {HEALTH_REPORT['state']}"
     return report
 
 

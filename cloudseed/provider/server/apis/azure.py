@@ -23,6 +23,7 @@ from typing import Any, Union
 from urllib.parse import parse_qsl
 
 from cloudseed.clouds.azure import CLOUD
+from cloudseed.clouds.azure import FIELDS as F
 from cloudseed.provider.instance_data import azure
 from cloudseed.provider.server.apis._json_tree import list_index
 from cloudseed.provider.server.engine.http import Response
@@ -158,7 +159,7 @@ def _load_balancer(instance: Any) -> Response:
     if found is None:
         addresses = instance.record.addresses
         private = next((a["address"] for a in addresses if not a.get("public") and ":" not in a["address"]), "")
-        public = [{"frontendIpAddress": a["address"], "privateIpAddress": private}
+        public = [{"frontendIpAddress": a["address"], F["private_ip"]: private}
                   for a in addresses if a.get("public")]
         body = {"loadbalancer": {"publicIpAddresses": public, "inboundRules": [], "outboundRules": []}}
         found = instance.responses["azure:loadbalancer"] = Response(200, json.dumps(body), JSON)

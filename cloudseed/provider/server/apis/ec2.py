@@ -15,6 +15,7 @@ import os
 import time
 from typing import Any, Callable, Optional, Union
 
+from cloudseed.clouds.ec2 import FIELDS as F
 from cloudseed.provider.instance_data.ec2 import EC2_LATEST as LATEST
 from cloudseed.provider.instance_data.ec2 import EC2_VERSIONS as VERSIONS
 from cloudseed.provider.instance_data.ec2 import Tree, identity_document, meta_data_tree
@@ -150,7 +151,7 @@ def _node(record: InstanceRecord, tree: Any, parts: list[str]) -> Answer:
         return Response(200, tree)
     if callable(tree):
         return tree
-    if parts == ["public-keys"]:
+    if parts == [F["public_keys"]]:
         return Response(200, "\n".join(f"{i}={k['name']}" for i, k in enumerate(record.ssh_keys)))
     return Response(200, "\n".join(f"{k}/" if isinstance(v, dict) else k for k, v in tree.items()))
 
@@ -180,7 +181,7 @@ def _dynamic_tree(record: InstanceRecord, configured_region: str, live: Optional
         signing = trees.get("identity signing")  # the same document in every version: signed once
         if signing is None:
             signing = trees["identity signing"] = _Signing(live, document)
-        for name in ("pkcs7", "signature", "rsa2048"):
+        for name in (F["pkcs7"], F["signature"], F["rsa2048"]):
             identity[name] = signing.leaf(name)
     return {"instance-identity": identity}
 

@@ -31,7 +31,7 @@ import time
 from typing import Any, Optional, Union
 from urllib.parse import parse_qsl
 
-from cloudseed.clouds.gce import CLOUD
+from cloudseed.clouds.gce import CLOUD, KEPT_NAMES, PATH_NAMES
 from cloudseed.provider.instance_data import gce
 from cloudseed.provider.server.apis._json_tree import list_index
 from cloudseed.provider.server.engine.http import Response
@@ -231,7 +231,7 @@ def render(tree: dict, path: tuple, recursive: bool, alt: str) -> Response:
         else:
             return _NOT_FOUND
     directory = isinstance(node, (dict, list))
-    in_attributes = "attributes" in path[:-1] or (path and path[-1] in gce.KEPT_NAMES)
+    in_attributes = PATH_NAMES["attributes"] in path[:-1] or (path and path[-1] in KEPT_NAMES)
     if directory and recursive:
         value = gce.as_json(node, bool(in_attributes))
         if alt == "text":

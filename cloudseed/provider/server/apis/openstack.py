@@ -13,6 +13,7 @@ from base64 import b64encode
 from os import urandom
 from typing import Callable, Optional, Union
 
+from cloudseed.clouds.openstack import FIELDS as F
 from cloudseed.provider.instance_data import openstack
 from cloudseed.provider.instance_data.network import network_data
 from cloudseed.provider.instance_data.versions import (
@@ -71,11 +72,11 @@ def _json(value: object) -> Response:
 
 def _meta_data(record: InstanceRecord, version: str) -> Rendered:
     doc = openstack.meta_data(record, version)
-    if not has_key(version, "random_seed"):
+    if not has_key(version, F["random_seed"]):
         return _json(doc)
     # every request gets a fresh seed: serialise once around a placeholder
     marker = "@@RANDOM_SEED@@"
-    doc["random_seed"] = marker
+    doc[F["random_seed"]] = marker
     prefix, suffix = json.dumps(doc).encode().split(marker.encode())
     head = Response(200, prefix + bytes(SEED_TEXT_LENGTH) + suffix, JSON).keep_alive_head()  # same length
 
