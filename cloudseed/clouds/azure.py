@@ -4,7 +4,8 @@ another): the goal state with the ``x-ms-*`` headers, then a health report poste
 
 Read by ``agent/datasources/azure.py`` and ``_azure_wireserver.py``; served by
 ``provider/server/apis/azure.py`` and ``_azure_wireserver.py``. The OVF environment on the
-provisioning disc is not a wire contract (``_azure_ovf.py``).
+provisioning disc is not asked over the network, but its names are declared here too (``OVF``):
+the guest reads them (``_azure_ovf.py``), the server's seed writes them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ HEALTH_REPORT = {"root": "Health", "incarnation": "GoalStateIncarnation", "conta
                  "instance_id": f"{_ROLE}/InstanceId", "state": f"{_ROLE}/Health/State",
                  "substatus": f"{_ROLE}/Health/Details/SubStatus",
                  "description": f"{_ROLE}/Health/Details/Description"}
+
+# the provisioning disc's ``ovf-env.xml`` (not asked over the network: the server's seed writes it,
+# the guest reads it from the disc): its namespaces and the paths the guest finds, by role (a
+# public key's under ``public_keys``; the rest under the Linux provisioning set)
+OVF_NAMESPACES = {"oe": "http://schemas.dmtf.org/ovf/environment/1", "wa": "http://schemas.microsoft.com/windowsazure"}
+OVF = {"root": "Environment", "linux_set": "wa:ProvisioningSection/wa:LinuxProvisioningConfigurationSet",
+       "username": "wa:UserName", "password": "wa:UserPassword",
+       "disable_password_auth": "wa:DisableSshPasswordAuthentication",
+       "public_keys": "wa:SSH/wa:PublicKeys/wa:PublicKey", "key_fingerprint": "wa:Fingerprint",
+       "key_path": "wa:Path", "key_value": "wa:Value", "hostname": "wa:HostName", "custom_data": "wa:CustomData",
+       "preprovisioned": "wa:PlatformSettingsSection/wa:PlatformSettings/wa:PreprovisionedVm"}
 
 CLOUD = Cloud(
     "azure", datasource="Azure",

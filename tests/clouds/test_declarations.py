@@ -307,3 +307,26 @@ def test_azure_wire_server_documents_carry_the_elements_the_other_side_finds():
     root = ET.fromstring(posted)
     assert root.tag == HEALTH_REPORT["root"]
     assert all(root.findtext("./" + path) for role, path in HEALTH_REPORT.items() if role != "root"), posted
+
+
+def test_azure_ovf_env_the_server_writes_is_read_by_the_guest_by_the_contracts_names():
+    """The provisioning disc's ``ovf-env.xml`` the server's seed writes, read with the names of
+    ``clouds/azure.py``'s ``OVF``, gives the guest the record's user, host name, keys and custom data."""
+    import xml.etree.ElementTree as ET
+
+    from cloudseed.agent.datasources._azure_ovf import parse
+    from cloudseed.clouds.azure import OVF, OVF_NAMESPACES
+    from cloudseed.provider.instance_data import azure
+    from cloudseed.provider.registry import InstanceRecord
+
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOvfContractKey guest@example"
+    record = InstanceRecord(instance_id="i-ovf", hostname="ovf-vm.example", user_data=b"#cloud-config\n{}\n",
+                            ssh_keys=[{"name": "guest", "data": key}])
+    written = azure.ovf_env(record)
+    env = parse(written)
+    assert (env.username, env.hostname, env.key_values, env.custom_data) == (
+        azure.admin_username(record), "ovf-vm", [key], b"#cloud-config\n{}\n")
+    section = ET.fromstring(written).find(OVF["linux_set"], OVF_NAMESPACES)
+    assert section is not None
+    for role in ("username", "hostname", "disable_password_auth", "public_keys", "custom_data"):
+        assert section.find(OVF[role], OVF_NAMESPACES) is not None, role

@@ -13,9 +13,10 @@ import base64
 from dataclasses import dataclass, field
 from typing import Optional
 
+from cloudseed.clouds.azure import OVF as NAMES
+from cloudseed.clouds.azure import OVF_NAMESPACES
+
 MAX_BYTES = 1024 * 1024
-WA = "http://schemas.microsoft.com/windowsazure"
-OVF = "http://schemas.dmtf.org/ovf/environment/1"
 PASSWORD_REDACTED = "REDACTED"  # what the platform writes once the password was handed over
 
 
@@ -40,7 +41,7 @@ class OvfEnv:
 
 
 def _text(node, path: str) -> Optional[str]:
-    found = node.find(path, {"wa": WA})
+    found = node.find(path, OVF_NAMESPACES)
     if found is None or found.text is None:
         return None
     return found.text.strip()
@@ -60,27 +61,28 @@ def parse(data: bytes | str) -> OvfEnv:
         root = ET.fromstring(raw)
     except ET.ParseError as e:
         raise OvfError(f"ovf-env.xml is not XML: {e}") from None
-    if root.tag != f"{{{OVF}}}Environment":
-        raise OvfError(f"ovf-env.xml's root is {root.tag!r}, not an OVF Environment")
-    sets = root.findall("wa:ProvisioningSection/wa:LinuxProvisioningConfigurationSet", {"wa": WA})
+    if root.tag != f"{{{OVF_NAMESPACES['oe']}}}{NAMES['root']}":
+        raise OvfError(f"ovf-env.xml's root is {root.tag!r}, not an OVF {NAMES['root']}")
+    sets = root.findall(NAMES["linux_set"], OVF_NAMESPACES)
     if len(sets) != 1:
         raise OvfError(f"ovf-env.xml has {len(sets)} LinuxProvisioningConfigurationSet sections; one expected")
     section = sets[0]
-    env = OvfEnv(username=_text(section, "wa:UserName"), password=_text(section, "wa:UserPassword"),
-                 hostname=_text(section, "wa:HostName"))
-    flag = _text(section, "wa:DisableSshPasswordAuthentication")
+    env = OvfEnv(username=_text(section, NAMES["username"]), password=_text(section, NAMES["password"]),
+                 hostname=_text(section, NAMES["hostname"]))
+    flag = _text(section, NAMES["disable_password_auth"])
     if flag is not None:
         env.disable_ssh_password_auth = flag.lower() == "true"
-    for key in section.findall("wa:SSH/wa:PublicKeys/wa:PublicKey", {"wa": WA}):
-        env.public_keys.append({"fingerprint": _text(key, "wa:Fingerprint") or "",
-                                "path": _text(key, "wa:Path") or "", "value": _text(key, "wa:Value") or ""})
-    custom = _text(section, "wa:CustomData")
+    for key in section.findall(NAMES["public_keys"], OVF_NAMESPACES):
+        env.public_keys.append({"fingerprint": _text(key, NAMES["key_fingerprint"]) or "",
+                                "path": _text(key, NAMES["key_path"]) or "",
+                                "value": _text(key, NAMES["key_value"]) or ""})
+    custom = _text(section, NAMES["custom_data"])
     if custom:
         try:
             env.custom_data = base64.b64decode(custom, validate=False)
         except ValueError as e:
             raise OvfError(f"ovf-env.xml CustomData is not base64: {e}") from None
-    pre = _text(root, "wa:PlatformSettingsSection/wa:PlatformSettings/wa:PreprovisionedVm")
+    pre = _text(root, NAMES["preprovisioned"])
     env.preprovisioned_vm = (pre or "").lower() == "true"
     if not env.username:
         raise OvfError("ovf-env.xml names no UserName")
