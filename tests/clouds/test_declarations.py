@@ -186,7 +186,7 @@ def test_the_server_routes_every_request_of_a_cloud_to_its_api(name):
 
 
 # clouds whose datasource and server document still spell their fields themselves (no ``fields`` in
-# their contract yet): this set only shrinks
+# their contract yet): none now; a cloud the server comes to answer declares its fields with it
 FIELDS_NOT_YET_DECLARED: set[str] = set()
 
 
