@@ -31,6 +31,7 @@ from cloudseed.provider.server.rate_limit import RateLimiter
 from cloudseed.provider.server.routes import (
     AKAMAI,
     CLOUD_APIS,
+    EC2,
     NOCLOUD,
     NOCLOUD_PREFIX,
     OPENSTACK,
@@ -48,6 +49,7 @@ OWN_TOKENS = frozenset((AKAMAI,))  # APIs whose own session tokens satisfy "toke
 
 _NOT_FOUND = text_error(404, "not found")
 _NO_INSTANCE = text_error(404, "no instance is registered for this address")
+_NO_HEADERS: dict[str, str] = {}  # a request C read: header lines without a token (fast_path.c verifies them)
 
 
 class MetadataApp:
@@ -110,9 +112,12 @@ class MetadataApp:
                             return answer()
                         fast = request.listener.fast
                         if fast is not None and not instance.events and TOKEN_HEADER not in request.headers:
-                            fast.offer(request, instance)  # C may answer this peer's like (fast_path.py)
+                            fast.offer(request, instance, self.remembered)  # C may answer this peer's like
                         return answer
-                return self._route(request, instance)
+                answer = self._route(request, instance)
+                if answer.__class__ is Response and request.listener.fast is not None:
+                    self._offer(request, instance, answer)
+                return answer
         if instance is MISSING:
             return self._identify_then_answer(request, proxied)
         return self._answer(request, instance)
@@ -124,7 +129,37 @@ class MetadataApp:
         else:
             instance = await self.cache.by_address(request.listener.network, request.peer)
         answer = self._answer(request, instance)
-        return answer if isinstance(answer, Response) else await answer
+        if not isinstance(answer, Response):
+            return await answer
+        if not proxied and request.listener.fast is not None:
+            self._offer(request, instance, answer)
+        return answer
+
+    def _offer(self, request: Request, instance: Any, answer: Response) -> None:
+        """After Python routed a request on a direct connection (the first of an instance, or a
+        path not in its routes yet): C may answer this peer from now on, as after the hot path's
+        answer, when it is one the hot path would repeat: a plain GET or HEAD with no token of an
+        instance without timeline or faults, answered from what its routes now keep for the path
+        (so the token check passed)."""
+        if instance.__class__ is CachedInstance and not instance.events and not instance.faults \
+                and (request.method == "GET" or request.method == "HEAD") and not request.query \
+                and instance.routes.get(request.path) is answer and TOKEN_HEADER not in request.headers:
+            request.listener.fast.offer(request, instance, self.remembered)
+
+    def remembered(self, instance: CachedInstance, path: str) -> Any:
+        """The answer a plain ``GET path`` by ``instance`` gets (direct connection, no IMDSv2 token,
+        no query) when routing it keeps that answer in the instance's routes, else None: what the C
+        fast path calls for a registered peer's path not asked before (fast_path.c), so that an
+        instance's first crawl is C's after its first request. Only the OpenStack and EC2 APIs,
+        whose answers depend on the path and the record alone (never on a request's headers), for
+        an instance without timeline or faults (C registers no other)."""
+        if instance.events or instance.faults or path[1:2] == "/" or len(path) < 2 or path[-4:] == ".sig":
+            return None
+        api = api_for(path, instance.record.clouds)
+        if api != OPENSTACK and api != EC2:
+            return None
+        self._routed(Request("GET", path, "HTTP/1.1", _NO_HEADERS, b"", "", None, path), instance)
+        return instance.routes.get(path)
 
     def _answer(self, request: Request, instance: Any) -> Answer:
         if isinstance(instance, Response):

@@ -12,9 +12,11 @@
  * not sure of, is handed to Python with the bytes already read: a request that is not exactly one
  * "GET <plain path> HTTP/1.1" head whose header lines are byte for byte a set Python verified
  * (no IMDSv2 token, keep-alive, no body), a peer Python has not registered (only instances whose
- * answers depend on neither tokens, time nor timeline are), a path without a complete cached
- * answer, an exhausted rate-limit bucket (Python answers the 429), a source at its connection
- * cap. The connections it holds are counted in Python's ConnectionTable per source (the same
+ * answers depend on neither tokens, time nor timeline are), a path whose answer Python does not
+ * keep in routes (a path the instance has not asked yet is routed by Python first, called from
+ * here: ``fill``, MetadataApp.remembered, which renders and remembers it when it is an answer the
+ * hot path would repeat), an exhausted rate-limit bucket (Python answers the 429), a source at
+ * its connection cap. The connections it holds are counted in Python's ConnectionTable per source (the same
  * dict) and in ``open``; what it answered is counted here and drained by Python (metrics and
  * access log lines).
  */

@@ -67,7 +67,7 @@ typedef struct ListenerObject {
     PyObject_HEAD
     SharedObject *shared;
     int fd;
-    PyObject *peers;          /* peer -> (instance, instance id, rate-limit bucket key, routes) */
+    PyObject *peers;          /* peer -> (instance, instance id, rate-limit bucket key, routes, fill) */
 } ListenerObject;
 
 typedef struct {              /* the answer found for a request (new references) */

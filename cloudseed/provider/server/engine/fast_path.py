@@ -13,6 +13,8 @@ becomes an ordinary ``Connection``. What C may answer is exactly what the Python
 * a peer is registered (``FastServer.offer``) only when Python itself answered it from its
   instance's routes, on a direct (not proxied) connection, with no IMDSv2 token sent or
   required, for an instance without timeline or faults (whose answers may change with time);
+  a path that instance has not asked yet is routed by Python, called from C
+  (``MetadataApp.remembered``), and C answers it when Python keeps the answer in routes;
 * a request is C's only when it is ``GET <path> HTTP/1.1`` with a plain path (no ``%``, no
   query) and its header lines are byte for byte ones Python parsed and checked
   (``FastPath.learn``: keep-alive, no body, no token header);
@@ -130,7 +132,7 @@ class FastServer(SocketServer):
         super().__init__(loop, sock, factory, table)
         self.fast = fast
         self.network = network
-        self.peers: dict[str, tuple] = {}  # peer -> (instance, its id, rate-limit bucket key, its routes)
+        self.peers: dict[str, tuple] = {}  # peer -> (instance, its id, rate-limit bucket key, its routes, fill)
         self.native = _fast_path.Listener(fast.shared, sock.fileno(), self.peers)  # type: ignore[union-attr]
         fast.servers[self.native] = self
 
@@ -138,16 +140,18 @@ class FastServer(SocketServer):
         super().release()
         self.fast.servers.pop(self.native, None)
 
-    def offer(self, request: Any, instance: Any) -> None:
+    def offer(self, request: Any, instance: Any, fill: Optional[Callable[[Any, str], Any]] = None) -> None:
         """Python answered ``request`` from ``instance``'s routes with no token sent or needed, on a
         direct connection, for an instance without timeline or faults (MetadataApp.handle): C may
-        answer this peer's requests alike while the cache holds this instance."""
+        answer this peer's requests alike while the cache holds this instance. ``fill(instance,
+        path)``: what C calls for a path not in routes yet (the answer Python's routing keeps for
+        it, or None: Python's)."""
         peer = request.peer
         known = self.peers.get(peer)
         if known is None or known[0] is not instance:
             if len(self.peers) >= MAX_PEERS:
                 self.peers.clear()
-            self.peers[peer] = (instance, instance.instance_id, (self.network, peer), instance.routes)
+            self.peers[peer] = (instance, instance.instance_id, (self.network, peer), instance.routes, fill)
         connection = request.connection
         if connection is not None:
             head = connection.__dict__.pop("first_read", None)

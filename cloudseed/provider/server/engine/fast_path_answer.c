@@ -146,7 +146,7 @@ int fp_find_answer(ListenerObject *listener, PyObject *peer, const char *data, P
     if (!verified)
         return 0;
     PyObject *entry = PyDict_GetItemWithError(listener->peers, peer);
-    if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 4) {
+    if (entry == NULL || !PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 4 || PyTuple_GET_SIZE(entry) > 5) {
         PyErr_Clear();
         return 0;
     }
@@ -168,9 +168,18 @@ int fp_find_answer(ListenerObject *listener, PyObject *peer, const char *data, P
     if (found->path == NULL)
         goto handoff;
     response = PyDict_GetItemWithError(routes, found->path);
-    if (response == NULL)
-        goto handoff;
-    Py_INCREF(response);
+    if (response != NULL) {
+        Py_INCREF(response);
+    } else {
+        /* a path this instance has not been asked yet: Python routes it as its hot path would
+         * (MetadataApp.remembered) and gives the answer it now keeps in routes, or None (Python's) */
+        PyObject *fill = PyTuple_GET_SIZE(entry) == 5 ? PyTuple_GET_ITEM(entry, 4) : Py_None;
+        if (PyErr_Occurred() || fill == Py_None)
+            goto handoff;
+        response = PyObject_CallFunctionObjArgs(fill, instance, found->path, NULL);
+        if (response == NULL || response == Py_None)
+            goto handoff;
+    }
     if ((PyObject *)Py_TYPE(response) != shared->response_type) {
         /* a factory (an answer made per request: meta_data.json's fresh random seed), called as
          * the Python hot path calls it, once the rate limit let the request through */
