@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import socket
 from typing import Any, Callable, Optional, Protocol, Union
 
 from cloudseed.clouds.ec2 import FIELDS as F
@@ -211,12 +212,9 @@ def _interface(record: InstanceRecord, version: str, index: int, mac: str, addre
                  "security-groups": "\n".join(groups),
                  "security-group-ids": "\n".join(security_group_ids(record)),
                  "subnet-id": subnet_id(record, network), "vpc-id": vpc_id(record)}
-    subnet = _subnet(private[0]) if private else None
     if private:
         nic[F["local_ipv4s"]] = "\n".join(a["address"] for a in private)
-    if subnet is not None:
-        nic[F["subnet_ipv4"]] = str(subnet)
-        vpc = vpc_cidr(record, subnet)
+        nic[F["subnet_ipv4"]], vpc = ipv4_blocks(record, private[0])
         nic["vpc-ipv4-cidr-block"] = vpc
         if version >= "2016-06-30":
             nic["vpc-ipv4-cidr-blocks"] = vpc
@@ -239,6 +237,31 @@ def _subnet(entry: dict) -> ipaddress._BaseNetwork:
     default = 64 if ":" in entry["address"] else 24
     prefix = entry.get("prefix")
     return ipaddress.ip_interface(f"{entry['address']}/{prefix if prefix is not None else default}").network
+
+
+def ipv4_blocks(record: InstanceRecord, entry: dict) -> tuple[str, str]:
+    """(``subnet-ipv4-cidr-block``, ``vpc-ipv4-cidr-block``) of a NIC whose first private address
+    is ``entry``: ``_subnet``'s and ``vpc_cidr``'s texts, worked out in integers for a plain
+    dotted-quad address with a prefix of 0-32 (the server builds a tree per new instance, and
+    ``ipaddress`` objects were most of its cost), by ``ipaddress`` for anything else."""
+    address, prefix = entry["address"], entry.get("prefix")
+    if prefix is None:
+        prefix = 24
+    if prefix.__class__ is int and 0 <= prefix <= 32 and not record.ec2.get("vpc_cidr") \
+            and address.__class__ is str and address.count(".") == 3:
+        try:
+            packed = socket.inet_aton(address)
+        except OSError:
+            packed = b""
+        if packed and socket.inet_ntoa(packed) == address:  # canonical: what ipaddress reads alike
+            value = int.from_bytes(packed, "big")
+            network = value & (0xFFFFFFFF << (32 - prefix)) & 0xFFFFFFFF
+            subnet = f"{socket.inet_ntoa(network.to_bytes(4, 'big'))}/{prefix}"
+            if prefix <= 16:
+                return subnet, subnet
+            return subnet, f"{socket.inet_ntoa((value & 0xFFFF0000).to_bytes(4, 'big'))}/16"
+    network_object = _subnet(entry)
+    return str(network_object), vpc_cidr(record, network_object)
 
 
 def vpc_cidr(record: InstanceRecord, subnet: ipaddress._BaseNetwork) -> str:

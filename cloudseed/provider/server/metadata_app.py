@@ -372,15 +372,8 @@ class MetadataApp:
         instead of one lookup per request. Within the instance's bounds (``route_all``); not for
         an instance with a timeline, whose answers change."""
         instance.trees[("answered", version)] = True
-        prefix = f"/{version}/meta-data"
-        pairs = []
-        for subpath, directory, answer in ec2_api.meta_data_answers(instance.record, resolved, self.config.region,
-                                                                    instance.trees, self._ec2_live):
-            path = f"{prefix}/{subpath}" if subpath else prefix
-            pairs.append((path, answer))
-            if directory:
-                pairs.append((path + "/", answer))
-        instance.route_all(pairs)
+        instance.route_all(ec2_api.meta_data_answers(instance.record, resolved, f"/{version}/meta-data",
+                                                     self.config.region, instance.trees, self._ec2_live))
 
     def _check_token(self, request: Request, instance: CachedInstance, own_tokens: bool = False) -> Optional[Response]:
         """401 when tokens are required (by the instance or the server) and none is sent, or

@@ -30,12 +30,13 @@ from typing import Any, Callable
 import pytest
 
 from bench.server_bench import EC2_BOOT, OPENSTACK_BOOT
+from cloudseed.provider.instance_data import ec2 as ec2_data
 from cloudseed.provider.instance_data.versions import OPENSTACK_FILES, OPENSTACK_VERSIONS
 from cloudseed.provider.registry import InstanceRecord, open_registry
 from cloudseed.provider.server.apis import ec2 as ec2_api
 from cloudseed.provider.server.apis import openstack as openstack_api
 from cloudseed.provider.server.config import ServerConfig
-from cloudseed.provider.server.engine.http import Request, Response
+from cloudseed.provider.server.engine.http import REASONS, Request, Response
 from cloudseed.provider.server.engine.transport import Listener
 from cloudseed.provider.server.imds_tokens import TokenIssuer
 from cloudseed.provider.server.instance_cache import CachedInstance, InstanceCache
@@ -228,6 +229,45 @@ def test_every_answer_is_the_same_whatever_order_builds_it(registry, index):
         golden = json.load(handle)
     assert digest(expected) == golden[record.instance_id], \
         f"{record.instance_id}: the answers are not the ones recorded in first_crawl_answers.json"
+
+
+def test_ipv4_blocks_in_integers_are_the_ipaddress_texts():
+    """``ipv4_blocks`` works the subnet and VPC blocks out in integers for plain addresses: the
+    same texts as ``ipaddress`` for every prefix, and ``ipaddress``'s own answer (or error) for
+    anything else."""
+    chooser = random.Random(11)
+    record = InstanceRecord(instance_id="i-blocks")
+    cases = [(f"{chooser.randrange(256)}.{chooser.randrange(256)}.{chooser.randrange(256)}.{chooser.randrange(256)}",
+              chooser.choice([None, *range(33)])) for _ in range(3000)]
+    cases += [("0.0.0.0", 0), ("255.255.255.255", 32), ("10.0.0.5", None), ("10.0.0.5", 16), ("10.0.0.5", 17),
+              ("010.0.0.5", 24), ("10.0.0.5 ", 24), ("10.0.0.5", "24"), ("10.0.0.5", True), ("10.1", 24)]
+    for address, prefix in cases:
+        entry = {"address": address, "network": "n", **({"prefix": prefix} if prefix is not None else {})}
+        try:
+            network = ec2_data._subnet(entry)
+            expected: Any = (str(network), ec2_data.vpc_cidr(record, network))
+        except ValueError as error:
+            expected = type(error)
+        try:
+            got: Any = ec2_data.ipv4_blocks(record, entry)
+        except ValueError as error:
+            got = type(error)
+        assert got == expected, (address, prefix)
+
+
+def test_heads_made_from_a_shared_start_are_the_ones_composed_line_by_line():
+    for status in (200, 404, 429, 299):
+        for content_type in ("text/plain", "application/json", "application/octet-stream"):
+            for body in (b"", b"x", b"\xff" * 70000):
+                response = Response(status, body, content_type)
+                lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}", f"Content-Type: {content_type}",
+                         f"Content-Length: {len(body)}", "Server: cloudseed"]
+                expected = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+                assert response.encode(True) == expected + body
+                assert response.encode(True, head_only=True) == expected
+                assert response.encode(False) == expected[:-2] + b"Connection: close\r\n\r\n" + body
+                with_header = Response(status, body, content_type, headers=[("Retry-After", "1")])
+                assert with_header.encode(True) == expected[:-2] + b"Retry-After: 1\r\n\r\n" + body
 
 
 def _seen_reference(app: App, record: InstanceRecord, path: str) -> tuple:

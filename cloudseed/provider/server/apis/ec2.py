@@ -30,6 +30,9 @@ __all__ = ["LATEST", "VERSIONS", "Live", "meta_data_answers", "meta_data_tree", 
 
 Answer = Union[Response, Callable[[], Response]]
 _NOT_FOUND = text_error(404, "not found")
+_TEXTS: dict[str, Response] = {}  # short 200 answers shared by every instance (``_text``)
+MAX_SHARED_TEXTS = 4096
+MAX_SHARED_TEXT = 256  # characters
 
 
 class Live:
@@ -106,24 +109,32 @@ def _timed(record: InstanceRecord, tree: Any, version: str, parts: list[str], ti
     return answer
 
 
-def meta_data_answers(record: InstanceRecord, version: str, configured_region: str = "",
-                      trees: Optional[dict] = None, live: Optional[Live] = None) -> list[tuple[str, bool, Answer]]:
-    """Every path of the ``meta-data/`` tree of ``version`` (resolved) with the answer ``render``
-    gives for it: (the path under ``meta-data/``, "" for the listing itself; whether it is a
-    directory; the answer). A crawler asks for nearly all of them, so the server makes them in
-    one walk of the tree instead of one lookup per request (the paths the instance's timeline
-    decides are the caller's to leave out)."""
-    answers: list[tuple[str, bool, Answer]] = []
+def meta_data_answers(record: InstanceRecord, version: str, prefix: str, configured_region: str = "",
+                      trees: Optional[dict] = None, live: Optional[Live] = None) -> list[tuple[str, Answer]]:
+    """Every path of the ``meta-data/`` tree of ``version`` (resolved) under ``prefix`` (how the
+    request spells it: ``/latest/meta-data``) with the answer ``render`` gives for it, a directory
+    with and without its slash, depth first in the tree's order. A crawler asks for nearly all of
+    them, so the server makes them in one walk of the tree instead of one lookup per request (the
+    paths the instance's timeline decides are the caller's to leave out)."""
+    answers: list[tuple[str, Answer]] = []
+    append = answers.append
+    keys = f"{prefix}/{F['public_keys']}"
     # depth first with a stack, not a recursive closure: a closure that calls itself is a reference
     # cycle, and each instance's first crawl would leave one (with every answer) for the cyclic GC
-    stack: list[tuple[Any, list[str]]] = [
-        (_meta_data(record, version, configured_region, trees if trees is not None else {}, live), [])]
+    stack: list[tuple[str, Any]] = [
+        (prefix, _meta_data(record, version, configured_region, trees if trees is not None else {}, live))]
+    pop, extend = stack.pop, stack.extend
     while stack:
-        node, parts = stack.pop()
-        directory = isinstance(node, dict)
-        answers.append(("/".join(parts), directory, _node(record, node, parts)))
-        if directory:
-            stack.extend((child, [*parts, name]) for name, child in reversed(node.items()))
+        path, node = pop()
+        if isinstance(node, str):
+            append((path, _text(node)))
+        elif isinstance(node, dict):
+            answer = _text(_listing(record, node, path == keys))
+            append((path, answer))
+            append((path + "/", answer))
+            extend((f"{path}/{name}", child) for name, child in reversed(node.items()))
+        else:
+            append((path, _node(record, node, [])))
     return answers
 
 
@@ -148,12 +159,32 @@ def _answer(record: InstanceRecord, tree: Any, parts: list[str]) -> Optional[Ans
 def _node(record: InstanceRecord, tree: Any, parts: list[str]) -> Answer:
     """The answer for the node ``tree`` at ``parts``: a leaf's text, a live leaf, a listing."""
     if isinstance(tree, str):
-        return Response(200, tree)
+        return _text(tree)
     if callable(tree):
         return tree
-    if parts == [F["public_keys"]]:
-        return Response(200, "\n".join(f"{i}={k['name']}" for i, k in enumerate(record.ssh_keys)))
-    return Response(200, "\n".join(f"{k}/" if isinstance(v, dict) else k for k, v in tree.items()))
+    return _text(_listing(record, tree, parts == [F["public_keys"]]))
+
+
+def _listing(record: InstanceRecord, tree: Tree, public_keys: bool) -> str:
+    """A directory's answer: its entries one per line, sub-directories with their slash; the
+    ``public-keys/`` directory lists ``0=name`` for each key."""
+    if public_keys:
+        return "\n".join(f"{i}={k['name']}" for i, k in enumerate(record.ssh_keys))
+    return "\n".join(f"{k}/" if isinstance(v, dict) else k for k, v in tree.items())
+
+
+def _text(text: str) -> Response:
+    """The 200 answer ``text``: one Response for every instance when the text is short (most
+    leaves and listings are the same for many instances: "default", "ami-...", a directory's
+    entries), so its encoding too is made once; ``_TEXTS`` starts over when full."""
+    found = _TEXTS.get(text)
+    if found is None:
+        found = Response(200, text)
+        if len(text) <= MAX_SHARED_TEXT:
+            if len(_TEXTS) >= MAX_SHARED_TEXTS:
+                _TEXTS.clear()
+            _TEXTS[text] = found
+    return found
 
 
 class _InstanceLeaves:
