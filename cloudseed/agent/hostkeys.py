@@ -151,9 +151,11 @@ def _adopt_staged(root: TargetRoot, keytype: str, timeout: float = 120.0) -> Key
 
 # ssh-keygen writes the public half last, in one write: a non-empty .pub means the pair is complete
 # (its process may linger as a zombie when its parent never waits for it, so that is not awaited).
+# One look a second: each look starts a process, and under emulation looking every 0.2 s took a
+# good part of a CPU for as long as RSA took (seconds, while the boot's later stages ran).
 _FINISH_LATER = """pid={pid}; staged={staged}; final={final}; group={group}; waited=0
-while [ ! -s "$staged.pub" ] && kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 3000 ]; do
-    sleep 0.2; waited=$((waited + 1))
+while [ ! -s "$staged.pub" ] && kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 600 ]; do
+    sleep 1; waited=$((waited + 1))
 done
 [ -s "$staged" ] && [ -s "$staged.pub" ] || exit 1
 cp "$staged" "$final.tmp" && chmod 600 "$final.tmp" || exit 1

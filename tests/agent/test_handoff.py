@@ -236,3 +236,75 @@ def test_when_the_gate_cannot_open_the_local_stage_runs_alone_and_each_unit_runs
         assert result.returncode == 0, result.stderr
         assert "ended before" not in result.stderr  # no process was ever named: nothing to hand to
     assert all(stages(seeded).values()) and seeded.read_text("/etc/late") == "l"
+
+
+def _waiting_helper(root, stage: str, agent_pid: int, look: float, bin_path: str = CLI) -> subprocess.Popen:
+    """The stage's helper, started against a gate whose agent is ``agent_pid``, once it has asked."""
+    from cloudseed.agent.boot.handoff import Gate
+
+    gate = Gate(root)
+    gate.open()
+    root.write(f"{gate.directory}/pid", f"{agent_pid}\n")
+    env = {"PATH": os.environ["PATH"], "CLOUDSEED_ROOT": root.top, "CLOUDSEED_BIN": bin_path,
+           "CLOUDSEED_STAGE_LOOK": str(look)}
+    proc = subprocess.Popen(["/bin/sh", HELPER, stage], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 30
+    while root.read_text(f"{gate.directory}/{stage}.go", default="").strip() != str(proc.pid):
+        assert time.monotonic() < deadline and proc.poll() is None, "the helper never asked for its stage"
+        time.sleep(0.05)
+    return proc
+
+
+def test_the_verdict_wakes_the_waiting_unit_at_once(target):
+    """The helper looks for the verdict only every CLOUDSEED_STAGE_LOOK seconds (1 at boot; 60 here),
+    starting one process per look instead of one every 50 ms: the agent's signal (to the PID the
+    helper wrote in STAGE.go) ends its wait as soon as the verdict is written."""
+    from cloudseed.agent.boot.handoff import Gate
+
+    proc = _waiting_helper(target, "config", os.getpid(), look=60)
+    try:
+        time.sleep(0.5)  # the helper is in its wait now
+        assert proc.poll() is None
+        started = time.monotonic()
+        Gate(target).done("config", 3)
+        assert proc.wait(timeout=30) == 3
+        assert time.monotonic() - started < 30  # far sooner than its next look, 60 s away
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_the_verdict_signals_no_process_but_the_stage_helper(target):
+    """STAGE.go names a process that is not the stage's helper (a PID reused, a file tampered with):
+    SIGUSR1 would end it, so the agent sends nothing and the helper would find the verdict itself."""
+    from cloudseed.agent.boot.handoff import Gate
+
+    gate = Gate(target)
+    gate.open()
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        for stage in ("network", "final"):
+            target.write(f"{gate.directory}/{stage}.go", f"{bystander.pid}\n")
+            gate.done(stage, 0)
+        time.sleep(0.5)
+        assert bystander.poll() is None, "SIGUSR1 went to a process that is not the stage's helper"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_waiting_unit_notices_the_agent_gone_and_runs_its_stage_itself(target):
+    """The agent dies while the unit waits for its verdict: at its next look (every second at boot) the
+    helper finds it gone and runs the stage in a process of its own (here a stand-in that exits 0)."""
+    agent = subprocess.Popen(["sleep", "60"])
+    try:
+        proc = _waiting_helper(target, "final", agent.pid, look=0.2, bin_path="/bin/true")
+        agent.kill()
+        agent.wait()
+        assert proc.wait(timeout=30) == 0
+        assert "ended before the final stage; running it here" in proc.stderr.read()
+    finally:
+        agent.kill()
+        agent.wait()

@@ -3,8 +3,10 @@
 ``cloudseed boot --hand-off`` is the main process of ``cloudseed-local.service`` (``Type=notify``):
 it runs the local stage, tells systemd it is ready (units ordered after the local stage may
 start), then waits. Each later stage's unit runs ``cloudseed-stage STAGE`` (POSIX shell, no
-Python): it drops ``/run/cloudseed/gate/STAGE.go`` when systemd's ordering lets the stage run,
-and exits with the code this process writes to ``STAGE.done``. So the interpreter starts once
+Python): it drops ``/run/cloudseed/gate/STAGE.go`` (holding its own PID) when systemd's ordering
+lets the stage run, and exits with the code this process writes to ``STAGE.done``; this process
+then wakes it with ``SIGUSR1`` (it looks again only once a second otherwise, to notice this
+process gone). So the interpreter starts once
 per boot while the stages keep their places (local before networking, network before
 ``network-online.target`` and sshd, final after ``multi-user.target``). When this process is
 gone without a verdict, the unit runs the stage itself (``cloudseed init`` etc.).
@@ -86,6 +88,26 @@ class Gate:
                 os.close(os.open(self.root.path_nofollow(inner), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
             except OSError:
                 pass  # the unit sees this process end without a verdict and runs the stage itself
+        self._wake(stage)
+
+    def _wake(self, stage: str) -> None:
+        """Signal the stage unit's helper waiting for the verdict (its PID is in ``STAGE.go``), after
+        making sure that PID is still that helper (``SIGUSR1`` would end any other process)."""
+        from cloudseed.core.root import RootError  # loaded long before (the boot's root)
+
+        try:
+            pid = int(self.root.read_text(f"{self.directory}/{stage}.go", default="").strip() or 0)
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                words = handle.read().split(b"\0")
+        except (OSError, ValueError, RootError):
+            return  # an older helper, or none: it finds the verdict at its next look
+        if pid > 1 and stage.encode() in words and any(w.endswith(b"/cloudseed-stage") for w in words):
+            import signal  # already loaded (subprocess imports it)
+
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except OSError:
+                pass
 
 
 def notify_ready(status: str = "") -> bool:
