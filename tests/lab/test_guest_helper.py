@@ -77,6 +77,30 @@ def test_exec_loop_reports_a_command_that_cannot_start(exec_loop):
     assert reply["rc"] is None and "No such file" in reply["error"]
 
 
+def test_the_agents_records_come_with_the_facts_once_the_agent_is_done(exec_loop, tmp_path, monkeypatch):
+    """One round trip per try: the ``agent`` request with the checks' queries is answered when the
+    agent's status says the final stage is over (the status changing while the loop waits), with
+    the facts read after that; without queries the records come alone."""
+    status, note = tmp_path / "status.json", tmp_path / "note"
+    monkeypatch.setattr(labguest, "CLOUDSEED_STATUS", str(status))
+    monkeypatch.setattr(labguest, "CLOUD_INIT_RESULT", str(tmp_path / "none.json"))
+    monkeypatch.setattr(labguest, "CLOUD_INIT_DISABLED", str(tmp_path / "none"))
+    status.write_text(json.dumps({"v1": {"stage": "modules-final", "modules-final": {"finished": None}}}))
+
+    def finish() -> None:
+        time.sleep(0.4)
+        note.write_text("written by the final stage\n")
+        status.write_text(json.dumps({"v1": {"stage": None, "modules-final": {"finished": 1.0, "errors": []}}}))
+
+    threading.Thread(target=finish, daemon=True).start()
+    reply = exec_loop.ask({"op": "agent", "id": 1, "timeout": 30, "queries": [{"kind": "file", "name": str(note)}]})
+    assert reply["agent"] == "cloudseed" and reply["status"]["v1"]["modules-final"]["finished"] == 1.0
+    assert reply["facts"][0]["content"] == "written by the final stage\n"
+    assert reply["facts_seconds"] >= 0
+    alone = exec_loop.ask({"op": "agent", "id": 2, "timeout": 30})
+    assert alone["agent"] == "cloudseed" and "facts" not in alone
+
+
 def _generate(tmp_path, cmdline: str) -> dict[str, str]:
     """Run the gate generator with ``cmdline`` as the kernel's; the drop-ins it wrote."""
     if os.geteuid() != 0 or not shutil.which("unshare"):

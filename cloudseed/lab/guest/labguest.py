@@ -36,6 +36,9 @@ GATE_PORT = "org.cloudseed.lab.gate"
 EXEC_PORT = "org.cloudseed.lab.exec"
 RUN_DIR = "/run/cloudseed-lab"
 NETWORK_VERDICT = RUN_DIR + "/network.json"  # labnet.VERDICT
+CLOUDSEED_STATUS = "/run/cloudseed/status.json"  # the agents' records of a finished boot
+CLOUD_INIT_RESULT = "/run/cloud-init/result.json"
+CLOUD_INIT_DISABLED = "/run/cloud-init/disabled"
 RNDADDENTROPY = 0x40085203
 RNDRESEEDCRNG = 0x5207
 BLKFLSBUF = 0x1261
@@ -349,7 +352,7 @@ def _json_file(path: str):
 
 def _agent_finished() -> dict | None:
     """The agent's records once it is done with this boot (None while it still runs)."""
-    status = _json_file("/run/cloudseed/status.json")
+    status = _json_file(CLOUDSEED_STATUS)
     if isinstance(status, dict):
         v1 = status.get("v1") or {}
         final = v1.get("modules-final") or {}
@@ -357,8 +360,8 @@ def _agent_finished() -> dict | None:
         if v1.get("disabled") or (v1.get("stage") is None and (final.get("finished") or crashed)):
             return {"agent": "cloudseed", "status": status, "result": _json_file("/run/cloudseed/result.json")}
         return None
-    result = _json_file("/run/cloud-init/result.json")
-    if result is not None or os.path.exists("/run/cloud-init/disabled"):
+    result = _json_file(CLOUD_INIT_RESULT)
+    if result is not None or os.path.exists(CLOUD_INIT_DISABLED):
         log = None
         try:
             with open("/var/log/cloud-init.log", errors="replace") as handle:
@@ -370,23 +373,45 @@ def _agent_finished() -> dict | None:
     return None
 
 
+def _records_changed_at() -> tuple:
+    """When each file that says the agent is done last changed (a few stat calls: the status is read
+    and parsed only after one changed, so looking every 50 ms costs the guest next to nothing)."""
+    marks = []
+    for path in (CLOUDSEED_STATUS, CLOUD_INIT_RESULT, CLOUD_INIT_DISABLED):
+        try:
+            info = os.stat(path)
+            marks.append((info.st_mtime_ns, info.st_size, info.st_ino))
+        except OSError:
+            marks.append(None)
+    return tuple(marks)
+
+
 def wait_agent(timeout: float) -> dict:
     deadline = time.monotonic() + timeout
+    seen = None
     while True:
-        found = _agent_finished()
+        marks = _records_changed_at()
+        found = _agent_finished() if marks != seen else None
+        seen = marks
         if found is not None:  # and what became of the snapshot's network (labnet.py)
             return {**found, "uptime": _uptime(), "time": time.time(), "network": _json_file(NETWORK_VERDICT)}
         if time.monotonic() > deadline:
             return {"error": f"the agent did not finish within {timeout:.0f}s"}
-        time.sleep(0.1)
+        time.sleep(0.05)
 
 
 def handle(request: dict) -> dict:
     op = request.get("op")
     if op == "ping":
         return {"pong": True, "uptime": _uptime()}
-    if op == "agent":
-        return wait_agent(float(request.get("timeout") or 600))
+    if op == "agent":  # with ``queries``: the facts too, once the agent is done (one round trip)
+        records = wait_agent(float(request.get("timeout") or 600))
+        if "error" not in records and request.get("queries") is not None:
+            started = time.monotonic()
+            labstate = _sibling("labstate")
+            records["facts"] = [labstate.fact(query) for query in request["queries"]]
+            records["facts_seconds"] = round(time.monotonic() - started, 3)
+        return records
     if op == "exec":
         return _run(request)
     if op in ("facts", "state"):
