@@ -3,7 +3,11 @@
 ``/etc/sudoers.d/90-cloudseed-users`` holds one block per user (``# User rules for NAME`` then
 ``NAME <rule>`` lines); writing a user's rules replaces that user's block and keeps the others.
 Each user's block is checked on its own with ``visudo -c`` (when the target has visudo) so one
-bad rule never blocks the other users and an invalid file is never installed. ``/etc/sudoers``
+bad rule never blocks the other users and an invalid file is never installed; with several users,
+one ``visudo`` run checks all their blocks first (``check_together``): each visudo costs about
+0.3 s under emulation, and a block (``NAME <rule>`` lines, one rule a line) cannot define anything
+another uses, so blocks valid together are each valid alone. When that run complains, each
+block is checked on its own as before, so the errors name the same users. ``/etc/sudoers``
 gets an ``#includedir /etc/sudoers.d`` line if it has none.
 """
 
@@ -117,10 +121,25 @@ def ensure_includedir(root: TargetRoot, header: str) -> None:
     root.makedirs(SUDOERS_DIR, mode=0o750)
 
 
-def write_user_rules(root: TargetRoot, path: str, user: str, rules: list[str], header: str, where: str) -> None:
-    """Check ``user``'s rules and put them in ``path`` (replacing that user's previous block)."""
+def check_together(root: TargetRoot, blocks: list[str]) -> frozenset[str]:
+    """The blocks one ``visudo -c`` run finds valid together: all of them, or none when it complains
+    (each is then checked on its own); none when there are fewer than two or no visudo."""
+    if len(set(blocks)) < 2 or root.which("visudo") is None:
+        return frozenset()
+    try:
+        check_with_visudo(root, "".join(dict.fromkeys(blocks)), "sudo rules")
+    except RuleError:
+        return frozenset()
+    return frozenset(blocks)
+
+
+def write_user_rules(root: TargetRoot, path: str, user: str, rules: list[str], header: str, where: str,
+                     checked: frozenset[str] = frozenset()) -> None:
+    """Check ``user``'s rules (unless ``checked`` holds its block: ``check_together``) and put them in
+    ``path`` (replacing that user's previous block)."""
     block = render_block(user, rules)
-    check_with_visudo(root, block, where)
+    if block not in checked:
+        check_with_visudo(root, block, where)
     ensure_includedir(root, header)
     existing = root.read_text(path, default="")
     head, blocks = split_blocks(existing) if existing else (header + "\n", {})

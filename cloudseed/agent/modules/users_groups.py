@@ -16,7 +16,9 @@ from cloudseed.agent.distros import DistroError, file_header
 from cloudseed.agent.modules import STAGE_INIT, ModuleContext, ModuleError, ModuleSpec
 from cloudseed.agent.modules._sudoers import (
     RuleError,
+    check_together,
     doas_rules_from_config,
+    render_block,
     rules_from_config,
     write_doas_rules,
     write_user_rules,
@@ -264,8 +266,10 @@ def _apply_redirect(ctx: ModuleContext, request: UserRequest, default_name: str 
         install_authorized_keys(ctx.root, request.name, keys)
 
 
-def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | None, problems: list[str]) -> None:
-    """Create/update one user; problems that leave the rest of the user usable go to ``problems``."""
+def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | None, problems: list[str],
+               checked_sudo: frozenset[str] = frozenset()) -> None:
+    """Create/update one user; problems that leave the rest of the user usable go to ``problems``.
+    ``checked_sudo``: sudo blocks already found valid (``_sudoers.check_together``)."""
     distro = ctx.distro
     spec = request.spec
     where = request.where
@@ -311,7 +315,7 @@ def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | Non
     if sudo_rules:
         try:
             write_user_rules(ctx.root, distro.sudoers_file, request.name, sudo_rules, file_header(),
-                             f"{where}.sudo")
+                             f"{where}.sudo", checked=checked_sudo)
         except RuleError as e:
             problems.append(f"{e}; no sudo rules installed for {request.name}")
         except (RootError, OSError) as e:  # a read-only sudoers.d: the rules only, never the user's keys
@@ -354,6 +358,23 @@ def _add_members(ctx: ModuleContext, group: GroupRequest, problems: list[str]) -
             problems.append(f"{group.where}: {e}")
 
 
+def _check_sudo_together(ctx: ModuleContext, users: list[UserRequest]) -> frozenset[str]:
+    """Every user's sudo block checked in one visudo run (``_sudoers.check_together``); rules that
+    cannot be read are left out here and reported by ``apply_user`` as before."""
+    blocks = []
+    for request in users:
+        try:
+            rules = rules_from_config(request.spec.get("sudo"), f"{request.where}.sudo")
+        except RuleError:
+            continue
+        if rules and not request.spec.get("snapuser"):
+            blocks.append(render_block(request.name, rules))
+    try:
+        return check_together(ctx.root, blocks)
+    except (RootError, OSError):  # the check file cannot be written: each user's own check says so
+        return frozenset()
+
+
 def handle(ctx: ModuleContext) -> None:
     problems: list[str] = []
     try:
@@ -377,9 +398,10 @@ def handle(ctx: ModuleContext) -> None:
         except DistroError as e:
             problems.append(f"{group.where}: {e}")
     default_name = next((u.name for u in users if u.is_default), None)
+    checked_sudo = _check_sudo_together(ctx, users)
     for request in users:
         try:
-            apply_user(ctx, request, default_name, problems)
+            apply_user(ctx, request, default_name, problems, checked_sudo)
         except (UserApplyError, RuleError, UsersConfigError) as e:
             problems.append(str(e))
         except (RootError, OSError) as e:
