@@ -29,6 +29,8 @@ first boots and reboots), or ``--max-rounds`` is reached, and says which.
 
 Usage: .venv/bin/python bench/boot_compare.py [-n 3] [--agents none,cloudseed,reference] [--reboot]
        [--until-ci 0.5 --max-rounds 12] [--json bench/results/FILE.json]
+       .venv/bin/python bench/boot_compare.py --merge PART1.json PART2.json... [--json bench/results/FILE.json]
+       (a series split across holds of a quiet machine: its parts' rounds as one series)
 """
 
 from __future__ import annotations
@@ -253,9 +255,14 @@ def main() -> int:
     parser.add_argument("--ci-agent", default="cloudseed", help="the agent whose differences --until-ci watches")
     parser.add_argument("--ci-metrics", default="ssh_ready_at,finished_at", help="the differences --until-ci watches")
     parser.add_argument("--tables-from", metavar="FILE", help="only print the tables of a series saved with --json")
+    parser.add_argument("--merge", nargs="+", metavar="FILE",
+                        help="only combine series saved with --json (rounds run in separate holds of a quiet "
+                             "machine) into one, print its tables, and with --json write it")
     args = parser.parse_args()
     if args.tables_from:
         return tables_from(args.tables_from)
+    if args.merge:
+        return merge(args.merge, args.json)
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     work = tempfile.mkdtemp(prefix="bench-boot-")
     print(f"console logs under {work}", flush=True)
@@ -350,6 +357,54 @@ def report(samples: dict[str, list[dict]], reboots: dict[str, list[dict]] | None
                 for label in labels:
                     values = [r["intervals"][label] for r in runs if label in (r.get("intervals") or {})]
                     print(f"  {label:<28} {statistics.median(values):6.2f}   {values}")
+
+
+def merge(paths: list[str], out: str | None) -> int:
+    """Series saved with --json, one after the other, as one: each keeps its rounds (a round's boots
+    stay paired), the differences are recomputed over all of them. The parts must have measured the
+    same agents, all with reboots or all without."""
+    parts = []
+    for path in paths:
+        with open(path) as handle:
+            parts.append(json.load(handle))
+    agents = list(parts[0]["samples"])
+    for path, part in zip(paths, parts):
+        if list(part["samples"]) != agents:
+            print(f"{path}: agents {', '.join(part['samples'])}, not {', '.join(agents)} as {paths[0]}",
+                  file=sys.stderr)
+            return 2
+        if bool(part.get("differences", {}).get("reboot")) != bool(parts[0].get("differences", {}).get("reboot")):
+            print(f"{path}: {'with' if part['differences'].get('reboot') else 'without'} reboots, unlike {paths[0]}",
+                  file=sys.stderr)
+            return 2
+    with_reboots = bool(parts[0].get("differences", {}).get("reboot"))
+    samples = {agent: [s for part in parts for s in part["samples"][agent]] for agent in agents}
+    reboots = {agent: [s for part in parts for s in (part.get("reboots") or {}).get(agent, [])] for agent in agents}
+    for series in (samples, reboots):
+        for agent, runs in series.items():
+            for sample in runs:
+                sample["finished_at"] = finished_at(sample, agent)
+    accels = sorted({part["accel"] for part in parts})
+    print(f"{len(parts)} parts, {len(samples[agents[0]])} rounds, accelerator {', '.join(accels)}; load at start and "
+          "end of each part: " + "; ".join(f"{part['load_start'][0]:.2f} / {part['load_end'][0]:.2f}" for part in parts)
+          + "\n")
+    report(samples, reboots if with_reboots else None)
+    if out:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with open(out, "w") as handle:
+            json.dump({"accel": ", ".join(accels), "load_start": parts[0]["load_start"],
+                       "load_end": parts[-1]["load_end"],
+                       "parts": [{"file": os.path.basename(path), "rounds": part["rounds"],
+                                  "load_start": part["load_start"], "load_end": part["load_end"],
+                                  "stopped": part.get("stopped"), "console_logs": part.get("console_logs")}
+                                 for path, part in zip(paths, parts)],
+                       "stopped": "; ".join(str(part.get("stopped")) for part in parts),
+                       "rounds": len(samples[agents[0]]), "samples": samples,
+                       "reboots": reboots if with_reboots else {},
+                       "differences": {"first boot": differences(samples),
+                                       "reboot": differences(reboots) if with_reboots else {}}},
+                      handle, indent=1)
+    return 0
 
 
 def tables_from(path: str) -> int:
