@@ -84,6 +84,12 @@ class CachedInstance:
         """``route`` for many (path, answer) pairs made at once (an EC2 tree's answers), within the
         same bounds, the bytes of their bodies counted as ``remember`` counts them."""
         routes, kept = self.routes, self.kept_bytes
+        if len(routes) + len(pairs) <= MAX_ROUTES:  # all of them, most often: their sizes at once
+            size = sum([len(path) + len(getattr(answer, "body", b"")) for path, answer in pairs])
+            if kept + size <= MAX_RESPONSE_BYTES and max([len(path) for path, _ in pairs], default=0) <= MAX_ROUTE_PATH:
+                routes.update(pairs)
+                self.kept_bytes = kept + size
+                return
         for path, answer in pairs:
             size = len(path) + len(getattr(answer, "body", b""))
             if len(routes) >= MAX_ROUTES or kept + size > MAX_RESPONSE_BYTES:

@@ -30,9 +30,6 @@ __all__ = ["LATEST", "VERSIONS", "Live", "meta_data_answers", "meta_data_tree", 
 
 Answer = Union[Response, Callable[[], Response]]
 _NOT_FOUND = text_error(404, "not found")
-_TEXTS: dict[str, Response] = {}  # short 200 answers shared by every instance (``_text``)
-MAX_SHARED_TEXTS = 4096
-MAX_SHARED_TEXT = 256  # characters
 
 
 class Live:
@@ -84,7 +81,7 @@ def render(record: InstanceRecord, version: str, subpath: str, configured_region
     if parts == ["user-data"]:
         if record.user_data is None:
             return None
-        return Response(200, record.user_data, "application/octet-stream")
+        return Response.shared(record.user_data, "application/octet-stream")
     tree: Any
     if parts[0] == "meta-data":
         tree = _meta_data(record, resolved, configured_region, trees, live)
@@ -173,18 +170,7 @@ def _listing(record: InstanceRecord, tree: Tree, public_keys: bool) -> str:
     return "\n".join(f"{k}/" if isinstance(v, dict) else k for k, v in tree.items())
 
 
-def _text(text: str) -> Response:
-    """The 200 answer ``text``: one Response for every instance when the text is short (most
-    leaves and listings are the same for many instances: "default", "ami-...", a directory's
-    entries), so its encoding too is made once; ``_TEXTS`` starts over when full."""
-    found = _TEXTS.get(text)
-    if found is None:
-        found = Response(200, text)
-        if len(text) <= MAX_SHARED_TEXT:
-            if len(_TEXTS) >= MAX_SHARED_TEXTS:
-                _TEXTS.clear()
-            _TEXTS[text] = found
-    return found
+_text = Response.shared  # most leaves and listings are the same for many instances
 
 
 class _InstanceLeaves:

@@ -56,7 +56,7 @@ def render(record: InstanceRecord, version: str, name: str) -> Optional[Rendered
     if name == "user_data":
         if record.user_data is None:
             return None
-        return Response(200, record.user_data, "application/octet-stream")
+        return Response.shared(record.user_data, "application/octet-stream")
     if name == "vendor_data.json":
         return _json(openstack.vendor_data_json(record.vendor_data))
     if name == "vendor_data2.json":
@@ -67,7 +67,7 @@ def render(record: InstanceRecord, version: str, name: str) -> Optional[Rendered
 
 
 def _json(value: object) -> Response:
-    return Response(200, json.dumps(value), JSON)
+    return Response.shared(json.dumps(value), JSON)  # vendor data is often the same for many instances
 
 
 def _meta_data(record: InstanceRecord, version: str) -> Rendered:

@@ -21,6 +21,10 @@ REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 401
 _HEAD_STARTS: dict[tuple[int, str], bytes] = {}
 MAX_HEAD_STARTS = 64
 _HEAD_END = b"\r\nServer: cloudseed\r\n\r\n"
+# short 200 answers shared by every instance (``Response.shared``), started over when full
+_SHARED: dict[tuple[Union[str, bytes], str], Response] = {}
+MAX_SHARED = 4096
+MAX_SHARED_BODY = 256  # characters or bytes
 
 
 class Response:
@@ -49,6 +53,21 @@ class Response:
     def keep_alive_head(self) -> bytes:
         """The head of this response on a keep-alive connection (for responses built around it)."""
         return self._head(True)
+
+    @classmethod
+    def shared(cls, body: Union[bytes, str], content_type: str = "text/plain") -> Response:
+        """The 200 answer ``body``: one Response for every caller when the body is short (many
+        instances' answers are the same text: "default", "ami-...", a listing, ``{}``), so its
+        encoding too is made once. Responses are never changed once made, so they may be shared."""
+        key = (body, content_type)
+        found = _SHARED.get(key)
+        if found is None:
+            found = cls(200, body, content_type)
+            if len(body) <= MAX_SHARED_BODY:
+                if len(_SHARED) >= MAX_SHARED:
+                    _SHARED.clear()
+                _SHARED[key] = found
+        return found
 
     @classmethod
     def prebuilt(cls, status: int, body: bytes, content_type: str, head: bytes) -> Response:
