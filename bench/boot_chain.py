@@ -31,14 +31,12 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout, for cloudseed
 
-from boot_compare import user_data  # noqa: E402  (bench/ is the script's directory)
+from boot_compare import bench_seed  # noqa: E402  (bench/ is the script's directory)
 from boot_intervals import intervals_of  # noqa: E402
 
 from cloudseed.lab.boots.session import run_boot  # noqa: E402
 from cloudseed.lab.images.image import lab_image  # noqa: E402
 from cloudseed.lab.machine.accel import choose_accel  # noqa: E402
-from cloudseed.provider.seeds.build import build_seed  # noqa: E402
-from cloudseed.provider.seeds.spec import InstanceSpec, SshKey  # noqa: E402
 
 COMMANDS = (
     ("critical chain: multi-user.target", "systemd-analyze critical-chain --no-pager multi-user.target"),
@@ -100,13 +98,7 @@ def main() -> int:
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="boot-chain-")
     key = f"{work}/key"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
-    with open(f"{key}.pub") as handle:
-        public = handle.read().strip()
-    spec = InstanceSpec(instance_id="iid-bench-0001", hostname="bench",
-                        ssh_keys=[SshKey("bench", "ed25519", public)], user_data=user_data(public))
-    seed = os.path.join(work, "seed.iso")
-    build_seed("nocloud", "iso9660", spec, seed)
+    seed = bench_seed(work)
     image = lab_image(args.agent)
     accel, reason = choose_accel("auto", image.kernel, image.initrd)
     print(f"accelerator: {accel} ({reason}); console logs under {work}; load {os.getloadavg()[0]:.2f}")

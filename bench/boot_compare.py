@@ -59,6 +59,18 @@ MULTI_USER = re.compile(r"Reached target (multi-user\.target|Multi-User System)"
 KEY_TYPES = ("rsa", "ecdsa", "ed25519")
 
 
+def bench_seed(work: str) -> str:
+    """The benchmark's NoCloud seed in ``work`` (``seed.iso``), for a login key made there (``key``)."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{work}/key"], check=True)
+    with open(f"{work}/key.pub") as handle:
+        key = handle.read().strip()
+    spec = InstanceSpec(instance_id="iid-bench-0001", hostname="bench",
+                        ssh_keys=[SshKey("bench", "ed25519", key)], user_data=user_data(key))
+    seed = os.path.join(work, "seed.iso")
+    build_seed("nocloud", "iso9660", spec, seed)
+    return seed
+
+
 def user_data(key: str) -> bytes:
     return f"""#cloud-config
 hostname: bench
@@ -266,13 +278,7 @@ def main() -> int:
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     work = tempfile.mkdtemp(prefix="bench-boot-")
     print(f"console logs under {work}", flush=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{work}/key"], check=True)
-    with open(f"{work}/key.pub") as handle:
-        key = handle.read().strip()
-    spec = InstanceSpec(instance_id="iid-bench-0001", hostname="bench",
-                        ssh_keys=[SshKey("bench", "ed25519", key)], user_data=user_data(key))
-    seed = os.path.join(work, "seed.iso")
-    build_seed("nocloud", "iso9660", spec, seed)
+    seed = bench_seed(work)
     images = {agent: lab_image(agent) for agent in agents}
     first = next(iter(images.values()))
     accel, reason = choose_accel("auto", first.kernel, first.initrd)
