@@ -18,6 +18,9 @@ from cloudseed.lab.images.rootfs import ImageBuildError, chroot_mounts, log, run
 
 LAB_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cloudseed/lab
 PACKAGE_DIR = os.path.dirname(LAB_DIR)  # cloudseed
+# what the image's copy of the package leaves out (and so image.package_hash too): bytecode, and
+# the server's C fast path as built on this host (*.so)
+NOT_COPIED = ("__pycache__", "*.pyc", "*.so")
 COLLECT_MARK = "cloudseed-lab:"
 
 _LAUNCHER = "#!/usr/bin/python3\nimport sys\nfrom cloudseed.cli import main\nsys.exit(main())\n"
@@ -92,7 +95,7 @@ def _copy_package(tree: str) -> None:
     target = os.path.join(tree, "usr/lib/python3/dist-packages/cloudseed")
     if os.path.lexists(target):
         shutil.rmtree(target)
-    shutil.copytree(PACKAGE_DIR, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
+    shutil.copytree(PACKAGE_DIR, target, ignore=shutil.ignore_patterns(*NOT_COPIED))
     launcher = os.path.join(tree, "usr/bin/cloudseed")
     with open(launcher + ".tmp", "w") as handle:
         handle.write(_LAUNCHER)

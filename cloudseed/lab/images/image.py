@@ -53,10 +53,11 @@ def package_hash() -> str:
     items: list[str | bytes] = []
     for dirpath, dirnames, filenames in os.walk(agent_install.PACKAGE_DIR):
         # the lab itself never runs in the guest: editing it must not force an image rebuild
-        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and
+        left_out = shutil.ignore_patterns(*agent_install.NOT_COPIED)(dirpath, dirnames + filenames)
+        dirnames[:] = sorted(d for d in dirnames if d not in left_out and
                              os.path.join(dirpath, d) != agent_install.LAB_DIR)
         for name in sorted(filenames):
-            if name.endswith((".pyc", ".so")):  # .so: the server's C fast path as built here (not copied)
+            if name in left_out:  # what the image's copy leaves out (agent_install.NOT_COPIED)
                 continue
             path = os.path.join(dirpath, name)
             items.append(os.path.relpath(path, agent_install.PACKAGE_DIR))
