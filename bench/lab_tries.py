@@ -7,7 +7,8 @@ a runcmd), each with a different hostname, as ``lab --repeat`` does, with ``--ex
 what the cloud-config did (the facts asked after the agent finished are part of the try). A try's
 time runs from reading the files to the report's last fact; its parts: the VM restored and
 released, the agent finished (as the guest helper saw it), the checks answered. Stage start
-times in the guest and the host's load average are printed beside each try.
+times in the guest, the host's load average and the time the agent recorded for ``users_groups``
+(the two users and their sudo rules) are printed beside each try.
 
 With ``--network-change`` each try's network-config defines the NIC otherwise than the snapshot
 had it up (its MTU), so the try takes it down and pays networking's DHCP again.
@@ -61,6 +62,17 @@ ethernets:
 """
 
 
+def module_seconds(result, module: str) -> str:
+    """What the agent recorded for ``module`` in a try ('-' when it has no record)."""
+    from cloudseed.lab.reports.agent_report import summarize
+
+    for stage in summarize(result.status, result.result)["stages"].values():
+        for entry in stage.get("modules", []):
+            if entry.get("name") == module and isinstance(entry.get("seconds"), (int, float)):
+                return f"{entry['seconds']:.2f}s"
+    return "-"
+
+
 def full_boot(image, accel: str, reason: str, delivery: Delivery, work: str, number: int) -> str:
     """The same cloud-config in a full boot (the lab without --repeat), as the tries' yardstick."""
     from cloudseed.lab.boots.session import run_boot
@@ -106,7 +118,7 @@ def main() -> int:
     print(f"snapshot: {state}; "
           f"{session.snapshot.info}; accelerator {accel}")
     print(f"{'try':>3} {'seconds':>8} {'restored':>9} {'agent done':>11} {'checks':>7}  "
-          f"{'local/network/config/final start':<34} load  checks  network")
+          f"{'local/network/config/final start':<34} load  checks  network  users_groups")
     totals = []
     for number in range(1, args.n + 1):
         host = f"bench-{number}"
@@ -128,7 +140,8 @@ def main() -> int:
                        if network.get(what)) or "-"
         print(f"{number:>3} {outcome.seconds:>7.1f}s {outcome.restored_in:>8.1f}s "
               f"{outcome.timings.get('agent', 0):>10.1f}s {outcome.timings.get('checks', 0):>6.1f}s  {stages:<34} "
-              f"{os.getloadavg()[0]:.1f}  {passed}/{len(outcome.checks or [])}  {net:>6}"
+              f"{os.getloadavg()[0]:.1f}  {passed}/{len(outcome.checks or [])}  {net:>6}  "
+              f"{module_seconds(outcome.result, 'users_groups'):>12}"
               + (f"  {outcome.error}" if outcome.error else ""), flush=True)
         totals.append(outcome.seconds)
     print(f"median {statistics.median(totals):.1f}s, min {min(totals):.1f}s, max {max(totals):.1f}s over "

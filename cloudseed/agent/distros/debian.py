@@ -2,11 +2,14 @@
 
 Debian's ``locale-gen`` ignores locale names given on its command line, so a locale is enabled
 in ``/etc/locale.gen`` first and then generated (``--keep-existing``: only what is missing).
+A user in the plainly simple case is made by writing the account files as ``useradd`` would
+(``_account_files``), without the 0.4-0.5 s a ``useradd`` costs under emulation.
 """
 
 from __future__ import annotations
 
-from cloudseed.agent.distros import Distro, DistroError
+from cloudseed.agent.distros import LOG, Distro, DistroError
+from cloudseed.core.root import RootError
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
@@ -34,6 +37,20 @@ class DebianDistro(Distro):
                               "sudo", "video"],
                    "sudo": ["ALL=(ALL) NOPASSWD:ALL"], "shell": "/bin/bash"},
     }
+
+    # ------------------------------------------------------------------ users
+    def add_user(self, name: str, spec: dict[str, Any]) -> None:
+        """``useradd``'s result, written directly when the case is plainly simple (``_account_files``:
+        no process, about 0.4 s less per user under emulation); ``useradd`` otherwise."""
+        from cloudseed.agent.distros._account_files import add_user_directly
+
+        try:
+            if add_user_directly(self.root, name, spec, self.os_release, LOG):
+                LOG.info("user %s made by writing the account files as useradd does", name)
+                return
+        except (OSError, RootError) as e:
+            raise DistroError(f"useradd {name}: {e}") from None
+        super().add_user(name, spec)
 
     # ------------------------------------------------------------------ time and locale
     def set_timezone(self, tz: str) -> None:

@@ -7,8 +7,11 @@ bad rule never blocks the other users and an invalid file is never installed; wi
 one ``visudo`` run checks all their blocks first (``check_together``): each visudo costs about
 0.3 s under emulation, and a block (``NAME <rule>`` lines, one rule a line) cannot define anything
 another uses, so blocks valid together are each valid alone. When that run complains, each
-block is checked on its own as before, so the errors name the same users. ``/etc/sudoers``
-gets an ``#includedir /etc/sudoers.d`` line if it has none.
+block is checked on its own as before, so the errors name the same users. A block made only of
+the common simple shapes (``ALL=(ALL) NOPASSWD:ALL``, ``ALL=(root) /usr/bin/apt``...) is proven
+valid without visudo by ``_sudoers_shape`` (a strict recogniser of that subset, tested against
+the real visudo); only the other blocks go to visudo. ``/etc/sudoers`` gets an
+``#includedir /etc/sudoers.d`` line if it has none.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import re
 from typing import Any
 
+from cloudseed.agent.modules._sudoers_shape import proven_valid
 from cloudseed.core.root import CommandError, TargetRoot, writer_tag
 
 SUDOERS = "/etc/sudoers"
@@ -122,15 +126,19 @@ def ensure_includedir(root: TargetRoot, header: str) -> None:
 
 
 def check_together(root: TargetRoot, blocks: list[str]) -> frozenset[str]:
-    """The blocks one ``visudo -c`` run finds valid together: all of them, or none when it complains
-    (each is then checked on its own); none when there are fewer than two or no visudo."""
-    if len(set(blocks)) < 2 or root.which("visudo") is None:
-        return frozenset()
+    """The blocks known valid: those of the simple shapes ``_sudoers_shape`` proves valid, and the
+    others when one ``visudo -c`` run finds them valid together (none of the others when it
+    complains: each is then checked on its own; nor when they are fewer than two or there is no
+    visudo)."""
+    proven = frozenset(block for block in blocks if proven_valid(block))
+    rest = [block for block in dict.fromkeys(blocks) if block not in proven]
+    if len(rest) < 2 or root.which("visudo") is None:
+        return proven
     try:
-        check_with_visudo(root, "".join(dict.fromkeys(blocks)), "sudo rules")
+        check_with_visudo(root, "".join(rest), "sudo rules")
     except RuleError:
-        return frozenset()
-    return frozenset(blocks)
+        return proven
+    return proven | frozenset(rest)
 
 
 def write_user_rules(root: TargetRoot, path: str, user: str, rules: list[str], header: str, where: str,
@@ -138,7 +146,7 @@ def write_user_rules(root: TargetRoot, path: str, user: str, rules: list[str], h
     """Check ``user``'s rules (unless ``checked`` holds its block: ``check_together``) and put them in
     ``path`` (replacing that user's previous block)."""
     block = render_block(user, rules)
-    if block not in checked:
+    if block not in checked and not proven_valid(block):
         check_with_visudo(root, block, where)
     ensure_includedir(root, header)
     existing = root.read_text(path, default="")
