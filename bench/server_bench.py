@@ -139,12 +139,14 @@ def static_tree(docroot: str, port: int, paths: list[str]) -> None:
             handle.write(body)
 
 
-def start_lighttpd(docroot: str, port: int, tmp: str) -> subprocess.Popen:
+def start_lighttpd(docroot: str, port: int, tmp: str, backlog: int = 0) -> subprocess.Popen:
+    """lighttpd serving ``docroot``; ``backlog``: its listen backlog (0: lighttpd's default, 1024)."""
     conf = os.path.join(tmp, "lighttpd.conf")
     with open(conf, "w") as handle:
         handle.write(f'server.document-root = "{docroot}"\nserver.port = {port}\nserver.bind = "127.0.0.1"\n'
                      'index-file.names = ("index.txt")\nmimetype.assign = ("" => "text/plain")\n'
-                     'server.max-keep-alive-requests = 100000\nserver.errorlog = "/dev/null"\n')
+                     'server.max-keep-alive-requests = 100000\nserver.errorlog = "/dev/null"\n'
+                     + (f"server.listen-backlog = {backlog}\n" if backlog else ""))
     proc = subprocess.Popen(["lighttpd", "-D", "-f", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
     return proc

@@ -10,7 +10,13 @@ client. The two alternate, ``--rounds`` times each, so both see the same machine
 of cloudseed uses instances it has not seen (a real storm: one registry read per instance).
 Then wrk's keep-alive throughput, alternating the same way. Prints every round (seconds, the
 server's CPU seconds, the load average), the medians, the spread of the per-round ratios and
-the load.
+the load. Each round also says where its slowest 1% of instances lost time beside the median
+instance (their first answer, the rest of the crawl, their longest connect: a SYN the listen
+queue dropped is sent again after 1 s) and the kernel's listen-queue overflow counters; with
+``--trace`` the server's side of each new instance's first request too (bench/storm_trace.py:
+read by Python, queued for the registry thread, the load, back on the loop); ``--perf DIR``
+profiles each round's server; ``--lighttpd-backlog`` sets lighttpd's listen backlog (its default
+is 1024, cloudseed's 4096); ``--json`` keeps every round's figures.
 
 wrk cannot bind source addresses. ``boot_storm_c`` runs bench/server_storm_client.c (C, one
 epoll loop, built with gcc on first use): a client that costs much less per request than the
@@ -230,7 +236,9 @@ def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool
     seconds after the common start it begins; ``netns``: run the client in that network namespace;
     ``start_at``: the common start (epoch seconds; default ``start_in`` from now).
     The result adds per-instance ``boots`` (start, finish or None, failed attempts, failed steps,
-    wrong answers) and ``fails`` (time, status) of every failed attempt."""
+    wrong answers), ``timings`` (per instance: ``first`` answer's time, ``connect_max`` and
+    ``slow_connects``: its longest connect and how many took over 0.5 s, ``latency_max``: its longest
+    request) and ``fails`` (time, status) of every failed attempt."""
     binary = build_c_client(tmp)
     steps = os.path.join(tmp, "sequence.txt")
     with open(steps, "w") as handle:
@@ -253,7 +261,7 @@ def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"storm client failed with status {proc.returncode}: {proc.stderr}")
-    boots, fails, fields = [], [], {}
+    boots, timings, fails, fields = [], [], [], {}
     for line in proc.stdout.splitlines():
         parts = line.split()
         if not parts:
@@ -266,6 +274,8 @@ def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool
             finish = float(parts[0])
             boots.append((float(parts[1]), finish if finish >= 0 else None, int(parts[2]), int(parts[3]),
                           int(parts[4])))
+            timings.append({"first": float(parts[5]), "connect_max": float(parts[6]), "slow_connects": int(parts[7]),
+                            "latency_max": float(parts[8])})
     finished = sorted(boot[1] for boot in boots if boot[1] is not None)
     last = finished[-1] if finished else float("nan")
     return {"instances": len(sources), "requests_each": len(sequence), "last_done_s": last,
@@ -273,12 +283,72 @@ def boot_storm_c(port: int, sources: list[str], sequence: list, keep_alive: bool
             "failures": int(fields["failures"]), "wrong": int(fields["wrong"]),
             "connections": int(fields["connections"]), "requests": int(fields["requests"]),
             "p50_ms": float(fields["p50_ms"]), "p99_ms": float(fields["p99_ms"]), "keep_alive": keep_alive,
-            "rps": int(fields["requests"]) / last if finished else 0.0, "boots": boots, "fails": fails,
+            "rps": int(fields["requests"]) / last if finished else 0.0, "boots": boots, "timings": timings,
+            "fails": fails, "sources": list(sources),
             "start_at": start_at,
             "client_cpu": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime}
 
 
 # -- as a script: the storm beside lighttpd -------------------------------------------------------
+TCP_COUNTERS = ("ListenOverflows", "ListenDrops", "TCPReqQFullDoCookies", "TCPReqQFullDrop", "SyncookiesSent",
+                "RetransSegs")
+
+
+def tcp_counters() -> dict[str, int]:
+    """The kernel's TCP counters that show a listener's queues overflowing (this network namespace)."""
+    values: dict[str, int] = {}
+    for name in ("/proc/net/netstat", "/proc/net/snmp"):
+        with open(name) as handle:
+            lines = handle.read().splitlines()
+        for header, numbers in zip(lines[::2], lines[1::2]):
+            values.update(zip(header.split()[1:], (int(n) for n in numbers.split()[1:])))
+    return {key: values.get(key, 0) for key in TCP_COUNTERS}
+
+
+def tail(result: dict, trace: dict[str, dict] | None = None, share: float = 0.01) -> dict:
+    """Where the last ``share`` of the instances (by finish) spent their time, beside the median
+    instance: the first answer (the registry read), the rest of the crawl, the longest connect.
+    With ``trace`` (bench/storm_trace.py's records by peer) the first request's stages too."""
+    import statistics
+
+    start_at = result["start_at"]
+    rows = [(boot[1], timing, source) for boot, timing, source in zip(result["boots"], result["timings"],
+                                                                       result["sources"]) if boot[1] is not None]
+    rows.sort(key=lambda row: row[0])
+    last = rows[-max(1, int(len(rows) * share)):]
+
+    def describe(group: list) -> dict:
+        median = statistics.median
+        out = {"finish": median(r[0] for r in group), "first": median(r[1]["first"] for r in group),
+               "after_first": median(r[0] - r[1]["first"] for r in group),
+               "connect_max": max(r[1]["connect_max"] for r in group),
+               "slow_connects": sum(r[1]["slow_connects"] for r in group),
+               "latency_max": max(r[1]["latency_max"] for r in group)}
+        traced = [trace[r[2]] for r in group if trace and r[2] in trace and "answered" in trace[r[2]]]
+        if traced:
+            out.update({"asked": median(t["asked"] - start_at for t in traced),
+                        "queued": median(t.get("began", t["asked"]) - t["asked"] for t in traced),
+                        "load": median(t.get("ended", 0) - t.get("began", 0) for t in traced),
+                        "landed": median(t.get("landed", t["answered"]) - t.get("ended", t["asked"]) for t in traced),
+                        "answered": median(t["answered"] - start_at for t in traced)})
+        return out
+
+    middle = len(rows) // 2
+    return {"tail": describe(last), "median": describe(rows[middle - len(last) // 2: middle + len(last) // 2 + 1]),
+            "slow_connects": sum(r[1]["slow_connects"] for r in rows)}
+
+
+def _tail_text(name: str, group: dict) -> str:
+    text = (f"{name}: done {group['finish']:.2f}s, first answer {group['first']:.2f}s, "
+            f"then {group['after_first']:.2f}s; longest connect {group['connect_max'] * 1000:.0f} ms, "
+            f"request {group['latency_max'] * 1000:.0f} ms")
+    if "asked" in group:
+        text += (f"; first request read by Python at {group['asked']:.2f}s, queued {group['queued'] * 1000:.0f} ms, "
+                 f"load {group['load'] * 1000:.1f} ms, to the loop {group['landed'] * 1000:.0f} ms, "
+                 f"answered {group['answered']:.2f}s")
+    return text
+
+
 def _alternating(rounds: int, run: Callable[[str, int], dict]) -> dict[str, list[dict]]:
     """``run(side, round)`` for both sides, ``rounds`` times, alternating which goes first."""
     results: dict[str, list[dict]] = {"cloudseed": [], "lighttpd": []}
@@ -303,6 +373,7 @@ def _summary(name: str, results: dict[str, list[dict]], key: str, higher_is_bett
 
 def main() -> int:
     import argparse
+    import json
     import shutil
     import signal
     import sys
@@ -317,6 +388,14 @@ def main() -> int:
     parser.add_argument("--instances", type=int, default=0, help="registered (default: storm x rounds)")
     parser.add_argument("--duration", type=int, default=5, help="seconds of each wrk run (0: no wrk)")
     parser.add_argument("--tree", default=server_bench.ROOT, help="run the server from this source tree")
+    parser.add_argument("--lighttpd-backlog", type=int, default=0,
+                        help="lighttpd's listen backlog (default: its own, 1024; cloudseed listens with 4096)")
+    parser.add_argument("--trace", action="store_true",
+                        help="time each new instance's registry load in the server (bench/storm_trace.py)")
+    parser.add_argument("--json", help="write every round's figures (and the tails) to this file")
+    parser.add_argument("--perf", help="profile each storm round's server with perf (record -g) into this "
+                                       "directory, and count its context switches and page faults (perf stat); "
+                                       "the profiler costs time: not for quoted figures")
     args = parser.parse_args()
     instances = max(args.instances, args.storm * args.rounds + 1)
     tmp = tempfile.mkdtemp(prefix="cloudseed-storm-")
@@ -325,7 +404,10 @@ def main() -> int:
         db = os.path.join(tmp, "server.db")
         print(f"registering {instances} instances: {server_bench.populate(db, instances):.1f}s", flush=True)
         port, static_port = server_bench.free_port(), server_bench.free_port()
-        server = subprocess.Popen([sys.executable, "-m", "cloudseed", "serve", "--db", db, "--listen",
+        trace_file = os.path.join(tmp, "trace.jsonl")
+        launcher = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "storm_trace.py"),
+                    trace_file] if args.trace else [sys.executable, "-m", "cloudseed"]
+        server = subprocess.Popen(launcher + ["serve", "--db", db, "--listen",
                                    f"127.0.0.1:{port}", "--access-log", "", "--rate-limit", "0"], cwd=args.tree,
                                   stderr=subprocess.DEVNULL,
                                   env=dict(os.environ, PYTHONPATH=os.path.abspath(args.tree)))
@@ -337,8 +419,9 @@ def main() -> int:
         static = [(m, p + "/" if p == "/openstack" else p) for m, p in sequence]
         docroot = os.path.join(tmp, "static")
         server_bench.static_tree(docroot, port, [p + "/" if p == "/openstack" else p for p in paths])
-        lighttpd = server_bench.start_lighttpd(docroot, static_port, tmp)
+        lighttpd = server_bench.start_lighttpd(docroot, static_port, tmp, args.lighttpd_backlog)
         pids = {"cloudseed": server.pid, "lighttpd": lighttpd.pid}
+        rounds: list[dict] = []
         print(f"boot storm: {args.storm} instances x {len(sequence)} requests, a new connection each "
               f"(cloud-init 22.4's OpenStack crawl), C client; {os.cpu_count()} CPUs", flush=True)
 
@@ -347,14 +430,38 @@ def main() -> int:
             work = os.path.join(tmp, f"{side}-{index}")
             os.makedirs(work)
             shutil.copy(build_c_client(tmp), work)
-            before = server_bench.process_cpu(pids[side])
+            profilers = []
+            if args.perf:
+                os.makedirs(args.perf, exist_ok=True)
+                name = os.path.join(args.perf, f"{side}-{index + 1}")
+                profilers = [subprocess.Popen(["perf", "record", "-q", "-g", "-F", "2000", "-p", str(pids[side]), "-o",
+                                               name + ".data"], stderr=subprocess.DEVNULL),
+                             subprocess.Popen(["perf", "stat", "-x,", "-o", name + ".stat", "-e",
+                                               "task-clock,context-switches,page-faults", "-p", str(pids[side])],
+                                              stderr=subprocess.DEVNULL)]
+                time.sleep(0.5)
+            before, counters = server_bench.process_cpu(pids[side]), tcp_counters()
             result = boot_storm_c(port if side == "cloudseed" else static_port, sources,
                                   sequence if side == "cloudseed" else static, False, work)
+            for profiler in profilers:
+                profiler.send_signal(signal.SIGINT)
+                profiler.wait()
+            if profilers:
+                with open(os.path.join(args.perf, f"{side}-{index + 1}.stat")) as handle:
+                    print("    perf stat: " + "; ".join(",".join(line.split(",")[:3]) for line in handle
+                                                         if line.strip() and not line.startswith("#")), flush=True)
             result["cpu"] = server_bench.process_cpu(pids[side]) - before
             result["load"] = os.getloadavg()[0]
+            result["tcp"] = {key: value - counters[key] for key, value in tcp_counters().items()}
+            result["side"], result["round"] = side, index + 1
             print(f"  {side:9s} round {index + 1}: last instance done after {result['last_done_s']:.2f}s "
                   f"(median {result['median_boot_s']:.2f}s), server CPU {result['cpu']:.2f}s, client CPU "
                   f"{result['client_cpu']:.2f}s, failures {result['failures']}, load {result['load']:.1f}", flush=True)
+            where = tail(result)
+            print(f"    {_tail_text('last 1%', where['tail'])}\n    {_tail_text('median', where['median'])}\n"
+                  f"    connects over 0.5 s: {where['slow_connects']}; TCP: "
+                  + ", ".join(f"{key} {value}" for key, value in result["tcp"].items() if value), flush=True)
+            rounds.append(result)
             if result["failures"]:
                 raise RuntimeError(f"{side}: {result['failures']} failed requests")
             return result
@@ -374,9 +481,25 @@ def main() -> int:
             server_bench.static_tree(docroot_mixed, port, server_bench.MIXED)
             _summary("keep-alive throughput (wrk, 50 connections, mixed paths), requests/s",
                      _alternating(args.rounds, keep_alive), "rps", True)
+        server.send_signal(signal.SIGTERM)
+        server.wait()
+        if args.trace:
+            with open(trace_file) as handle:
+                trace = {entry["peer"]: entry for entry in map(json.loads, handle)}
+            for result in rounds:
+                if result["side"] == "cloudseed":
+                    where = tail(result, trace)
+                    print(f"  traced round {result['round']}:\n    {_tail_text('last 1%', where['tail'])}\n"
+                          f"    {_tail_text('median', where['median'])}", flush=True)
+                    result["traced"] = where
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump([{key: value for key, value in result.items()
+                            if key not in ("boots", "timings", "fails", "sources")} | {"where": tail(result)}
+                           for result in rounds], handle, indent=1)
     finally:
         for proc in (server, lighttpd):
-            if proc is not None:
+            if proc is not None and proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -19,8 +19,11 @@
  * tried again after 0.1, 0.2, 0.4, 0.8, then every 1 s, until RETRY_SECONDS after the instance
  * started; only then does the step count as failed.
  *
- * Prints one line per instance, "FINISH START ATTEMPTS_FAILED STEPS_FAILED WRONG" (seconds after
- * the common start; FINISH -1 if it never finished), one "fail TIME STATUS" line per failed attempt
+ * Prints one line per instance, "FINISH START ATTEMPTS_FAILED STEPS_FAILED WRONG FIRST CONNECT_MAX
+ * SLOW_CONNECTS LATENCY_MAX" (seconds after the common start; FINISH -1 if it never finished; FIRST:
+ * when its first whole answer came, -1 if none; CONNECT_MAX: its longest wait from connect() to a
+ * writable socket, SLOW_CONNECTS how many waited over 0.5 s: a lost SYN is retransmitted after 1 s;
+ * LATENCY_MAX: its longest request, written to whole answer), one "fail TIME STATUS" line per failed attempt
  * (STATUS 0: no answer), then "failures N connections M requests R p50_ms X p99_ms Y wrong W"
  * (request latency from writing the request to reading the whole response; a connect is not
  * included; failures counts failed steps).
@@ -55,8 +58,8 @@ struct inst {
     struct in_addr source;
     char token[256], expect[128];
     char *buf; size_t len;
-    double offset, begun, finished, sent_at, retry_at;
-    long failed_attempts, failed_steps, wrong;
+    double offset, begun, finished, sent_at, retry_at, connect_at, first, connect_max, latency_max;
+    long failed_attempts, failed_steps, wrong, slow_connects;
 };
 
 static struct step *steps;
@@ -88,7 +91,7 @@ static void open_conn(struct inst *in) {
     in->fd = fd;
     in->sending = 1;
     in->len = 0;
-    in->sent_at = now();
+    in->sent_at = in->connect_at = now();
     connections++;
     struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = in};
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) < 0) die("epoll_ctl");
@@ -165,7 +168,10 @@ static int response_done(struct inst *in) {
     int status = atoi(in->buf + 9);
     if (nlat == caplat && !(latencies = realloc(latencies, (caplat = caplat ? caplat * 2 : 65536) * sizeof(double))))
         die("realloc");
-    latencies[nlat++] = now() - in->sent_at;
+    double t = now();
+    latencies[nlat++] = t - in->sent_at;
+    if (t - in->sent_at > in->latency_max) in->latency_max = t - in->sent_at;
+    if (in->first < 0) in->first = t - start;
     if (!strcmp(steps[in->step].method, "PUT") && status == 200 && length < sizeof in->token) {
         memcpy(in->token, in->buf + head, length);
         in->token[length] = 0;
@@ -246,6 +252,7 @@ int main(int argc, char **argv) {
         in->offset = offset;
         in->buf = malloc(BUF);
         in->fd = -1;
+        in->first = -1;
         count++;
     }
     fclose(f);
@@ -279,6 +286,9 @@ int main(int argc, char **argv) {
                     open_conn(in);
                     continue;
                 }
+                double waited = now() - in->connect_at;
+                if (waited > in->connect_max) in->connect_max = waited;
+                if (waited > 0.5) in->slow_connects++;
                 send_request(in);
                 continue;
             }
@@ -295,8 +305,9 @@ int main(int argc, char **argv) {
         }
     }
     for (int i = 0; i < count; i++)
-        printf("%.6f %.6f %ld %ld %ld\n", insts[i].done ? insts[i].finished : -1.0, insts[i].begun - start,
-               insts[i].failed_attempts, insts[i].failed_steps, insts[i].wrong);
+        printf("%.6f %.6f %ld %ld %ld %.6f %.6f %ld %.6f\n", insts[i].done ? insts[i].finished : -1.0,
+               insts[i].begun - start, insts[i].failed_attempts, insts[i].failed_steps, insts[i].wrong, insts[i].first,
+               insts[i].connect_max, insts[i].slow_connects, insts[i].latency_max);
     qsort(latencies, nlat, sizeof(double), compare);
     printf("failures %ld connections %ld requests %zu p50_ms %.3f p99_ms %.3f wrong %ld\n", failures, connections,
            nlat, nlat ? latencies[nlat / 2] * 1e3 : 0.0, nlat ? latencies[(size_t)(nlat * 0.99)] * 1e3 : 0.0, wrong);
