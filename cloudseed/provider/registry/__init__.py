@@ -3,6 +3,7 @@
 ``open_registry(url)`` opens a SQLite file (a path or ``sqlite:///path``, created on first use,
 WAL mode) or a PostgreSQL database (``postgresql://...``), both with the same ``Registry`` API:
 ``get``, ``add``, ``add_many``, ``update``, ``delete``, ``list(**filters)``, ``find_by_address``,
+the batch reads ``find_by_addresses``, ``get_many`` and ``timelines`` (a storm's new instances),
 ``set_password_once``, ``clear_password``, ``add_phone_home``, ``phone_home``,
 ``changes_since``, ``wait_for_change``, ``close``.
 """

@@ -82,6 +82,7 @@ LIFECYCLE_STATES = ("InService", "Terminated", "Detached", "Standby", "Warmed:Hi
 AZURE_SOURCES = ("Platform", "User")
 MAX_EVENTS_PER_INSTANCE = 100
 RETIRED_SETTING = "events_retired/"  # + instance id: what the instance's deleted events weighed
+MAX_TIMELINES = 256  # timelines read in one statement (SQLite takes at most 500 SELECTs in a compound one)
 RETIRED_WEIGHT = 4  # more than the phases (shown, started, over) an event can add beyond its revisions
 MAX_DESCRIPTION = 255
 
@@ -284,6 +285,26 @@ class EventStore:
             rows = cur.fetchall()
         retired = int(rows[0][0]) if rows and rows[0][0] is not None else 0
         return [_event(row[1:]) for row in rows if row[1] is not None], retired
+
+    def timelines(self, instance_ids: list[str]) -> dict[str, tuple[list[Event], int]]:
+        """``timeline`` of many instances: id -> (events, retired). Each instance's events and
+        retired weight still come from one statement (one moment), MAX_TIMELINES instances a statement."""
+        columns = ", ".join(f"e.{name.strip()}" for name in self._COLUMNS.split(","))
+        found: dict[str, tuple[list[Event], int]] = {}
+        for start in range(0, len(instance_ids), MAX_TIMELINES):
+            chunk = instance_ids[start:start + MAX_TIMELINES]
+            # the ids as a table: a compound SELECT, which SQLite and PostgreSQL both read alike
+            ids = " UNION ALL ".join(["SELECT CAST(? AS TEXT) AS id"] * len(chunk))
+            with self._cursor() as cur:
+                cur.execute(self._sql(f"SELECT i.id, s.value, {columns} FROM ({ids}) AS i LEFT JOIN settings s "
+                                      "ON s.name = CAST(? AS TEXT) || i.id LEFT JOIN events e ON e.instance_id = i.id "
+                                      "ORDER BY i.id, e.not_before, e.event_id"), [*chunk, RETIRED_SETTING])
+                rows = cur.fetchall()
+            for row in rows:
+                events, _ = found.setdefault(row[0], ([], int(row[1]) if row[1] is not None else 0))
+                if row[2] is not None:
+                    events.append(_event(row[2:]))
+        return found
 
     def get_event(self, instance_id: str, event_id: str) -> Optional[Event]:
         with self._cursor() as cur:

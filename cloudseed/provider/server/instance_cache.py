@@ -1,9 +1,11 @@
 """In-memory view of the registry for the hot path: who is at an address, rendered responses.
 
-A hit costs two dict lookups. Misses are loaded from the registry on one worker thread, and a
-request waiting for a load while that thread has finished nothing for ``load_wait`` seconds (a
-database cut off) is answered 503 instead of being held (behind a balancer, another server
-answers); a thread that is merely busy (a storm of new instances) is waited for. Requests for an
+A hit costs two dict lookups. Misses are loaded from the registry on one worker thread (new
+addresses in batches: those asked while a trip is under way go together in the next, three
+statements per batch), and a request waiting for a load while that thread has finished nothing
+for ``load_wait`` seconds (a database cut off) is answered 503 instead of being held (behind a
+balancer, another server answers); a thread that is merely busy (a storm of new instances) is
+waited for. Requests for an
 address already being loaded share that load, and its result is cached when it lands even if
 every request waiting for it has given up, so their retries are hits. A watcher thread follows
 the registry's change log (``changes_since``; PostgreSQL NOTIFY wakes it at once) and drops
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import sys
 import threading
 import time
 from typing import Any, Callable, Optional
@@ -36,6 +39,26 @@ MAX_UNKNOWN_ADDRESSES = 50_000  # "nobody here" answers kept; more (a scan) forg
 # seconds without the registry after which nothing cached is trusted (the change log keeps an hour)
 FORGET_AFTER_OUTAGE = 1800.0
 MAX_REFRESH = 1000  # changed instances loaded again per batch of changes (more are loaded when asked)
+MAX_BATCH = 256  # new addresses read in one registry trip (registry.MAX_TIMELINES at most)
+# While address loads are on the registry thread, the interpreter's switch interval (how long a
+# thread waiting for the GIL waits before it asks for it) is this instead of CPython's 5 ms: the
+# thread lets the GIL go at each row SQLite reads, and the event loop, busy with a storm's
+# connections, would make it wait up to 5 ms for each (a batch's rows took up to 0.6 s).
+TRIP_SWITCH_INTERVAL = 0.0002
+_trips = [0, 0.005]  # caches with address loads under way in this process, the interval they replaced
+
+
+def _trip_begins() -> None:
+    if _trips[0] == 0:
+        _trips[1] = sys.getswitchinterval()
+        sys.setswitchinterval(min(TRIP_SWITCH_INTERVAL, _trips[1]))
+    _trips[0] += 1
+
+
+def _trip_ends() -> None:
+    _trips[0] -= 1
+    if _trips[0] == 0:
+        sys.setswitchinterval(_trips[1])
 
 
 class CachedInstance:
@@ -119,6 +142,8 @@ class InstanceCache:
         self._contact = time.monotonic()  # when the watcher last heard from the registry
         self._finished = float("-inf")  # when a registry read on the worker thread last succeeded
         self._inflight: dict[tuple[Optional[str], str], asyncio.Future] = {}  # address loads under way
+        self._asked: list[tuple[tuple[Optional[str], str], asyncio.Future]] = []  # for the next registry trip
+        self._reading = False  # a trip of address loads is on the registry thread
         self._stop = threading.Event()
         self._watcher: Optional[threading.Thread] = None
 
@@ -136,17 +161,21 @@ class InstanceCache:
     # -- loads -----------------------------------------------------------------------------
     async def by_address(self, network: Optional[str], address: str) -> Any:
         # one trip to the registry thread: who holds the address and, if it is one instance not
-        # cached yet, its record and timeline too. Requests for an address already being loaded
-        # wait for that load, and the load is cached when it lands, whoever still waits for it
-        # (a request that gave up with a 503 leaves its retry a cache hit).
+        # cached yet, its record and timeline too; the addresses asked while a trip is under way
+        # go together in the next one (a storm of new instances: three statements per batch, not
+        # per instance). Requests for an address already being loaded wait for that load, and the
+        # load is cached when it lands, whoever still waits for it (a request that gave up with a
+        # 503 leaves its retry a cache hit).
         key = (network, address)
         pending = self._inflight.get(key)
         if pending is None:
             loop = asyncio.get_running_loop()
-            pending = self._inflight[key] = loop.run_in_executor(self.executor, self._job, self._load_address,
-                                                                 address, network)
+            pending = self._inflight[key] = loop.create_future()
             generation = self.generation
             pending.add_done_callback(lambda future: self._landed(key, generation, future))
+            self._asked.append((key, pending))
+            if not self._reading:
+                self._read_batch(loop)
         ids, loaded = await self._wait(pending)
         found = AMBIGUOUS if len(ids) > 1 else (ids[0] if ids else None)
         if found is None or found is AMBIGUOUS:
@@ -157,6 +186,31 @@ class InstanceCache:
         if loaded is None:
             return await self.by_id(found)
         return CachedInstance(*loaded) if loaded[0] is not None else None  # raced with a change: used once
+
+    def _read_batch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send the addresses asked since the last trip (at most MAX_BATCH) to the registry thread
+        as one job; when it is done, the next batch goes, if anything was asked meanwhile."""
+        batch, self._asked = self._asked[:MAX_BATCH], self._asked[MAX_BATCH:]
+        if batch and not self._reading:
+            _trip_begins()
+        elif self._reading and not batch:
+            _trip_ends()
+        self._reading = bool(batch)
+        if not batch:
+            return
+        job = loop.run_in_executor(self.executor, self._job, self._load_addresses, [key for key, _ in batch])
+        job.add_done_callback(lambda done: self._batch_read(loop, batch, done))
+
+    def _batch_read(self, loop: asyncio.AbstractEventLoop, batch: list, done: asyncio.Future) -> None:
+        error = done.exception() if not done.cancelled() else asyncio.CancelledError()
+        for key, future in batch:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result()[key])
+        self._read_batch(loop)
 
     def _landed(self, key: tuple[Optional[str], str], generation: int, future: asyncio.Future) -> None:
         """Keep what an address load found, unless the registry changed while it ran."""
@@ -195,10 +249,35 @@ class InstanceCache:
 
     def _load_address(self, address: str, network: Optional[str]) -> tuple[list[str], Optional[tuple]]:
         """(ids at the address, and for a single id not cached what ``_load`` gives for it, else None)."""
-        ids = self.registry.find_by_address(address, network)
-        if len(ids) != 1 or ids[0] in self.instances:
-            return ids, None
-        return ids, self._load(ids[0])
+        return self._load_addresses([(network, address)])[(network, address)]
+
+    def _load_addresses(self, keys: list[tuple[Optional[str], str]]) -> dict[tuple[Optional[str], str], tuple]:
+        """``_load_address`` of many (network, address) keys in three statements (MAX_BATCH keys at
+        most): the ids at each address, the records and the timelines of the single ids not cached."""
+        per_network: dict[Optional[str], list[str]] = {}
+        for network, address in keys:
+            per_network.setdefault(network, []).append(address)
+        ids_at: dict[tuple[Optional[str], str], list[str]] = {}
+        for network, addresses in per_network.items():
+            found = self.registry.find_by_addresses(addresses, network)
+            for address in addresses:
+                ids_at[(network, address)] = found.get(address, [])
+        instances = self.instances
+        wanted = {ids[0] for ids in ids_at.values() if len(ids) == 1 and ids[0] not in instances}
+        records = self.registry.get_many(sorted(wanted)) if wanted else {}
+        timelines = self.registry.timelines(sorted(records)) if records else {}
+        loads: dict[tuple[Optional[str], str], tuple] = {}
+        for key, ids in ids_at.items():
+            if len(ids) != 1 or ids[0] not in wanted:  # nobody, several, or cached when asked
+                loads[key] = (ids, None)
+                continue
+            record = records.get(ids[0])
+            if record is None:
+                loads[key] = (ids, (None, (), 0))
+            else:
+                events, retired = timelines.get(ids[0], ([], 0))
+                loads[key] = (ids, (record, tuple(events), retired))
+        return loads
 
     async def run(self, function: Callable, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)

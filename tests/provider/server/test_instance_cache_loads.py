@@ -12,31 +12,42 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import sys
 import threading
 import time
 
 import pytest
 
 from cloudseed.provider.registry import InstanceRecord, RegistryUnavailable, open_registry
-from cloudseed.provider.server.instance_cache import MISSING, CachedInstance, InstanceCache
+from cloudseed.provider.server import instance_cache
+from cloudseed.provider.server.instance_cache import AMBIGUOUS, MISSING, CachedInstance, InstanceCache
 
 
 class HeldLookups:
-    """Counts the registry's address lookups and holds each until ``gate`` is set."""
+    """Counts the registry's address lookups (one per trip of the registry thread, for every
+    address of the trip) and holds each until ``gate`` is set."""
 
     def __init__(self, registry, delay: float = 0.0):
-        self.real = registry.find_by_address
+        self.real = registry.find_by_addresses
         self.calls = 0
+        self.batches: list[list[str]] = []
         self.delay = delay
         self.gate = threading.Event()
         self.gate.set()
-        registry.find_by_address = self
+        registry.find_by_addresses = self
 
-    def __call__(self, address, network):
+    def __call__(self, addresses, network):
         self.calls += 1
+        self.batches.append(list(addresses))
         self.gate.wait(30)
         time.sleep(self.delay)
-        return self.real(address, network)
+        return self.real(addresses, network)
+
+
+@pytest.fixture
+def one_per_trip(monkeypatch):
+    """Each address its own registry trip (as before batches): a thread busy with many trips."""
+    monkeypatch.setattr(instance_cache, "MAX_BATCH", 1)
 
 
 @pytest.fixture
@@ -70,6 +81,58 @@ def test_requests_for_one_address_share_one_load(cache):
     assert cache.cached_by_address(None, "10.61.0.3") is found[0]
 
 
+def test_a_storm_of_new_addresses_is_read_in_batches(cache):
+    """Addresses asked while a trip is under way go together in the next trip, MAX_BATCH at most,
+    and each request gets its own instance (or nobody, or several) as a trip of one would give it."""
+    cache.registry.add_many([InstanceRecord(instance_id=f"i-storm-{n}", hostname=f"storm-{n}",
+                                            addresses=[{"address": f"10.62.{n // 250}.{n % 250 + 1}", "network": None}])
+                             for n in range(600)])
+    cache.registry.add(InstanceRecord(instance_id="i-twin", hostname="twin",
+                                      addresses=[{"address": "10.62.0.1", "network": "other"}]))
+    held = HeldLookups(cache.registry)
+    held.gate.clear()
+    addresses = [f"10.62.{n // 250}.{n % 250 + 1}" for n in range(600)] + ["10.63.0.1"]
+
+    async def storm():
+        first = asyncio.ensure_future(cache.by_address(None, "10.61.0.1"))  # its trip holds the thread
+        await asyncio.sleep(0.1)
+        asks = [asyncio.ensure_future(cache.by_address(None, address)) for address in addresses]
+        await asyncio.sleep(0.1)
+        held.gate.set()
+        return await first, await asyncio.gather(*asks)
+
+    first, found = asyncio.run(storm())
+    assert first.instance_id == "i-load-0"
+    assert [len(batch) for batch in held.batches] == [1, 256, 256, 89]
+    assert found[0] is AMBIGUOUS  # 10.62.0.1 is on two networks and the listener names none
+    assert [entry.instance_id for entry in found[1:600]] == [f"i-storm-{n}" for n in range(1, 600)]
+    assert found[600] is None
+    assert cache.cached_by_address(None, "10.62.0.2") is found[1]
+    assert cache.cached_by_address(None, "10.63.0.1") is None
+
+
+def test_the_switch_interval_is_short_only_while_address_loads_are_under_way(cache):
+    """The registry thread lets the GIL go at each row SQLite reads; while it has address loads
+    the interpreter's switch interval is TRIP_SWITCH_INTERVAL, so that a busy event loop gives the
+    GIL back within it, and the process's own interval is back once the last trip is done."""
+    held = HeldLookups(cache.registry)
+    held.gate.clear()
+    before = sys.getswitchinterval()
+
+    async def scenario():
+        asks = [asyncio.ensure_future(cache.by_address(None, f"10.61.0.{n + 1}")) for n in range(3)]
+        await asyncio.sleep(0.1)
+        during = sys.getswitchinterval()
+        held.gate.set()
+        await asyncio.gather(*asks)
+        return during
+
+    during = asyncio.run(scenario())
+    assert during == pytest.approx(min(instance_cache.TRIP_SWITCH_INTERVAL, before))
+    assert len(held.batches) == 2  # the first address alone, the two asked during its trip together
+    assert sys.getswitchinterval() == before
+
+
 def test_a_load_that_lands_after_its_requests_gave_up_is_cached(cache):
     held = HeldLookups(cache.registry)
     held.gate.clear()
@@ -96,7 +159,7 @@ def test_a_load_that_lands_after_its_requests_gave_up_is_cached(cache):
     assert held.calls == 1  # one lookup for both requests; the next request is a hit
 
 
-def test_a_busy_registry_thread_is_waited_for_a_stalled_one_is_not(cache):
+def test_a_busy_registry_thread_is_waited_for_a_stalled_one_is_not(cache, one_per_trip):
     held = HeldLookups(cache.registry, delay=0.2)  # each load 0.2 s: twelve queued take 2.4 s
 
     async def busy():
@@ -140,7 +203,7 @@ def test_a_load_that_raced_with_a_change_is_used_but_not_cached(cache):
     assert cache.cached("i-load-5") is MISSING
 
 
-def test_health_stays_ok_while_the_registry_thread_is_busy_not_when_it_stalls(cache):
+def test_health_stays_ok_while_the_registry_thread_is_busy_not_when_it_stalls(cache, one_per_trip):
     """/health (the balancer's check): a storm's queue of reads on the registry thread is a busy
     registry, not a lost one; a thread whose reads stopped succeeding is unhealthy within a second."""
     from cloudseed.provider.server.admin.admin_app import AdminApp
