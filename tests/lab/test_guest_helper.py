@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from cloudseed.lab.images.agent_install import _GATE_GENERATOR, HELPER, NETWORK_CHECK
+from cloudseed.lab.images.agent_install import _GATE_GENERATOR, HELPER, NETWORKING_DROPIN, SSH_DROPIN
 from cloudseed.lab.machine.snapshot import SEED_BYTES, pad_seed
 from cloudseed.lab.machine.vm import LabError
 from cloudseed.provider.seeds.build import build_seed
@@ -122,13 +122,17 @@ def test_gate_generator_puts_the_helper_in_front_of_each_agents_local_stage(tmp_
     assert written == {
         "cloudseed-local.service.d/cloudseed-lab-gate.conf": f"{start} /usr/bin/cloudseed boot --hand-off\n",
         "cloud-init-local.service.d/cloudseed-lab-gate.conf": f"{start} /usr/bin/cloud-init init --local\n",
+        "ssh.service.d/cloudseed-lab-try.conf": "[Service]\nExecStartPre=\n",  # no `sshd -t` in a try
     }
+    assert written["ssh.service.d/cloudseed-lab-try.conf"] == SSH_DROPIN
 
 
 def test_with_the_network_word_networking_first_takes_down_what_a_try_changed(tmp_path):
     written = _generate(tmp_path, "root=/dev/vda1 ro cloudseed.lab.gate cloudseed.lab.net")
-    assert written["networking.service.d/cloudseed-lab-net.conf"] == f"[Service]\nExecStartPre=-{NETWORK_CHECK}\n"
-    assert len(written) == 3  # and the two gates
+    dropin = written["networking.service.d/cloudseed-lab-net.conf"]
+    assert dropin == NETWORKING_DROPIN and dropin.startswith("[Service]\nExecStart=\nExecStart=/bin/sh -c '")
+    assert "$$verdict" in dropin  # written as is: systemd, not the generator's shell, reads the `$$`
+    assert len(written) == 4  # and the two gates and sshd's
 
 
 @pytest.mark.parametrize("cmdline", ["root=/dev/vda1 ro", "root=/dev/vda1 cloudseed.lab.gated", "cloudseed.lab.exec",

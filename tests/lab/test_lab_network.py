@@ -10,6 +10,7 @@ paths in a VM.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -18,7 +19,7 @@ import time
 
 import pytest
 
-from cloudseed.lab.images.agent_install import NETWORK_CHECK
+from cloudseed.lab.images.agent_install import NET_DIR, NETWORKING_START
 from cloudseed.network import parse as parse_network
 from cloudseed.network import render
 from tests.lab.guest_helper import labnet
@@ -60,7 +61,19 @@ def test_the_agents_fallback_and_the_same_dhcp_keep_the_snapshots_network(tmp_pa
     (tmp_path / "image").mkdir()
     (tmp_path / "try").mkdir()
     now = labnet.parse(_tree(tmp_path / "try", network))
-    assert labnet.changed(_snapshot(tmp_path), now, ["lo", "ens3"]) == (["lo", "ens3"], [])
+    snapshot = _snapshot(tmp_path)
+    assert labnet.changed(snapshot, now, ["lo", "ens3"]) == (["lo", "ens3"], [])
+    # nothing left for networking's `ifup -a` to raise: it is left out (the drop-in's "kept")
+    assert labnet.verdict_for(snapshot, now, ["lo", "ens3"])["ifup"] is False
+
+
+def test_ifup_still_runs_when_the_configuration_adds_an_interface_the_snapshot_did_not_raise(tmp_path):
+    (tmp_path / "image").mkdir()
+    (tmp_path / "try").mkdir()
+    network = {"version": 2, "ethernets": {"ens3": {"dhcp4": True}, "ens4": {"dhcp4": True}}}
+    now = labnet.parse(_tree(tmp_path / "try", network))
+    verdict = labnet.verdict_for(_snapshot(tmp_path), now, ["lo", "ens3"])
+    assert verdict == {"kept": ["ens3", "lo"], "restarted": [], "removed": [], "ifup": True}
 
 
 @pytest.mark.parametrize("network, changed", [
@@ -80,6 +93,7 @@ def test_a_configuration_that_defines_an_interface_otherwise_takes_it_down(tmp_p
     kept, down = labnet.changed(snapshot, now, ["lo", "ens3"])
     assert set(down) == set(changed) and set(kept) == {"lo", "ens3"} - set(changed)
     assert labnet.verdict_for(snapshot, now, ["lo", "ens3"])["restarted"] == sorted(changed)
+    assert labnet.verdict_for(snapshot, now, ["lo", "ens3"])["ifup"] is True
 
 
 def test_an_interface_no_longer_configured_or_behind_a_mapping_is_taken_down(tmp_path):
@@ -89,7 +103,8 @@ def test_an_interface_no_longer_configured_or_behind_a_mapping_is_taken_down(tmp
     now = labnet.parse(_tree(tmp_path / "none", None))
     assert labnet.changed(snapshot, now, ["lo", "ens3"]) == (["lo"], ["ens3"])
     # reported apart from a changed one: ifup -a leaves it down, as a real boot would have it
-    assert labnet.verdict_for(snapshot, now, ["lo", "ens3"]) == {"kept": ["lo"], "restarted": [], "removed": ["ens3"]}
+    assert labnet.verdict_for(snapshot, now, ["lo", "ens3"]) == {"kept": ["lo"], "restarted": [], "removed": ["ens3"],
+                                                                 "ifup": True}
     mapped = tmp_path / "mapped"
     mapped.write_text(snapshot.text() + "mapping ens3\n    script /usr/local/bin/pick\n")
     assert labnet.changed(snapshot, labnet.parse(str(mapped)), ["ens3"]) == ([], ["ens3"])
@@ -123,22 +138,106 @@ def test_the_classes_are_those_ifupdown_lists(tmp_path):
         assert sorted(config.classes[klass]) == sorted(listed), klass
 
 
-def test_networkings_first_step_waits_for_the_exec_loops_answer_once(tmp_path, monkeypatch):
+def _networking(tmp_path, rc: int = 0) -> tuple[list[str], object]:
+    """The drop-in's command as systemd runs it (``$$`` read as ``$``), with its pipes, ifup and the
+    hotplug mark in ``tmp_path`` (ifup a recorder: the test must not touch the host's network)."""
+    ifup = tmp_path / "ifup"
+    ifup.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path}/ifup.log\nexit {rc}\n')
+    ifup.chmod(0o755)
+    text = (NETWORKING_START.replace(NET_DIR, str(tmp_path)).replace("/sbin/ifup", str(ifup))
+            .replace("/run/network/restart-hotplug", str(tmp_path / "restart-hotplug")).replace("$$", "$"))
+    return shlex.split(text), tmp_path / "ifup.log"
+
+
+@pytest.mark.parametrize("verdict, runs", [(None, True), ({"kept": ["ens3", "lo"], "ifup": False}, False),
+                                           ({"kept": ["lo"], "restarted": ["ens3"], "ifup": True}, True)],
+                         ids=["nobody-to-ask", "all-kept", "changed"])
+def test_networking_asks_the_exec_loop_and_leaves_out_ifup_only_when_all_is_kept(tmp_path, monkeypatch,
+                                                                                  verdict, runs):
     """The drop-in's shell and the exec loop's thread meet on two pipes; the pipes go with the answer."""
     check, done = tmp_path / "check", tmp_path / "done"
     monkeypatch.setattr(labnet, "CHECK", str(check))
     monkeypatch.setattr(labnet, "DONE", str(done))
-    for fifo in (check, done):
-        os.mkfifo(fifo)
-    asked = []
-    monkeypatch.setattr(labnet, "reconcile", lambda console: asked.append(time.sleep(0.5)))  # its own tests above
-    thread = threading.Thread(target=labnet.answer_check, args=(print,), daemon=True)
-    thread.start()
-    command = shlex.split(NETWORK_CHECK.replace("/run/cloudseed-lab/net", str(tmp_path)))
+    command, log = _networking(tmp_path)
+    thread = None
+    if verdict is not None:
+        for fifo in (check, done):
+            os.mkfifo(fifo)
+        asked = []
+        monkeypatch.setattr(labnet, "reconcile", lambda console: asked.append(time.sleep(0.5)) or verdict)
+        thread = threading.Thread(target=labnet.answer_check, args=(print,), daemon=True)
+        thread.start()
     started = time.monotonic()
     assert subprocess.run(command, timeout=30).returncode == 0
-    assert asked and time.monotonic() - started >= 0.5  # it waited for the answer
-    thread.join(5)
-    assert not thread.is_alive() and not check.exists() and not done.exists()
-    started = time.monotonic()  # networking restarted later in the try: nobody to ask, no wait
-    assert subprocess.run(command, timeout=30).returncode == 0 and time.monotonic() - started < 5
+    if thread is not None:
+        assert asked and time.monotonic() - started >= 0.5  # it waited for the answer
+        thread.join(5)
+        assert not thread.is_alive() and not check.exists() and not done.exists()
+    # `ifup -a` as Debian's unit has it, unless every interface it would raise was kept
+    assert (log.read_text() if log.exists() else "") == ("-a --read-environment\n" if runs else "")
+    if thread is not None:  # networking restarted later in the try: nobody to ask, no wait, ifup runs
+        started = time.monotonic()
+        assert subprocess.run(command, timeout=30).returncode == 0 and time.monotonic() - started < 5
+        assert log.read_text().endswith("-a --read-environment\n")
+
+
+def test_networking_fails_with_ifup_and_raises_the_hotplug_class_after_a_restart(tmp_path):
+    command, log = _networking(tmp_path, rc=3)
+    assert subprocess.run(command, timeout=30).returncode == 3  # the unit fails as with its own ExecStart
+    command, log = _networking(tmp_path, rc=0)
+    (tmp_path / "restart-hotplug").touch()
+    assert subprocess.run(command, timeout=30).returncode == 0
+    assert log.read_text().splitlines()[-2:] == ["-a --read-environment", "-a --read-environment --allow=hotplug"]
+
+
+def test_the_drop_in_runs_the_commands_of_debians_networking_unit():
+    """The try's networking command ends in the image's own unit's two commands (ifupdown 0.8.41, the
+    host's package here: the image's is the same Debian release's)."""
+    unit = "/lib/systemd/system/networking.service"
+    if not os.path.exists(unit):
+        pytest.skip("ifupdown's unit is not installed")
+    with open(unit) as handle:
+        starts = [line.split("=", 1)[1].strip() for line in handle if line.startswith("ExecStart=")]
+    assert len(starts) == 2 and starts[0] == "/sbin/ifup -a --read-environment"
+    assert f"; {starts[0]} || exit; " in NETWORKING_START
+    hotplug = shlex.split(starts[1].lstrip("-"))[2]  # -/bin/sh -c '...': the shell's script
+    assert NETWORKING_START.endswith(f"{hotplug}; exit 0'")
+
+
+def test_the_interfaces_up_are_read_from_ifupdowns_state_file(tmp_path, monkeypatch):
+    state = tmp_path / "ifstate"
+    state.write_text("lo=lo\nens3=ens3\n")
+    monkeypatch.setattr(labnet, "STATE", str(state))
+    assert labnet._up_now() == ["lo", "ens3"]
+    state.unlink()  # no state file (an older ifupdown): ifquery's answer, which is the host's own state
+    listed = subprocess.run(["ifquery", "--state"], capture_output=True, text=True).stdout
+    assert labnet._up_now() == [line.split("=", 1)[0] for line in listed.splitlines() if "=" in line]
+
+
+def test_a_hook_added_since_the_snapshot_keeps_ifup_in(tmp_path, monkeypatch):
+    """`ifup -a` runs if-pre-up.d and if-up.d once for "--all" too: with the image's own hooks (the
+    snapshot's) it is left out when all is kept; a hook the try wrote makes it run, as on a real boot."""
+    net, etc = tmp_path / "net", tmp_path / "etc"
+    net.mkdir()
+    (etc / "if-up.d").mkdir(parents=True)
+    (etc / "if-up.d" / "resolved").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(labnet, "HOOK_DIRS", (str(etc / "if-pre-up.d"), str(etc / "if-up.d")))
+    for name in ("PRIVATE", "HOOKS", "CHECK", "DONE", "NET_DIR"):
+        monkeypatch.setattr(labnet, name, getattr(labnet, name).replace(labnet.NET_DIR, str(net)))
+    monkeypatch.setattr(labnet, "VERDICT", str(tmp_path / "network.json"))
+    monkeypatch.setattr(labnet, "_up_now", lambda: ["lo", "ens3"])
+    (tmp_path / "image").mkdir()
+    snapshot = labnet.snapshot_config("ens3", _tree(tmp_path / "image", None))
+    (tmp_path / "try").mkdir()
+    monkeypatch.setattr(labnet, "INTERFACES", _tree(tmp_path / "try", FALLBACK))
+
+    def reconcile() -> dict:
+        (net / "interfaces").write_text(snapshot.text())
+        return labnet.reconcile(print)
+
+    (net / "hooks.json").write_text(json.dumps(labnet.hooks()))
+    assert reconcile()["ifup"] is False
+    (etc / "if-pre-up.d").mkdir()
+    (etc / "if-pre-up.d" / "mine").write_text("#!/bin/sh\n")
+    verdict = reconcile()
+    assert verdict["ifup"] is True and verdict["kept"] == ["ens3", "lo"]

@@ -70,7 +70,9 @@ def network_line(outcome: Try) -> str:
     said = []
     if network.get("kept"):
         said.append(f"{', '.join(network['kept'])} kept up from the snapshot (the configuration is the one it was "
-                    f"raised with: no DHCP in this try)")
+                    f"raised with: no DHCP in this try"
+                    + ("; nothing left for networking.service's ifup -a, left out" if network.get("ifup") is False
+                       else "") + ")")
     if network.get("restarted"):
         said.append(f"{', '.join(network['restarted'])} reconfigured (the configuration differs from the "
                     f"snapshot's: taken down, raised again by networking.service as on a real boot)")

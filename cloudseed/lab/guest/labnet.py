@@ -11,10 +11,12 @@ starts after the agent's local stage as on any boot, and first asks for ``reconc
 the lab's generator writes on snapshot boots only: a shell writes to a pipe the try's exec loop,
 already running, reads): each interface that is up is compared, as ifupdown
 reads it (its classes, then each stanza's family, method and options in order), with what the
-agent has just written. One defined the same way stays up (``ifup -a`` then finds it configured
-and leaves it); one whose definition changed or went is taken down with its old definition, so
-``ifup -a`` brings it up again with the new one, DHCP and hooks paid as in a real boot. What was
-kept and what was taken down goes to ``/run/cloudseed-lab/network.json`` for the try's report.
+agent has just written. One defined the same way stays up; one whose definition changed or went
+is taken down with its old definition, so ``ifup -a`` brings it up again with the new one, DHCP
+and hooks paid as in a real boot. When every interface ``ifup -a`` would raise (the ``auto``
+class) was kept, it would find each configured and do nothing: the answer is ``kept`` and the
+drop-in leaves it out (``"ifup": false``). What was kept and what was taken down goes to
+``/run/cloudseed-lab/network.json`` for the try's report.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ import time
 
 NET_DIR = "/run/cloudseed-lab/net"
 PRIVATE = NET_DIR + "/interfaces"  # what the snapshot raised its interfaces with
+HOOKS = NET_DIR + "/hooks.json"  # ifup's hooks as the snapshot had them
+HOOK_DIRS = ("/etc/network/if-pre-up.d", "/etc/network/if-up.d")  # what `ifup -a` runs for "--all" too
 CHECK, DONE = NET_DIR + "/check", NET_DIR + "/done"  # networking.service's first step asks, and waits
 VERDICT = "/run/cloudseed-lab/network.json"
 INTERFACES = "/etc/network/interfaces"
+STATE = "/run/network/ifstate"  # ifupdown 0.8's record of what is up
 _CLASS_WORDS = {"auto": "auto", "allow-auto": "auto"}
 _RUN_PARTS_NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 
@@ -125,9 +130,29 @@ def parse(path: str = INTERFACES, into: Config | None = None, depth: int = 0) ->
 
 
 def _up_now() -> list[str]:
-    """The interfaces ifupdown's state records as configured."""
-    proc = subprocess.run(["ifquery", "--state"], capture_output=True, text=True, check=False)
-    return [line.split("=", 1)[0] for line in proc.stdout.splitlines() if "=" in line]
+    """The interfaces ifupdown's state records as configured: its state file as ``ifquery --state``
+    reads it (``name=logical-name`` lines; no process under emulation), else ``ifquery`` itself."""
+    try:
+        with open(STATE) as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        proc = subprocess.run(["ifquery", "--state"], capture_output=True, text=True, check=False)
+        lines = proc.stdout.splitlines()
+    return [line.split("=", 1)[0] for line in lines if "=" in line]
+
+
+def hooks() -> list[list]:
+    """The scripts ``ifup`` runs before and after raising (also once for ``--all`` under ``ifup -a``,
+    with ``ADDRFAM=meta``), as name, size and time."""
+    found = []
+    for directory in HOOK_DIRS:
+        for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+            try:
+                info = os.stat(os.path.join(directory, name))
+            except OSError:
+                continue
+            found.append([os.path.join(directory, name), info.st_size, info.st_mtime_ns])
+    return found
 
 
 def _nic() -> str | None:
@@ -170,8 +195,12 @@ def verdict_for(before: Config, now: Config, up: list[str]) -> dict:
     """What a try does with the interfaces ``up``: kept, restarted (defined otherwise: ``ifup -a``
     raises them again) or removed (no longer defined: they stay down, as on a real boot)."""
     kept, down = changed(before, now, up)
+    # ifup -a raises the "auto" class: with each of them kept, it would find all configured and do
+    # nothing but run its hooks for "--all" (reconcile: the image's own, which the snapshot had), so
+    # networking.service leaves it out (its drop-in reads the answer "kept")
+    idle = not down and not now.mappings and set(now.classes.get("auto", ())) <= set(kept)
     return {"kept": sorted(kept), "restarted": sorted(n for n in down if n in now.stanzas),
-            "removed": sorted(n for n in down if n not in now.stanzas)}
+            "removed": sorted(n for n in down if n not in now.stanzas), "ifup": not idle}
 
 
 def bring_up(console) -> dict:
@@ -192,6 +221,8 @@ def bring_up(console) -> dict:
         console(f"network: not raised for the snapshot (ifup exited {proc.returncode}: "
                 f"{(proc.stderr or proc.stdout).strip()[-300:]})")
         return {"up": [], "why": f"ifup exited {proc.returncode}"}
+    with open(HOOKS, "w") as handle:
+        json.dump(hooks(), handle)
     for fifo in (CHECK, DONE):
         os.mkfifo(fifo, 0o600)
     console(f"network: {', '.join(up)} up for the snapshot in {time.monotonic() - started:.1f}s")
@@ -206,15 +237,33 @@ def answer_check(console) -> None:
         return
     with open(CHECK) as ask:
         ask.read()
+    answer = "run"  # ifup -a as the unit has it
     try:
-        reconcile(console)
+        if not reconcile(console).get("ifup", True):
+            answer = "kept"
     except Exception as e:  # noqa: BLE001 - networking must go on; the report says what failed
         console(f"network: the check failed ({type(e).__name__}: {e})")
     finally:
         os.unlink(CHECK)
-        with open(DONE, "w") as answer:
-            answer.write("done\n")
+        with open(DONE, "w") as done:
+            done.write(answer + "\n")
         os.unlink(DONE)
+
+
+def no_check() -> None:
+    """A try without the exec loop: remove the pipes, so networking.service asks nobody and waits for
+    no one (its drop-in then runs ``ifup -a`` as the unit has it)."""
+    for fifo in (CHECK, DONE):
+        if os.path.exists(fifo):
+            os.unlink(fifo)
+
+
+def _hooks_then() -> list | None:
+    try:
+        with open(HOOKS) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
 
 
 def reconcile(console) -> dict:
@@ -224,9 +273,12 @@ def reconcile(console) -> dict:
     started = time.monotonic()
     up = _up_now()
     try:
-        verdict = verdict_for(parse(PRIVATE), parse(), up)
+        verdict = verdict_for(parse(PRIVATE), parse(INTERFACES), up)
     except (OSError, ValueError) as e:  # unreadable: nothing counts as the same, all is raised again
-        verdict = {"kept": [], "restarted": sorted(up), "removed": [], "error": f"{type(e).__name__}: {e}"}
+        verdict = {"kept": [], "restarted": sorted(up), "removed": [], "ifup": True,
+                   "error": f"{type(e).__name__}: {e}"}
+    if not verdict["ifup"] and _hooks_then() != hooks():  # a hook added or changed: `ifup -a` runs it for --all
+        verdict["ifup"] = True
     down = verdict["restarted"] + verdict["removed"]
     for name in reversed([n for n in up if n in down]):
         subprocess.run(["ifdown", "--force", "-i", PRIVATE, name], capture_output=True, check=False)
@@ -237,7 +289,8 @@ def reconcile(console) -> dict:
     os.unlink(PRIVATE)  # a later restart of networking.service is an ordinary one
     said = []
     if verdict["kept"]:
-        said.append(f"{', '.join(verdict['kept'])} kept up from the snapshot (configuration unchanged)")
+        said.append(f"{', '.join(verdict['kept'])} kept up from the snapshot (configuration unchanged"
+                    + ("" if verdict["ifup"] else "; nothing for ifup -a to raise") + ")")
     if verdict["restarted"]:
         said.append(f"{', '.join(verdict['restarted'])} changed: taken down, networking.service raises it again")
     if verdict["removed"]:

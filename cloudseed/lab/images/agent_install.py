@@ -125,10 +125,25 @@ GUEST_DIR = os.path.join(LAB_DIR, "guest")
 GUEST_FILES = ("labguest.py", "labnet.py", "labstate.py")
 HELPER = "/usr/local/lib/cloudseed-lab/labguest.py"
 
-# networking.service's first step on a try from a snapshot with the network up: ask the try's exec loop
-# (labnet.answer_check) to take down what the agent's new configuration changed, and wait for it
-NETWORK_CHECK = ("/usr/bin/timeout 120 /bin/sh -c 'test -p /run/cloudseed-lab/net/check || exit 0; "
-                 "echo check > /run/cloudseed-lab/net/check; read done < /run/cloudseed-lab/net/done'")
+# networking.service's command on a try from a snapshot with the network up (its ExecStart lines,
+# replaced): ask the try's exec loop (labnet.answer_check) to take down what the agent's new
+# configuration changed, and wait for its verdict. "kept" (every interface `ifup -a` would raise is
+# up from the snapshot and defined as it was) ends there: `ifup -a` would find each configured and
+# do nothing. Otherwise Debian 12's own two commands follow, as the unit has them (ifupdown
+# 0.8.41: `ifup -a`, whose failure fails the unit, then the hotplug class after a restart, whose
+# failure does not). No pipe (no snapshot network, or networking started again later in the try):
+# those two commands alone. As systemd reads it: `$$` is the shell's `$`.
+NET_DIR = "/run/cloudseed-lab/net"  # labnet.NET_DIR
+NETWORKING_START = (
+    f"/bin/sh -c 'if [ -p {NET_DIR}/check ]; then echo check > {NET_DIR}/check; "
+    f"read verdict < {NET_DIR}/done; [ \"$$verdict\" = kept ] && exit 0; fi; "
+    "/sbin/ifup -a --read-environment || exit; "
+    "if [ -f /run/network/restart-hotplug ]; then /sbin/ifup -a --read-environment --allow=hotplug; fi; exit 0'")
+NETWORKING_DROPIN = f"[Service]\nExecStart=\nExecStart={NETWORKING_START}\n"
+# sshd's start on a try: Debian's unit checks the configuration (`sshd -t`) before `sshd -D`, which
+# reads it again and exits 255 on the same errors (no restart: RestartPreventExitStatus=255), so the
+# unit fails alike without the check; a try leaves the check out (ExecReload keeps its own).
+SSH_DROPIN = "[Service]\nExecStartPre=\n"
 
 # The snapshot point of `lab --repeat` (lab images only): with cloudseed.lab.gate on the kernel command
 # line, the agent's local unit runs its command through the guest helper, which holds it before it
@@ -146,9 +161,13 @@ gate() {{
 }}
 gate "$1" cloudseed-local.service "/usr/bin/cloudseed boot --hand-off"
 gate "$1" cloud-init-local.service "/usr/bin/cloud-init init --local"
+mkdir -p "$1/ssh.service.d"
+cat > "$1/ssh.service.d/cloudseed-lab-try.conf" <<'EOF'
+{SSH_DROPIN}EOF
 case " $cmdline " in *" cloudseed.lab.net "*) ;; *) exit 0 ;; esac
 mkdir -p "$1/networking.service.d"
-printf '[Service]\\nExecStartPre=-%s\\n' "{NETWORK_CHECK}" > "$1/networking.service.d/cloudseed-lab-net.conf"
+cat > "$1/networking.service.d/cloudseed-lab-net.conf" <<'EOF'
+{NETWORKING_DROPIN}EOF
 """
 
 # Answers the lab's questions (--expect facts, --compare state) once the agent is done; on a

@@ -72,7 +72,7 @@ class Qmp:
                 return info
             if status in ("failed", "cancelled"):
                 raise QmpError(f"migration {status}: {info.get('error-desc', '')}")
-            time.sleep(0.05)
+            time.sleep(0.01)  # a restore's device state loads in a few ms
         raise QmpError(f"migration did not complete within {timeout:.0f}s")
 
     def wait_event(self, name: str, timeout: float) -> Optional[dict[str, Any]]:

@@ -35,10 +35,10 @@ from cloudseed.lab.images.image import Image
 from cloudseed.lab.machine.channel import EXEC_PORT, GATE_PORT, Channel, ChannelError
 from cloudseed.lab.machine.console import Event
 from cloudseed.lab.machine.qmp import Qmp, QmpError
-from cloudseed.lab.machine.vm import LabError, VirtualMachine, VmSpec
+from cloudseed.lab.machine.vm import IGNORE_SHARED, LabError, VirtualMachine, VmSpec
 
 SEED_BYTES = 16 << 20  # every seed of a snapshot's tries is padded to this (the guest saw this size)
-SNAPSHOT_VERSION = "3"
+SNAPSHOT_VERSION = "4"
 GATE_TIMEOUT = 300.0
 USED = "used"  # touched by each try
 IN_USE_SECONDS = 3600.0  # a snapshot a try used this recently is not pruned
@@ -89,6 +89,10 @@ class Snapshot:
         return os.path.join(self.directory, "state")
 
     @property
+    def memory(self) -> str:
+        return os.path.join(self.directory, "memory")
+
+    @property
     def disk(self) -> str:
         return os.path.join(self.directory, "disk.qcow2")
 
@@ -122,14 +126,16 @@ class Snapshot:
                        kernel=os.path.join(directory, "vmlinuz"), initrd=os.path.join(directory, "initrd"))
 
     def _spec(self, workdir: str, overlay: str, seeds: list[str], metadata_port: Optional[int],
-              incoming: Optional[str] = None, backing: Optional[str] = None) -> VmSpec:
+              incoming: Optional[str] = None, backing: Optional[str] = None, memory_file: str = "",
+              memory_shared: bool = False) -> VmSpec:
         shape = self.shape
         if shape.metadata and metadata_port is None:
             raise LabError("this snapshot has a metadata service: a port is needed")
         return VmSpec(image=self._files(self.directory), workdir=workdir, seeds=seeds, overlay=overlay, backing=backing,
                       metadata_port=metadata_port if shape.metadata else None, platform=shape.platform,
                       accel=shape.accel, memory_mib=shape.memory_mib, cpus=shape.cpus, cpu=shape.cpu,
-                      kernel_args=shape.kernel_args, channels=True, incoming=incoming)
+                      kernel_args=shape.kernel_args, channels=True, incoming=incoming,
+                      memory_file=memory_file or None, memory_shared=memory_shared)
 
     def _make(self, placeholders: Callable[[str], list[str]], metadata_port: Optional[int],
               progress: Optional[Callable[[str], None]]) -> None:
@@ -152,7 +158,8 @@ class Snapshot:
                                VmSpec.overlay_size], cwd=partial, capture_output=True, text=True)
         if made.returncode != 0:
             raise LabError(f"qemu-img create {partial}/disk.qcow2: {made.stderr.strip()}")
-        spec = self._spec(partial, os.path.join(partial, "disk.qcow2"), seeds, metadata_port)
+        spec = self._spec(partial, os.path.join(partial, "disk.qcow2"), seeds, metadata_port,
+                          memory_file=os.path.join(partial, "memory"), memory_shared=True)
         spec.image = kept
         vm = VirtualMachine(spec)
         vm.start()
@@ -173,7 +180,8 @@ class Snapshot:
         info = {"version": SNAPSHOT_VERSION, "agent": self.image.agent, "image": self.image.key,
                 "boot_to_gate": round(time.monotonic() - started, 1), "guest_uptime": ready.get("uptime"),
                 "network": ready.get("network"),
-                "state_bytes": os.path.getsize(os.path.join(partial, "state")), **saved}
+                "state_bytes": os.path.getsize(os.path.join(partial, "state")),
+                "memory_bytes": os.stat(os.path.join(partial, "memory")).st_blocks * 512, **saved}
         with open(os.path.join(partial, "ready.json"), "w") as handle:
             json.dump(info, handle)
         shutil.rmtree(self.directory, ignore_errors=True)
@@ -213,7 +221,7 @@ class Snapshot:
         if os.path.exists(overlay):
             os.unlink(overlay)
         vm = VirtualMachine(self._spec(workdir, overlay, seeds, metadata_port, incoming=self.state,
-                                       backing=self.disk), on_event=on_event)
+                                       backing=self.disk, memory_file=self.memory), on_event=on_event)
         vm.start(origin)
         try:
             gate = Channel(vm.gate_path, GATE_PORT).connect()
@@ -241,6 +249,8 @@ def save_state(vm: VirtualMachine, path: str) -> dict:
         qmp = Qmp(vm.qmp_path)
         try:
             qmp.command("migrate-set-parameters", **{"max-bandwidth": 8 << 30})
+            if vm.spec.memory_file and vm.spec.memory_shared:  # the RAM stays in its file
+                qmp.command("migrate-set-capabilities", capabilities=[IGNORE_SHARED])
             qmp.command("stop")
             started = time.monotonic()
             qmp.command("migrate", uri=f"exec:cat > {path}")

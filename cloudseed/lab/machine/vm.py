@@ -94,10 +94,16 @@ class VmSpec:
     channels: bool = False  # the lab's virtio-serial ports (gate and exec: lab/machine/channel.py)
     backing: Optional[str] = None  # what a new overlay is made on (default: the image's disk)
     incoming: Optional[str] = None  # a saved VM state file to resume from instead of booting
+    # the guest's RAM in this file (a snapshot's: machine/snapshot.py): shared, the VM writes its RAM
+    # there; private, the VM starts from its content, copied on write (nothing read until touched)
+    memory_file: Optional[str] = None
+    memory_shared: bool = False
     cpu: Optional[str] = None  # qemu's -cpu (default: host under KVM, max under TCG)
 
 
 _RUNNING: list[VirtualMachine] = []
+# a migration leaves out RAM kept in a shared file (the saved VM and its restored copies map the file)
+IGNORE_SHARED = {"capability": "x-ignore-shared", "state": True}
 
 
 @atexit.register
@@ -142,7 +148,7 @@ class VirtualMachine:
             socat = shutil.which("socat") or "socat"
             netdev += f",guestfwd=tcp:{guest_ip}:{guest_port}-cmd:{socat} STDIO TCP:127.0.0.1:{host_port}"
         argv = ["qemu-system-x86_64", *accel_args(spec.accel, spec.cpu), "-smp", str(spec.cpus),
-                "-m", str(spec.memory_mib), "-display", "none", "-monitor", "none",
+                "-m", str(spec.memory_mib), *self._memory_args(), "-display", "none", "-monitor", "none",
                 "-serial", f"file:{_opt(self.serial_path)}",
                 "-qmp", f"unix:{_opt(self.qmp_path)},server=on,wait=off",
                 "-drive", f"file={_opt(self.overlay)},if=virtio,format=qcow2,cache=unsafe",
@@ -167,6 +173,15 @@ class VirtualMachine:
         if spec.incoming:
             argv += ["-incoming", "defer"]
         return argv
+
+    def _memory_args(self) -> list[str]:
+        spec = self.spec
+        if not spec.memory_file:
+            return []
+        share = "on" if spec.memory_shared else "off"
+        return ["-object", f"memory-backend-file,id=labram,size={spec.memory_mib}M,"
+                           f"mem-path={_opt(spec.memory_file)},share={share}",
+                "-machine", "memory-backend=labram"]
 
     def start(self, origin: Optional[float] = None) -> None:
         """Start qemu; console times count from ``origin`` (a ``time.monotonic()``; default: now)."""
@@ -203,6 +218,8 @@ class VirtualMachine:
         try:
             qmp = Qmp(self.qmp_path)
             try:
+                if self.spec.memory_file:  # the RAM is the file's, not in the state
+                    qmp.command("migrate-set-capabilities", capabilities=[IGNORE_SHARED])
                 qmp.command("migrate-incoming", uri=f"exec:cat {shlex.quote(state)}")
                 qmp.wait_migration(120)
                 qmp.command("cont")
