@@ -10,7 +10,8 @@ user, its key, ``sudo``) and prints, for each boot:
   active, which unit each waited for;
 - the journal's unit start/finish lines (monotonic seconds since the kernel started) of the units on
   the way to sshd and networking, the agent's stages and the host key generators;
-- the agent's own module timings (``cloudseed analyze blame``).
+- the agent's own module timings (``cloudseed analyze blame``) and its log, whose times (to the
+  millisecond) show what a stage does between and around its modules.
 
 For finding where the time goes, not for figures: the login and the commands run after the boot,
 and one boot is one sample (``boot_compare.py`` measures). Image without an agent: no user to log
@@ -47,6 +48,8 @@ COMMANDS = (
      "journalctl -b -o short-monotonic --no-pager | grep -E '(Start|Finish|Reached|Stopp|Listening|cloudseed|"
      "ssh-keygen|Server listening|DHCP|dhclient|bound to)' | grep -vE 'session-|user@|user-runtime' | head -150"),
     ("the agent's module timings", "cloudseed analyze blame 2>&1 | head -40"),
+    ("the agent's log of this boot (milliseconds: the gaps between modules, the stage's work around them)",
+     "grep -v ' DEBUG: ' /var/log/cloudseed.log | tail -n 150"),
     ("CPU time per unit (the agent's unit holds its key generators)",
      "for u in cloudseed-local.service networking.service systemd-udevd.service systemd-udev-trigger.service "
      "ifupdown-pre.service ssh.service systemd-journald.service cloudseed-lab-collect.service; do "

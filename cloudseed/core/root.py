@@ -567,6 +567,22 @@ class TargetRoot:
         return subprocess.Popen(list(argv), env=run_env, stdin=subprocess.PIPE, cwd="/",
                                 preexec_fn=None if self.is_live else enter_root)
 
+    def start(self, argv: Sequence[str]) -> subprocess.Popen:
+        """Start ``argv`` on the target as this process's child, for a later wait: its standard error
+        (a pipe, read by ``communicate``) tells why it failed; its standard output is dropped."""
+        run_env = dict(os.environ)
+        run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+
+        def enter_root() -> None:
+            os.chroot(self.top)
+            os.chdir("/")
+
+        try:  # on the live root no preexec function: Python then starts the child with vfork
+            return subprocess.Popen(list(argv), env=run_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, cwd="/", preexec_fn=None if self.is_live else enter_root)
+        except FileNotFoundError:
+            raise CommandError(argv, 127, "", f"{argv[0]}: command not found on the target") from None
+
     def which(self, name: str) -> str | None:
         """Path (inside the root) of an executable ``name`` on the target's standard PATH."""
         for d in PATH_DIRS:

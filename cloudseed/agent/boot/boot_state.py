@@ -40,7 +40,8 @@ class BootState:
     """What the stages of one boot share (no behaviour beyond reading it)."""
 
     __slots__ = ("root", "paths", "cmdline", "system_cfg", "files_cfg", "plain_cfg", "config_errors", "status",
-                 "_datasource", "record", "output", "reporter", "network_ctx", "stage")
+                 "_datasource", "record", "output", "reporter", "network_ctx", "stage", "background",
+                 "joined_later", "prepared")
 
     def __init__(self, root: TargetRoot, paths: Paths, cmdline: str, system_cfg: dict,
                  config_errors: list[str], status: StatusRecorder, files_cfg: dict | None = None):
@@ -61,6 +62,12 @@ class BootState:
         self.output: Any = None  # cloudseed.agent.state.output.Redirection once ``output`` was configured
         # the network stage's module context (its merged config) once that stage ran its modules
         self.network_ctx: Any = None
+        # commands modules left running beside later modules (``modules/_background.py``), and whether
+        # a later stage of this process joins them (else the network stage does, at its end)
+        self.background: list = []
+        self.joined_later = False
+        # the user-data parsed and checked before the network stage (``userdata_stage.prepare``)
+        self.prepared: dict | None = None
 
     @classmethod
     def load(cls, root: TargetRoot, files_cfg: dict | None = None) -> BootState:

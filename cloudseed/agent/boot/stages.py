@@ -88,6 +88,8 @@ def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> in
         state.recorded(errors, instance_data.save, state.paths, data)  # before the modules: they may query it
         ctx = _module_context(state, "init", cfg, data)
         results = [r.to_json() for r in run_stage_modules(ctx, get_list(cfg, STAGE_LIST_KEYS["init"]))]
+        if state.background:  # e.g. resizefs: joined here unless the config stage of this process will
+            errors.extend(_joined(state, now=not state.joined_later))
         warnings.extend(ctx.warnings)
         errors.extend(f"{r['name']}: {r.get('reason', 'failed')}" for r in results if r["status"] == "failed")
         state.recorded(errors, instance_data.save, state.paths, ctx.instance_data)  # with the host keys added
@@ -97,6 +99,16 @@ def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> in
         state.status.crash("network", f"network stage: {type(e).__name__}: {e}")
         return 1
     return state.end("network", started, errors, warnings, results)
+
+
+def _joined(state: BootState, now: bool) -> list[str]:
+    """The failures of what modules left running (``modules/_background.py``), once each; with
+    ``now`` all of it is waited for first."""
+    from cloudseed.agent.modules import _background
+
+    if now:
+        _background.join_before(state.background)
+    return _background.problems(state.background)
 
 
 def _none_datasource(state: BootState) -> Datasource:
@@ -129,6 +141,7 @@ def _module_context(state: BootState, stage: str, cfg: dict, data: dict) -> Modu
         ctx.reporter = state.reporter
     if stage != "single":
         ctx.on_failure = lambda result: state.module_failed(MODULE_STAGE_OF[stage], result.name, result.reason)
+        ctx.background = state.background  # one module alone (``single``) leaves nothing running
     return ctx
 
 
@@ -181,6 +194,9 @@ def run_modules(state: BootState, stage: str) -> int:
 
 
 def _modules_stage(state: BootState, stage: str) -> int:
+    # what the network stage's modules left running (resizefs) is waited for before anything of this
+    # stage, even one that runs nothing; its failure is this stage's error (logged either way)
+    left = _joined(state, now=True) if state.background else []
     reason = state.disabled_reason()
     if reason:
         state.status.mark_disabled(reason)
@@ -188,7 +204,7 @@ def _modules_stage(state: BootState, stage: str) -> int:
     stopped = state.strict_stopped(stage)
     if stopped is not None:
         return stopped
-    errors: list[str] = []
+    errors: list[str] = left
     warnings: list[str] = []
     cfg, trusted = _combined_config(state, warnings)
     state.redirect_output(stage, cfg, warnings)
@@ -299,6 +315,7 @@ def run_stages(state: BootState, gate: Gate | AtOnce, stages: tuple[str, ...] = 
                 performance.early_stage_priority()
             elif stage == "config":  # final stays where config put it
                 performance.ordinary_priority()
+        state.joined_later = stage == "network" and stage != stages[-1]  # the config stage follows here
         code = run_network(state) if stage == "network" else run_modules(state, stage)
         gate.done(stage, code)
         codes.append(code)

@@ -90,6 +90,9 @@ class ModuleContext:
         self.provisional = False
         # called with each failed module's ModuleResult as it fails (a boot's stages: strict mode)
         self.on_failure: Any = None
+        # the boot's commands modules left running beside the modules after them (``_background.py``):
+        # a list shared by the boot's stages; None where nothing may be left running (one module alone)
+        self.background: list | None = None
 
     @property
     def log(self) -> logging.Logger:
@@ -251,6 +254,10 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
         if ctx.reporter is not None:
             ctx.reporter.module_finish(ctx.stage, result, [])
         return result
+    if ctx.background:
+        from cloudseed.agent.modules._background import join_before
+
+        join_before(ctx.background, spec.name, ctx.cfg)  # what earlier modules left running, unless beside it
     ctx.module_name = spec.name
     ctx.reboot = ctx.again = ""
     ctx.parts = sems.parts(spec.name, freq)
@@ -312,6 +319,10 @@ def run_stage_modules(ctx: ModuleContext, entries: list) -> list[ModuleResult]:
             continue
         result = run_module(ctx, name, freq)
         reboot_by = result.name if result.reboot else ""
+        if reboot_by and ctx.background:  # nothing is left running into the reboot
+            from cloudseed.agent.modules._background import join_before
+
+            join_before(ctx.background)
         LOG.info("module %s: %s%s (%.3fs)", result.name, result.status,
                  f" ({result.reason})" if result.reason else "", result.seconds)
         results.append(result)

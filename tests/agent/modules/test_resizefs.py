@@ -93,3 +93,30 @@ def test_what_is_not_ext_is_never_said_to_fill(tmp_path):
     (tmp_path / "zeros").write_bytes(b"\0" * 8192)
     assert not ext_fills_device(str(tmp_path / "zeros"))
     assert not ext_fills_device(str(tmp_path / "missing"))
+
+
+def test_in_the_network_stage_the_resize_goes_on_beside_the_modules_after_it(small_partition):
+    """The network stage's resizefs starts resize2fs and returns; the users and keys modules may run
+    meanwhile, anything else waits for it; joined, the filesystem fills the grown partition."""
+    from cloudseed.agent.modules import ModuleError
+    from cloudseed.agent.modules._background import join_before, problems
+
+    disk, part, mount_point = small_partition
+    assert run_module(context({"growpart": {"devices": [mount_point]}}), "growpart", force=True).status == "ok"
+    size_before = fs_bytes(mount_point)
+    ctx = context({})
+    ctx.background, ctx.module_name = [], "resizefs"
+    try:
+        resize_mount(ctx, mount_point)
+    except ModuleError as e:  # pragma: no cover - as in the test above
+        pytest.skip(f"online resize refused by this kernel/sandbox: {e}")
+    [job] = ctx.background
+    assert job.module == "resizefs" and job.what.startswith("resize2fs /dev/")
+    join_before(ctx.background, "users_groups", {})
+    join_before(ctx.background, "ssh", {})
+    assert not job.joined
+    join_before(ctx.background, "disk_setup", {})
+    assert job.joined
+    if job.problem and "Permission denied" in job.problem:
+        pytest.skip(f"online resize refused by this kernel/sandbox: {job.problem}")
+    assert problems(ctx.background) == [] and fs_bytes(mount_point) > size_before * 2
