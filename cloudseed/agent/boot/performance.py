@@ -118,7 +118,8 @@ def warm(paths: list[str]) -> int:
 
 
 def preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
-    """Import what the later stages will, while networking comes up; run nothing.
+    """Import what the later stages will, while networking comes up; run nothing (a new instance's
+    user-data is parsed and its cloud-config checked, nothing written: ``userdata_stage.prepare``).
 
     The process would otherwise sit idle until networking is up (DHCP; on a reboot also
     ``ifupdown-pre``'s ``udevadm settle``), then import on the path to sshd: under TCG about
@@ -153,6 +154,7 @@ def preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
         (0, "import", name) for name in ("cloudseed.agent.userdata", "cloudseed.agent.userdata.includes",
                                          "cloudseed.agent.boot.userdata_stage", "cloudseed.agent.scripts")]
     steps.append((0, "yaml", "yaml"))  # a new instance's cloud-config is parsed; a reboot's is kept
+    steps.append((0, "prepare", "user-data"))  # and parsed and checked now (userdata_stage.prepare)
     steps += [(0, "module", entry) for entry in modules["init"]]
     steps += [(10, "module", entry) for entry in modules["config"] + modules["final"]]
     current = raised
@@ -167,8 +169,16 @@ def preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
             try:
                 if kind == "module":
                     load_module(parse_entry(what)[0])
-                elif kind == "import" or not _cloud_config_kept(state):
+                elif kind == "import":
                     importlib.import_module(what)
+                elif _cloud_config_kept(state):
+                    continue
+                elif kind == "yaml":
+                    importlib.import_module(what)
+                else:
+                    from cloudseed.agent.boot.userdata_stage import prepare
+
+                    prepare(state)
             except Exception as e:  # the stage itself will report it
                 LOG.debug("preloading %r: %s", what, e)
     finally:

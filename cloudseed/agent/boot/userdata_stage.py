@@ -5,6 +5,11 @@ run them (instance ``scripts/``, ``scripts/vendor/``, the per-frequency director
 boothooks run now, every boot, with ``INSTANCE_ID`` set. The cloud-config of both is
 validated (warnings only) and merged over the system config.
 
+A new instance's user-data is parsed, and its cloud-config checked, before the stage starts
+(``prepare``: the local stage's datasource holds it, and the boot's process idles while networking
+gets its address); nothing is written, run or fetched then, and the stage takes from it only what
+has exactly the same input: a YAML document of the same text, the schema warnings of the same config.
+
 On a reboot of the same instance the work is per boot only: files whose content is unchanged are
 not rewritten (each write is an fsync on the boot's critical path), and the schema check (which
 loads every module's schema) is not repeated for a cloud-config it already checked: its warnings
@@ -57,6 +62,9 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     # cloud-config documents parsed at an earlier boot of this instance: a reboot loads no PyYAML
     kept_file = f"{idir}/{kept_yaml.FILE_NAME}"
     kept = kept_yaml.KeptYaml(root.read_bytes(kept_file) if root.isfile(kept_file) else None)
+    prepared = state.prepared or {}
+    if prepared.get("yaml") is not None:
+        kept.learn(prepared["yaml"])  # documents parsed while networking came up
     user = process_userdata(ds.userdata_raw, instance_data=data, include_cache_dir=cache, root=root,
                             kept_yaml=kept)
     errors.extend(f"user-data: {e}" if not e.startswith("user-data") else e for e in user.errors)
@@ -94,10 +102,36 @@ def consume(state: BootState, data: dict, errors: list[str], warnings: list[str]
     for one in vendor_cfgs:
         vendor_cfg = merge_vendor_under_user(vendor_cfg, one) if vendor_cfg else one
     user_cfg = merge_vendor_under_user(vendor_cfg, user.cloud_config) if vendor_cfg else (user.cloud_config or {})
-    _validate(user_cfg, warnings, root, cache=f"{idir}/cloud-config.checked.json", errors=errors)
+    _validate(user_cfg, warnings, root, cache=f"{idir}/cloud-config.checked.json", errors=errors,
+              checked=prepared.get("checks"))
     _write_changed(root, f"{idir}/cloud-config.json", json_text(user_cfg, sort_keys=False), errors=errors)
     # a datasource's own config (Azure's admin user) sits over the system config, under user-data
     return merge_config(merge_config(state.system_cfg, ds.extra.get("cloud_config") or {}), user_cfg)
+
+
+def prepare(state: BootState) -> None:
+    """Before the network stage: parse the user-data (no include fetched, no template rendered,
+    nothing written or run) and check the cloud-config it gives, into ``state.prepared`` for
+    ``consume``: the parsed documents by their text, the schema's warnings by the key of
+    ``_validation_key`` (the config, the os-release, the agent's code). What the stage then
+    processes differently (includes, templates, vendor-data) is simply not found there.
+
+    Under emulation in the lab guest parsing and checking took part of the ~0.3 s of a first boot's
+    network stage outside its modules, on sshd's path; networking's DHCP leaves seconds idle before it."""
+    from cloudseed.agent.userdata import kept_yaml, process_userdata
+
+    ds = state.datasource
+    if ds is None or not ds.userdata_raw or _TRUST_SETTINGS & state.system_cfg.keys():
+        return  # signed user-data is checked first, in the stage
+    kept = kept_yaml.KeptYaml()
+    user = process_userdata(ds.userdata_raw, allow_includes=False, root=state.root, kept_yaml=kept)
+    state.prepared = {"yaml": kept, "checks": {}}
+    if user.errors or not isinstance(user.cloud_config, dict) or ds.vendordata_raw or ds.vendordata2_raw:
+        return  # the stage's config will not be this one: only the documents are of use
+    found: list[str] = []
+    key = _validation_key(user.cloud_config, state.root)
+    _check(user.cloud_config, found, state.root)
+    state.prepared["checks"][key] = found
 
 
 PROVISIONED_DIGESTS = "provisioned-data.json"  # in the instance directory: the data it was provisioned from
@@ -232,11 +266,12 @@ def _validation_key(cfg: dict, root: Any) -> str:
 
 
 def _validate(cfg: dict, warnings: list[str], root: Any = None, cache: str | None = None,
-              errors: list[str] | None = None) -> None:
+              errors: list[str] | None = None, checked: dict | None = None) -> None:
     """Schema problems in the user's cloud-config become warnings; they never stop the boot.
 
     Keys not done here say why, naming the target's distro (``schema.classify_keys``). With
-    ``cache`` (a file in the instance directory), a config already checked is not checked again."""
+    ``cache`` (a file in the instance directory), a config already checked is not checked again;
+    ``checked``: warnings found before the stage (``prepare``), by the same key."""
     if not cfg:
         return
     key = _validation_key(cfg, root) if cache and root is not None else None
@@ -247,14 +282,24 @@ def _validate(cfg: dict, warnings: list[str], root: Any = None, cache: str | Non
         if isinstance(earlier, dict) and earlier.get("key") == key and isinstance(earlier.get("warnings"), list):
             warnings.extend(str(w) for w in earlier["warnings"])
             return
+    if key and checked and isinstance(checked.get(key), list):
+        found = list(checked[key])
+    else:
+        found = []
+        _check(cfg, found, root)
+    warnings.extend(found)
+    if key:
+        _write_changed(root, cache, json_text({"key": key, "warnings": found}), errors=errors)
+
+
+def _check(cfg: dict, found: list[str], root: Any) -> None:
+    """The schema check itself: its warnings appended to ``found``."""
     try:
         from cloudseed.agent.config.schema import validate_config
         from cloudseed.agent.distros import read_os_release
     except ImportError:
         return
     # the status is world-readable: messages name keys and types, never the user's values
-    found = [f"cloud-config: {problem}" for problem in
-             validate_config(cfg, os_release=read_os_release(root) if root is not None else None, show_values=False)]
-    warnings.extend(found)
-    if key:
-        _write_changed(root, cache, json_text({"key": key, "warnings": found}), errors=errors)
+    found += [f"cloud-config: {problem}" for problem in
+              validate_config(cfg, os_release=read_os_release(root) if root is not None else None,
+                              show_values=False)]

@@ -50,6 +50,11 @@ class KeptYaml:
         self._used[text] = kept
         return data
 
+    def learn(self, other: KeptYaml) -> None:
+        """Also know the documents ``other`` parsed (this boot, earlier in the process)."""
+        for text, kept in other._used.items():
+            self._saved.setdefault(text, kept)
+
     def put(self, text: str, data: Any) -> None:
         if _json_holds(data):
             self._used[text] = json.dumps(data, sort_keys=False)
