@@ -129,3 +129,31 @@ print(code, os.getpriority(os.PRIO_PROCESS, 0), seen)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[-2] == "0 7 []"
+
+
+def test_with_units_the_config_stage_steps_aside_for_sshd_and_final_comes_back(seeded):
+    """A paced gate (the boot's units): the network stage at the units' raised priority, the config
+    stage (it starts together with sshd) at niceness 10, the final stage at the ordinary one."""
+    if os.geteuid() != 0:
+        pytest.skip("raising a priority back needs root")
+    code = f"""
+import os
+from cloudseed.core.root import TargetRoot
+from cloudseed.agent.boot.handoff import AtOnce
+from cloudseed.agent.boot.stages import BootState, run_stages
+
+class Paced(AtOnce):
+    paced = True
+    def wait_for(self, stage):
+        seen.append(stage)
+
+os.setpriority(os.PRIO_PROCESS, 0, -5)
+seen = []
+real = os.setpriority
+os.setpriority = lambda which, who, value: seen.append(value) or real(which, who, value)
+code = run_stages(BootState.load(TargetRoot({seeded.top!r})), Paced())
+print(code, os.getpriority(os.PRIO_PROCESS, 0), seen)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[-2] == "0 0 ['network', 'config', 10, 'final', 0]"

@@ -287,8 +287,9 @@ def run_stages(state: BootState, gate: Gate | AtOnce, stages: tuple[str, ...] = 
       0.7 s network stage, on the path to sshd, done before it; config and final modules at
       niceness 10, in idle time only); **priorities**: the network stage, which sshd waits for,
       at no lower than the ordinary priority (a reboot's process starts at niceness 10 so its
-      local stage does not slow udev's coldplug, which networking settles on), config and final
-      back at the ordinary priority from the early units' ``Nice=-5``.
+      local stage does not slow udev's coldplug, which networking settles on), config at niceness
+      10 (it starts with sshd, which ``multi-user.target`` and so the final stage wait for) and
+      final at the ordinary priority.
     """
     codes: list[int] = []
     for stage in stages:
@@ -313,8 +314,10 @@ def run_stages(state: BootState, gate: Gate | AtOnce, stages: tuple[str, ...] = 
 
             if stage == "network":
                 performance.early_stage_priority()
-            elif stage == "config":  # final stays where config put it
-                performance.ordinary_priority()
+            elif stage == "config":
+                performance.config_stage_priority()
+            else:
+                performance.final_stage_priority()
         state.joined_later = stage == "network" and stage != stages[-1]  # the config stage follows here
         code = run_network(state) if stage == "network" else run_modules(state, stage)
         gate.done(stage, code)
