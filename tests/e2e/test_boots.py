@@ -132,6 +132,9 @@ def test_nocloud_iso_provisions_the_instance(nocloud):
         assert disk.stat("/etc/hostname").mode & 0o777 == 0o644  # as cloud-init writes it (the image has 0755)
         assert disk.text("/var/tmp/e2e-perboot.log") == "per-boot\n"
         assert "stale-e2e-entry" in disk.text("/etc/hosts")  # the deferred write, after update_etc_hosts
+        # the users were made without running useradd (distros/_account_files), as the image is plainly simple
+        log = disk.text("/var/log/cloudseed.log") or ""
+        assert "user tester made by writing the account files" in log and "run as a command" not in log, log[-3000:]
         # what the next boot's generator reads: this instance, its seed, nothing for sshd in its boot work
         record = disk.text("/var/lib/cloudseed/data/reboot-order")
         assert "instance_id=iid-e2e-0001\n" in record and "sshd=free\n" in record, record

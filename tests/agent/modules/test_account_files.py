@@ -82,7 +82,9 @@ def _changes(upper: str) -> dict[str, tuple]:
 
 @pytest.mark.root
 def test_users_written_directly_are_what_useradd_makes(_debian_base, monkeypatch):
-    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    # shadow-utils dates the password change by SOURCE_DATE_EPOCH when set, as the direct path does:
+    # both sides get the same day whatever the clock does during the test
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     os_release = None
     results = {}
     with debian_chroot.overlay([_debian_base]) as (merged_a, upper_a), \
@@ -128,6 +130,7 @@ def test_users_written_directly_are_what_useradd_makes(_debian_base, monkeypatch
     assert "withuid:x:2500:2500:" in passwd and "after:x:2501:2501:" in passwd and "collide:x:2502:2503:" in passwd
     assert b"last:165536:65536\n" not in a["/etc/subuid"][4] and b"plain:165536:65536\n" in a["/etc/subuid"][4]
     assert lock_mode == "0o600"
+    assert ":!:19675:0:99999:7:::\n" in a["/etc/shadow"][4].decode()  # 1700000000 // 86400
 
 
 @pytest.mark.root
