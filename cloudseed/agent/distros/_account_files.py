@@ -263,7 +263,8 @@ def _plan(root: TargetRoot, name: str, spec: dict[str, Any]) -> dict[str, Any]:
         raise NotSimple("the gecos is not plain ASCII")
     home = str(spec.get("homedir") or f"{defaults.get('HOME', '/home').rstrip('/')}/{name}")
     shell = str(spec.get("shell") or defaults.get("SHELL", ""))
-    if not _PATH.fullmatch(home) or "//" in home or home.endswith("/") or not _PATH.fullmatch(shell):
+    plain = _PATH.fullmatch(home) and not set(home.split("/")[1:]) & {"", ".", ".."}
+    if not plain or not _PATH.fullmatch(shell):
         raise NotSimple("a home or shell outside plain absolute paths")
     make_home = not spec.get("no_create_home")
     if make_home and (root.exists(home) or not root.isdir(os.path.dirname(home))):

@@ -146,6 +146,7 @@ def test_cases_that_are_not_simple_change_nothing(debian_root, monkeypatch):
     assert not add_user_directly(debian_root, "root", _full_spec({}), release)          # exists
     assert not add_user_directly(debian_root, "x1", _full_spec({"groups": ["nogroup", "nosuch"]}), release)
     assert not add_user_directly(debian_root, "x1", _full_spec({"uid": "0"}), release)  # taken
+    assert not add_user_directly(debian_root, "x1", _full_spec({"homedir": "/home/../srv/x1"}), release)
     with open(os.path.join(tree, "etc/passwd.lock"), "w"):
         pass  # a shadow-utils tool at work
     assert not add_user_directly(debian_root, "x1", _full_spec({}), release)
