@@ -247,13 +247,10 @@ class InstanceCache:
         events, retired = self.registry.timeline(instance_id)
         return record, tuple(events), retired
 
-    def _load_address(self, address: str, network: Optional[str]) -> tuple[list[str], Optional[tuple]]:
-        """(ids at the address, and for a single id not cached what ``_load`` gives for it, else None)."""
-        return self._load_addresses([(network, address)])[(network, address)]
-
     def _load_addresses(self, keys: list[tuple[Optional[str], str]]) -> dict[tuple[Optional[str], str], tuple]:
-        """``_load_address`` of many (network, address) keys in three statements (MAX_BATCH keys at
-        most): the ids at each address, the records and the timelines of the single ids not cached."""
+        """For each (network, address) key, in three statements (MAX_BATCH keys at most): the ids at
+        the address, and for a single id not cached what ``_load`` gives for it (its record and
+        timeline), else None."""
         per_network: dict[Optional[str], list[str]] = {}
         for network, address in keys:
             per_network.setdefault(network, []).append(address)

@@ -112,7 +112,7 @@ class App:
 
     def load(self, record: InstanceRecord) -> str:
         peer = record.addresses[0]["address"]
-        ids, loaded = self.cache._load_address(peer, None)
+        ids, loaded = self.cache._load_addresses([(None, peer)])[(None, peer)]
         assert ids == [record.instance_id] and loaded is not None
         self.cache.addresses[(None, peer)] = ids[0]
         self.cache.instances[ids[0]] = CachedInstance(*loaded)
