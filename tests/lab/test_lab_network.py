@@ -241,3 +241,10 @@ def test_a_hook_added_since_the_snapshot_keeps_ifup_in(tmp_path, monkeypatch):
     (etc / "if-pre-up.d" / "mine").write_text("#!/bin/sh\n")
     verdict = reconcile()
     assert verdict["ifup"] is True and verdict["kept"] == ["ens3", "lo"]
+
+
+def test_the_networking_drop_in_asks_the_pipes_labnet_listens_on():
+    # agent_install spells the guest helper's directory itself (the helper is a standalone script in
+    # the guest, not imported by the host package): the two must name the same pipes
+    assert NET_DIR == labnet.NET_DIR
+    assert f"{NET_DIR}/check" == labnet.CHECK and f"{NET_DIR}/done" == labnet.DONE
