@@ -18,7 +18,7 @@ import subprocess
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from typing import Mapping, Sequence, Union
+    from typing import Any, Mapping, Sequence, Union
 
     Content = Union[str, bytes]
 
@@ -531,24 +531,28 @@ class TargetRoot:
             raise CommandError(argv, proc.returncode, out, err)
         return result
 
+    def _popen(self, argv: Sequence[str], env: Mapping[str, str] | None, **streams: Any) -> subprocess.Popen:
+        """``argv`` started on the target (chrooted unless this is the live root), cwd ``/``, with
+        the standard PATH when ``env`` has none; ``streams`` are Popen's stdio and session options."""
+        run_env = dict(os.environ if env is None else env)
+        run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+
+        def enter_root() -> None:
+            os.chroot(self.top)
+            os.chdir("/")
+
+        # on the live root no preexec function: without one Python starts the child with vfork,
+        # much cheaper than a fork of this process in an emulated boot
+        return subprocess.Popen(list(argv), env=run_env, cwd="/", preexec_fn=None if self.is_live else enter_root,
+                                **streams)
+
     def spawn(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen:
         """Start ``argv`` on the target in the background, detached: it outlives this process.
 
         On a root other than ``/`` the command is remembered: ``wait_for_offline_children`` waits
         for it before the run ends, so nothing holds a mounted image afterwards."""
-        run_env = dict(os.environ if env is None else env)
-        run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-
-        def enter_root() -> None:
-            if not self.is_live:
-                os.chroot(self.top)
-            os.chdir("/")
-
-        # on the live root no preexec function: without one Python starts the child with vfork,
-        # much cheaper than a fork of this process in an emulated boot
-        proc = subprocess.Popen(list(argv), env=run_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True, cwd="/",
-                                preexec_fn=None if self.is_live else enter_root)
+        proc = self._popen(argv, env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
         if not self.is_live:
             _OFFLINE_CHILDREN.append((self.top, proc))
         return proc
@@ -556,30 +560,14 @@ class TargetRoot:
     def pipe(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen:
         """Start ``argv`` on the target reading its stdin from a pipe (``.stdin``); its own output
         goes where this process's goes. It ends when the pipe is closed."""
-        run_env = dict(os.environ if env is None else env)
-        run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-
-        def enter_root() -> None:
-            if not self.is_live:
-                os.chroot(self.top)
-            os.chdir("/")
-
-        return subprocess.Popen(list(argv), env=run_env, stdin=subprocess.PIPE, cwd="/",
-                                preexec_fn=None if self.is_live else enter_root)
+        return self._popen(argv, env, stdin=subprocess.PIPE)
 
     def start(self, argv: Sequence[str]) -> subprocess.Popen:
         """Start ``argv`` on the target as this process's child, for a later wait: its standard error
         (a pipe, read by ``communicate``) tells why it failed; its standard output is dropped."""
-        run_env = dict(os.environ)
-        run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
-
-        def enter_root() -> None:
-            os.chroot(self.top)
-            os.chdir("/")
-
-        try:  # on the live root no preexec function: Python then starts the child with vfork
-            return subprocess.Popen(list(argv), env=run_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, cwd="/", preexec_fn=None if self.is_live else enter_root)
+        try:
+            return self._popen(argv, None, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
         except FileNotFoundError:
             raise CommandError(argv, 127, "", f"{argv[0]}: command not found on the target") from None
 
