@@ -36,7 +36,7 @@ from cloudseed.core.values import get_list
 
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
     from cloudseed.agent.boot.boot_state import BootState
     from cloudseed.agent.boot.handoff import Gate
@@ -151,6 +151,7 @@ def preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
     except OSError:
         raised, root_user = 0, False
     modules = {stage: get_list(state.system_cfg, STAGE_LIST_KEYS[stage]) for stage in ("init", "config", "final")}
+    wanted = None  # which modules are worth importing: known once the user-data is (``_may_run``)
     steps: list[tuple[int, str, Any]] = [
         (0, "import", name) for name in ("cloudseed.agent.userdata", "cloudseed.agent.userdata.includes",
                                          "cloudseed.agent.boot.userdata_stage", "cloudseed.agent.scripts")]
@@ -169,7 +170,10 @@ def preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
                 current = niceness
             try:
                 if kind == "module":
-                    load_module(parse_entry(what)[0])
+                    if wanted is None:
+                        wanted = _may_run(state)
+                    if wanted(what):
+                        load_module(parse_entry(what)[0])
                 elif kind == "import":
                     importlib.import_module(what)
                 elif _cloud_config_kept(state):
@@ -185,6 +189,43 @@ def preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
     finally:
         if root_user and current != raised:
             set_niceness(raised)
+
+
+def _may_run(state: BootState) -> Callable[[Any], bool]:
+    """Which module-list entries the stages will probably run (so preloading imports only those):
+    not those the table of declarations (``modules/_declared.py``) shows already done for this
+    instance (a reboot), nor those whose keys neither the image's configuration nor the user-data's
+    cloud-config (parsed by ``userdata_stage.prepare``, or kept in the instance directory from the
+    last boot) sets. A wrong guess costs time only: the stage imports what it runs."""
+    from cloudseed.agent.modules import _declared, canonical_name, declared_spec, is_active, parse_entry
+    from cloudseed.agent.state import Semaphores
+    from cloudseed.core.root import RootError
+
+    ds = state.datasource
+    sems = Semaphores(state.paths, ds.instance_id if ds is not None else None)
+    user = (state.prepared or {}).get("config")
+    if user is None and ds is not None and not (ds.vendordata_raw or ds.vendordata2_raw):
+        import json
+
+        try:  # the last boot's (the stage rewrites it when it differs; nothing is set aside here)
+            user = json.loads(state.root.read_bytes(f"{state.paths.instance_dir(ds.instance_id)}/cloud-config.json"))
+        except (OSError, ValueError, RootError):
+            user = None
+    cfg = {**state.system_cfg, **user} if isinstance(user, dict) else None
+
+    def may_run(entry: Any) -> bool:
+        try:
+            name, frequency, _ = parse_entry(entry)
+        except ValueError:
+            return False
+        if canonical_name(name) not in _declared.TABLE:
+            return True
+        spec = declared_spec(name)
+        if cfg is not None and not is_active(spec, cfg):
+            return False
+        return not sems.has_run(spec.name, frequency or spec.frequency)
+
+    return may_run
 
 
 def _cloud_config_kept(state: BootState) -> bool:

@@ -62,7 +62,7 @@ BLOBS = ("user-data", "vendor-data", "vendor-data2")
 def sshd_waits_for(ctx: ModuleContext, cfg: dict, state: BootState) -> str:
     """Why sshd must wait for the network stage at this instance's next boot ("" when nothing does)."""
     from cloudseed.agent.boot import strict
-    from cloudseed.agent.modules import STAGE_LIST_KEYS, is_active, load_module, parse_entry, supports
+    from cloudseed.agent.modules import STAGE_LIST_KEYS, declared_spec, is_active, parse_entry, supports
     from cloudseed.agent.state import Semaphores
     from cloudseed.core.values import get_list
 
@@ -75,7 +75,7 @@ def sshd_waits_for(ctx: ModuleContext, cfg: dict, state: BootState) -> str:
         for entry in get_list(cfg, STAGE_LIST_KEYS[stage]):
             try:
                 name, frequency, _ = parse_entry(entry)
-                spec, _handle = load_module(name)
+                spec = declared_spec(name)  # no import
             except (ValueError, ImportError):
                 continue  # not run at all (its stage reports it)
             if stage != "init" and spec.name not in SSHD_MODULES:

@@ -190,6 +190,36 @@ def load_module(name: str) -> tuple[ModuleSpec, Callable[[ModuleContext], None]]
     return module.MODULE, module.handle
 
 
+def _loaded(canon: str) -> tuple[ModuleSpec, Callable[[ModuleContext], None]] | ModuleResult:
+    """The module imported, or the result saying why it cannot run (not ours, or broken)."""
+    try:
+        return load_module(canon)
+    except ImportError as e:
+        if getattr(e, "name", "") and not str(e.name).endswith(canon):
+            LOG.error("module %s could not be loaded: %s", canon, e)
+            return ModuleResult(canon, "failed", reason=f"cannot load: {e}")
+        LOG.info("module %s is not provided by cloudseed; skipped", canon)
+        return ModuleResult(canon, "skipped", reason="not provided by cloudseed")
+
+
+def _declared_only(canon: str) -> ModuleSpec | None:
+    """What ``_declared.py``'s table says of module ``canon`` (no import), or None when it has no row
+    (schema, title and examples are left out: only what decides whether the module runs)."""
+    from cloudseed.agent.modules._declared import TABLE
+
+    row = TABLE.get(canon)
+    if row is None:
+        return None
+    stage, frequency, activate_by, distros = row
+    return ModuleSpec(canon, stage, frequency, activate_by, distros)
+
+
+def declared_spec(name: str) -> ModuleSpec:
+    """Module ``name``'s declaration: from ``_declared.py``'s table (no import) when it has it, else
+    imported; ImportError when cloudseed has no such module. Enough to tell whether it runs."""
+    return _declared_only(canonical_name(name)) or load_module(name)[0]
+
+
 def all_module_names() -> list[str]:
     """Every module this package provides (imports nothing)."""
     import pkgutil
@@ -225,16 +255,18 @@ def supports(spec: ModuleSpec, distro: Any) -> bool:
 
 def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
                force: bool = False) -> ModuleResult:
-    """Run one module honouring activation, distro support and frequency; never raises."""
+    """Run one module honouring activation, distro support and frequency; never raises.
+
+    Whether it runs is decided from its declaration in ``_declared.py`` when that table has it: a
+    module that is skipped is not imported (imports were most of a reboot's module time)."""
     canon = canonical_name(name)
-    try:
-        spec, handle = load_module(canon)
-    except ImportError as e:
-        if getattr(e, "name", "") and not str(e.name).endswith(canon):
-            LOG.error("module %s could not be loaded: %s", canon, e)
-            return ModuleResult(canon, "failed", reason=f"cannot load: {e}")
-        LOG.info("module %s is not provided by cloudseed; skipped", canon)
-        return ModuleResult(canon, "skipped", reason="not provided by cloudseed")
+    handle = None
+    spec = _declared_only(canon)
+    if spec is None:
+        loaded = _loaded(canon)
+        if isinstance(loaded, ModuleResult):
+            return loaded
+        spec, handle = loaded
     freq = frequency or spec.frequency
     result = ModuleResult(spec.name, "skipped", frequency=freq)
     if not is_active(spec, ctx.cfg):
@@ -254,6 +286,11 @@ def run_module(ctx: ModuleContext, name: str, frequency: str | None = None,
         if ctx.reporter is not None:
             ctx.reporter.module_finish(ctx.stage, result, [])
         return result
+    if handle is None:
+        loaded = _loaded(canon)
+        if isinstance(loaded, ModuleResult):
+            return loaded
+        spec, handle = loaded
     if ctx.background:
         from cloudseed.agent.modules._background import join_before
 
