@@ -170,7 +170,8 @@ def _model_and_files(root, source: str, config: dict, renderer, distro: str, rep
                 return None, None
         try:
             model = parse(cfg, macs=None, root=root)
-            files = renderer.render(model, distro=distro)
+            facts = renderer.context(root) if hasattr(renderer, "context") else {}  # of the target system
+            files = renderer.render(model, distro=distro, **facts)
         except NetworkConfigError as e:
             import logging
 

@@ -4,7 +4,8 @@ A renderer module declares ``NAME`` (the name users give: ``network-manager`` li
 ``network_manager.py``), ``DESCRIPTION``, ``OWNED`` (glob patterns of the files it may have
 written before, for cleaning up stale ones), ``available(root) -> bool`` (does the target system
 use this format) and ``render(model, distro) -> list[RenderedFile]``, which reads only the model
-and raises ``NetworkConfigError`` for anything the format cannot express.
+and raises ``NetworkConfigError`` for anything the format cannot express (optionally
+``context(root) -> dict``: facts of the target system ``render`` takes as keywords).
 
 Adding a renderer is adding a file here; nothing else needs to change. Which renderer a system
 gets is the distro's declaration (the agent's distro files declare ``renderers``, an order); the

@@ -3,7 +3,8 @@
 Never imported at run time (it imports typing). ``RendererPlugin`` is what the file declares:
 the name users give (the file name with ``-`` for ``_``), a description, the files it may have
 written (glob patterns, for cleaning up stale ones), whether a target system uses its format,
-and ``render``, which reads only the network model.
+and ``render``, which reads only the network model (and, where a renderer declares ``context``,
+the few facts of the target system that function read).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class RendererPlugin(Protocol):
     def available(self, root: object) -> bool: ...
 
     def render(self, model: NetworkModel, distro: str = "debian") -> list: ...
+
+# Optional: ``context(root) -> dict``, what of the target system the output depends on (eni: whether
+# the system's own file brings up ``lo``), passed to ``render`` as keywords by ``network.apply``.
 
 
 # what tests/architecture/protocol_check.py checks first: (the part of the file, its Protocol)
