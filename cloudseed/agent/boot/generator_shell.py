@@ -17,7 +17,6 @@ datasource configuration was handed to the Python generator before this section 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from typing import Any
@@ -340,25 +339,9 @@ def generated_script(current: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the committed section is stale")
-    args = parser.parse_args(argv)
-    with open(SCRIPT) as f:
-        current = f.read()
-    wanted = generated_script(current)
-    if args.check:
-        if wanted != current:
-            print(f"{SCRIPT}: the platform section differs from the declarations; run {COMMAND}")
-            return 1
-        return 0
-    if wanted != current:
-        tmp = f"{SCRIPT}.tmp"
-        with open(tmp, "w") as f:
-            f.write(wanted)
-        os.chmod(tmp, os.stat(SCRIPT).st_mode & 0o7777)
-        os.replace(tmp, SCRIPT)
-        print(f"{SCRIPT}: platform section rewritten")
-    return 0
+    from cloudseed.core.generated_part import check_or_rewrite
+
+    return check_or_rewrite(SCRIPT, generated_script, "platform section", COMMAND, __doc__.split("\n\n")[0], argv)
 
 
 if __name__ == "__main__":

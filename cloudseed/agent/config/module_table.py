@@ -8,8 +8,6 @@ imported at boot.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 
 from cloudseed.agent.modules import _declared, all_module_names, load_module
@@ -62,24 +60,9 @@ def generated_file(current: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the committed table is stale")
-    args = parser.parse_args(argv)
-    path = _declared.__file__
-    with open(path) as f:
-        current = f.read()
-    wanted = generated_file(current)
-    if args.check:
-        if wanted != current:
-            print(f"{path}: the table differs from the modules' declarations; run {COMMAND}")
-            return 1
-        return 0
-    if wanted != current:
-        with open(f"{path}.tmp", "w") as f:
-            f.write(wanted)
-        os.replace(f"{path}.tmp", path)
-        print(f"{path}: table rewritten")
-    return 0
+    from cloudseed.core.generated_part import check_or_rewrite
+
+    return check_or_rewrite(_declared.__file__, generated_file, "table", COMMAND, __doc__.split("\n\n")[0], argv)
 
 
 if __name__ == "__main__":
