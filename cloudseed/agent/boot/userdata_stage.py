@@ -126,10 +126,9 @@ def prepare(state: BootState) -> None:
     kept = kept_yaml.KeptYaml()
     user = process_userdata(ds.userdata_raw, allow_includes=False, root=state.root, kept_yaml=kept)
     state.prepared = {"yaml": kept, "checks": {}}
-    if not user.errors and isinstance(user.cloud_config, dict) and not (ds.vendordata_raw or ds.vendordata2_raw):
-        state.prepared["config"] = user.cloud_config  # which modules preloading imports (performance._may_run)
     if user.errors or not isinstance(user.cloud_config, dict) or ds.vendordata_raw or ds.vendordata2_raw:
         return  # the stage's config will not be this one: only the documents are of use
+    state.prepared["config"] = user.cloud_config  # which modules preloading imports (performance._may_run)
     found: list[str] = []
     key = _validation_key(user.cloud_config, state.root)
     _check(user.cloud_config, found, state.root)
