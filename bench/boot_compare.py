@@ -8,10 +8,13 @@ plain image needs). User-data as in LAB-NOTES: hostname/fqdn/manage_etc_hosts, a
 an ed25519 key, 3 write_files, 1 bootcmd, 2 runcmd.
 
 Measured from outside the guest, seconds after power-on (host clock, console lines timestamped
-as they arrive): ``sysinit.target`` reached, SSH answering, every host key type the image's sshd
-offers served (``ssh-keyscan`` of rsa, ecdsa and ed25519), boot finished (the lab collector's
-line, after ``multi-user.target`` and, with an agent, its final stage); plus the agent's own stage
-times. Reported as medians, and as ratios and differences against the image without an agent.
+as they arrive): ``sysinit.target`` reached, SSH answering (when sshd's banner first arrives:
+``cloudseed/lab/machine/ssh_probe.py``, read within about 0.3 s of sshd listening), sshd started
+(the arrival of systemd's "Started ssh.service" console line: the in-guest reading beside it),
+every host key type the image's sshd offers served (``ssh-keyscan`` of rsa, ecdsa and ed25519),
+boot finished (the lab collector's line, after ``multi-user.target`` and, with an agent, its final
+stage); plus the agent's own stage times. Reported as medians, and as ratios and differences
+against the image without an agent.
 
 "Boot finished" is the later of ``multi-user.target`` reached and the agent's final message (both
 console lines), so it does not count the lab collector's own work (``cloudseed status`` or
@@ -50,6 +53,7 @@ from boot_intervals import intervals_of
 from cloudseed.lab.boots.session import BootResult, run_boot
 from cloudseed.lab.images.image import lab_image
 from cloudseed.lab.machine.accel import choose_accel
+from cloudseed.lab.machine.console import sshd_started_at
 from cloudseed.lab.reports.agent_report import summarize
 from cloudseed.provider.seeds.build import build_seed
 from cloudseed.provider.seeds.spec import InstanceSpec, SshKey
@@ -148,7 +152,11 @@ def measure(image, workdir: str, accel: str, reason: str, seed: str, timeout: fl
     load = os.getloadavg()[0]
     result = run_boot(image, workdir, accel=accel, accel_reason=reason, seeds=[seed], timeout=timeout,
                       ssh_timeout=90, keep=True, overlay=overlay)
+    console = result.vm.console if result.vm else None
+    probe = result.vm.ssh_probe if result.vm else None
     sample = {"stages": stage_seconds(result), "sysinit_at": sysinit_at(result), "ssh_ready_at": result.ssh_ready_at,
+              "sshd_started_at": sshd_started_at(list(console.lines)) if console else None,
+              "ssh_probe": probe.counts.as_dict() if probe else None,
               "multi_user_at": console_at(result, MULTI_USER),
               "collected_at": result.collected_at, "agent_done_at": result.agent_done_at,
               "all_keys_at": all_keys_at(result), "timed_out": result.timed_out, "load_before": round(load, 2)}
@@ -166,16 +174,18 @@ def median(values: list[float | None]) -> float | None:
     return statistics.median(present) if present else None
 
 
-def fmt(value: float | None, unit: str = "") -> str:
-    return "-" if value is None else f"{value:.1f}{unit}"
+def fmt(value: float | None, unit: str = "", digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}{unit}"
 
 
-COLUMNS = (("sysinit_at", "sysinit.target"), ("ssh_ready_at", "SSH ready"), ("all_keys_at", "all host keys"),
-           ("finished_at", "boot finished"), ("collected_at", "collector done"), ("agent_total", "agent time"))
+COLUMNS = (("sysinit_at", "sysinit.target"), ("ssh_ready_at", "SSH ready"), ("sshd_started_at", "sshd started"),
+           ("all_keys_at", "all host keys"), ("finished_at", "boot finished"), ("collected_at", "collector done"),
+           ("agent_total", "agent time"))
 
 
 def table(title: str, samples: dict[str, list[dict]]) -> list[str]:
-    medians = {agent: {key: median([r[key] for r in runs]) for key, _ in COLUMNS} for agent, runs in samples.items()}
+    medians = {agent: {key: median([r.get(key) for r in runs]) for key, _ in COLUMNS}
+               for agent, runs in samples.items()}
     lines = [f"### {title} (medians, seconds after power-on)", "",
              "| agent | " + " | ".join(label for _, label in COLUMNS) + " | finished vs none |",
              "|---" * (len(COLUMNS) + 2) + "|"]
@@ -198,8 +208,8 @@ def table(title: str, samples: dict[str, list[dict]]) -> list[str]:
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
        20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000}
-DIFF_METRICS = (("sysinit_at", "sysinit.target"), ("ssh_ready_at", "SSH ready"), ("all_keys_at", "all host keys"),
-                ("finished_at", "boot finished"))
+DIFF_METRICS = (("sysinit_at", "sysinit.target"), ("ssh_ready_at", "SSH ready"), ("sshd_started_at", "sshd started"),
+                ("all_keys_at", "all host keys"), ("finished_at", "boot finished"))
 
 
 def t95(df: int) -> float:
@@ -247,8 +257,10 @@ def ci_verdict(series: dict[str, dict[str, list[dict]]], agent: str, metrics: li
 def boot_line(agent: str, what: str, sample: dict) -> str:
     gaps = sample.get("intervals") or {}
     short = ", ".join(f"{label} {value:.2f}" for label, value in gaps.items())
-    return (f"  {agent:<10} {what}: sysinit {fmt(sample['sysinit_at'])}, SSH {fmt(sample['ssh_ready_at'])}, all keys "
-            f"{fmt(sample['all_keys_at'])}, finished {fmt(sample['finished_at'])}, collector "
+    probe = sample.get("ssh_probe") or {}
+    return (f"  {agent:<10} {what}: sysinit {fmt(sample['sysinit_at'])}, SSH {fmt(sample['ssh_ready_at'], digits=2)} "
+            f"(sshd started {fmt(sample.get('sshd_started_at'), digits=2)}, {probe.get('to_sshd', '?')} connection(s) "
+            f"to sshd), all keys {fmt(sample['all_keys_at'])}, finished {fmt(sample['finished_at'])}, collector "
             f"{fmt(sample['collected_at'])}, agent {fmt(sample['agent_total'])}, load {sample['load_before']:.2f}"
             + (f"\n      intervals: {short}" if short else ""))
 
@@ -355,6 +367,13 @@ def report(samples: dict[str, list[dict]], reboots: dict[str, list[dict]] | None
     for agent, runs in samples.items():
         if agent != "none":
             print(f"| {agent} | " + " | ".join(fmt(median([r['stages'].get(s) for r in runs])) for s in stages) + " |")
+    for title, series in (("first boot", samples), ("reboot", reboots or {})):
+        for agent, runs in series.items():
+            lags = [round(r["ssh_ready_at"] - r["sshd_started_at"], 2) for r in runs
+                    if r.get("ssh_ready_at") is not None and r.get("sshd_started_at") is not None]
+            if lags:
+                print(f"\n{agent}, {title}: SSH ready (host probe) - sshd started (console line), median "
+                      f"{statistics.median(lags):+.2f}   {lags}")
     for title, series in (("first boot", samples), ("reboot", reboots or {})):
         for agent, runs in series.items():
             labels = list(dict.fromkeys(label for r in runs for label in (r.get("intervals") or {})))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import threading
 import time
 
-from cloudseed.lab.machine.console import Console, Line, parse_event
+from cloudseed.lab.machine.console import Console, Line, parse_event, read_log, sshd_started_at
+
+RECORDED = os.path.join(os.path.dirname(__file__), "recorded")
 
 
 def test_cloudseed_stage_markers():
@@ -55,3 +58,27 @@ def test_console_tails_a_growing_file(tmp_path):
     log.close()
     assert console.lines[0].text == "boot"  # colour codes and carriage returns stripped
     assert os.path.getsize(str(tmp_path / "log")) > 0
+
+
+def test_sshd_started_read_from_real_consoles(tmp_path):
+    """systemd's "Started ssh.service" line, in a lab reboot's console (series X, 2026-11-28:
+    ``recorded/reboot-cloudseed.console-excerpt.log``) and a whole first boot with Debian's cloud-init;
+    "Starting", "Stopping" and "Stopped" lines do not count."""
+    excerpt = os.path.join(RECORDED, "reboot-cloudseed.console-excerpt.log")
+    assert sshd_started_at(read_log(excerpt)) == 15.470
+    whole = str(tmp_path / "boot-cloud-init.console.log")
+    with gzip.open(os.path.join(RECORDED, "boot-cloud-init.console.log.gz")) as packed, open(whole, "wb") as out:
+        out.write(packed.read())
+    assert sshd_started_at(read_log(whole)) == 176.138
+    # this recorded cloudseed boot's console lost the line ("Starting" at 99.896, no "Started"): no reading
+    with gzip.open(os.path.join(RECORDED, "boot-cloudseed.console.log.gz")) as packed, open(whole, "wb") as out:
+        out.write(packed.read())
+    assert sshd_started_at(read_log(whole)) is None
+
+
+def test_sshd_started_in_the_description_only_status_format():
+    """Older systemd status lines name only the unit's description."""
+    lines = [Line(3.0, "         Starting OpenBSD Secure Shell server..."),
+             Line(4.5, "[  OK  ] Started OpenBSD Secure Shell server."),
+             Line(9.0, "[  OK  ] Started ssh.service - OpenBSD Secure Shell server.")]
+    assert sshd_started_at(lines) == 4.5

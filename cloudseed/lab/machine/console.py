@@ -15,7 +15,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable, Optional
+from typing import IO, Any, Callable, Iterable, Optional
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 
@@ -34,6 +34,10 @@ TARGET = re.compile(r"Reached target (\S+) - (.+?)\.?$")
 STARTED = re.compile(r"\] (?:Started|Finished) (\S+) - (.+?)\.?$")
 STARTING = re.compile(r"^\s*Starting (\S+) - (.+?)\.\.\.$")
 LOGIN = re.compile(r"login: *$")
+# systemd's line when sshd is up: Debian's ssh.service is Type=notify, so "Started" follows sshd's
+# report that it is ready (its sockets listen). Unit name and description as systemd 252 (Debian 12)
+# prints them; the description alone as older status formats do.
+SSHD_STARTED = re.compile(r"\bStarted (?:ssh\.service\b|OpenBSD Secure Shell server\b)")
 
 
 @dataclass
@@ -94,6 +98,11 @@ def parse_event(line: Line) -> Optional[Event]:
     if LOGIN.search(text):
         return Event("login", line.at, text=text)
     return None
+
+
+def sshd_started_at(lines: Iterable[Line]) -> Optional[float]:
+    """When the console first said sshd had started (seconds after power-on), or None."""
+    return next((line.at for line in lines if SSHD_STARTED.search(line.text)), None)
 
 
 def read_log(path: str) -> list[Line]:

@@ -1,9 +1,10 @@
 """One lab VM: qemu on a throw-away qcow2 overlay, serial console followed, SSH forwarded.
 
 The guest gets the image as ``vda`` (through an overlay, so the base stays clean), each seed as
-a read-only virtio disk, one user-mode NIC with SSH forwarded from a host loopback port and,
-when a metadata port is given, 169.254.169.254:80 in the guest forwarded to it (one socat per
-connection; Azure's wire server at 168.63.129.16:80 too). The VM is stopped with an ACPI
+a read-only virtio disk, one user-mode NIC with SSH forwarded from a host loopback port (and a
+guest port nothing listens on beside it, for the SSH probe) and, when a metadata port is given,
+169.254.169.254:80 in the guest forwarded to it (one socat per connection; Azure's wire server at
+168.63.129.16:80 too). The VM is stopped with an ACPI
 power-down over QMP so the disk is clean to read.
 """
 
@@ -25,6 +26,7 @@ from typing import Callable, Optional
 from cloudseed.lab.images.image import Image
 from cloudseed.lab.machine.channel import EXEC_PORT, GATE_PORT
 from cloudseed.lab.machine.console import Console, Event
+from cloudseed.lab.machine.ssh_probe import CANARY_GUEST_PORT, SshProbe
 
 PLATFORMS = {
     "openstack": "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova",
@@ -126,17 +128,20 @@ class VirtualMachine:
         self.gate_path = os.path.join(spec.workdir, "gate.sock")
         self.exec_path = os.path.join(spec.workdir, "exec.sock")
         self.ssh_port = free_port()
+        self.canary_port = free_port()  # a guest port nothing listens on: when does its network answer
         self.on_event = on_event
         self.process: Optional[subprocess.Popen] = None
         self.console: Optional[Console] = None
         self.ssh_ready_at: Optional[float] = None
+        self.ssh_probe: Optional[SshProbe] = None
         self.started = 0.0
         self._stop = threading.Event()
         self._log = None
 
     def argv(self) -> list[str]:
         spec = self.spec
-        netdev = f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22"
+        netdev = (f"user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22,"
+                  f"hostfwd=tcp:127.0.0.1:{self.canary_port}-:{CANARY_GUEST_PORT}")
         if spec.metadata_port is not None:
             socat = shutil.which("socat") or "socat"
             net = PLATFORM_NETS.get(spec.platform or "", "169.254.0.0/16")
@@ -230,18 +235,13 @@ class VirtualMachine:
             raise LabError(f"cannot restore the VM from {state}: {e}") from None
 
     def _watch_ssh(self) -> None:
-        while not self._stop.is_set() and self.process and self.process.poll() is None:
-            try:
-                with socket.create_connection(("127.0.0.1", self.ssh_port), timeout=2) as sock:
-                    sock.settimeout(3)
-                    if sock.recv(8).startswith(b"SSH-"):
-                        self.ssh_ready_at = time.monotonic() - self.started
-                        if self.on_event:
-                            self.on_event(Event("ssh-ready", self.ssh_ready_at))
-                        return
-            except OSError:
-                pass
-            self._stop.wait(0.5)
+        """SSH ready: when sshd's banner first arrives (``lab/machine/ssh_probe.py``: how, and its error)."""
+        self.ssh_probe = SshProbe(("127.0.0.1", self.ssh_port), ("127.0.0.1", self.canary_port))
+        arrived = self.ssh_probe.run(self._stop, self.running)
+        if arrived is not None:
+            self.ssh_ready_at = arrived - self.started
+            if self.on_event:
+                self.on_event(Event("ssh-ready", self.ssh_ready_at))
 
     def wait_event(self, predicate: Callable[[Event], bool], timeout: float) -> Optional[Event]:
         assert self.console is not None
