@@ -8,7 +8,9 @@ the interpreter starts only once (see ``cloudseed.agent.boot.handoff``).
 
 from __future__ import annotations
 
-import argparse
+TYPE_CHECKING = False  # argparse is not imported at boot: ``cli._boot_unit_args`` reads the unit's command line
+if TYPE_CHECKING:
+    import argparse
 
 HELP = "run all four boot stages in one process"
 

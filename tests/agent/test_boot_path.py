@@ -1,4 +1,5 @@
-"""Small boot-path promises of issue 18: install's --root after the verb, /etc/hostname's mode."""
+"""Small boot-path promises: install's --root after the verb, /etc/hostname's mode, the boot's command line read
+without argparse (issues 18 and 30)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 from cloudseed.agent.boot.stages import Agent
+from cloudseed.cli import BOOT_UNIT_COMMAND_LINES, _boot_unit_args, parse_command_line
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -104,3 +108,40 @@ def test_a_whole_boot_never_imports_cryptography(target):
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["loaded"] == [], got
     assert target.read_text("/etc/motd") == "hi"
+
+
+@pytest.mark.parametrize("line", BOOT_UNIT_COMMAND_LINES, ids=" ".join)
+def test_the_boot_units_command_line_reads_as_argparse_reads_it(line):
+    """``cloudseed boot [--hand-off]`` is read without argparse at boot: the same arguments."""
+    fast = _boot_unit_args(list(line))
+    module, parsed, verb, root = parse_command_line(list(line))
+    assert vars(fast) == vars(parsed)
+    assert (module.__name__, verb, root) == ("cloudseed.commands.boot", "boot", "/")
+
+
+@pytest.mark.parametrize("line", [["boot", "--hand-off", "--debug"], ["--debug", "boot"], ["boot", "--root", "/x"],
+                                  ["--root=/x", "boot", "--hand-off"], ["boot", "--hand"], ["init", "--local"]])
+def test_any_other_command_line_is_argparse_s(line):
+    assert _boot_unit_args(line) is None
+
+
+BOOT_ARGS_WITHOUT_ARGPARSE = """
+import sys
+from cloudseed.cli import _boot_unit_args
+args = _boot_unit_args(["boot", "--hand-off"])
+import cloudseed.commands.boot
+print(sorted(m for m in ("argparse", "gettext", "shutil") if m in sys.modules), args.hand_off)
+"""
+
+
+def test_the_boot_process_reads_its_command_line_without_importing_argparse():
+    proc = subprocess.run([sys.executable, "-c", BOOT_ARGS_WITHOUT_ARGPARSE], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["[]", "True"]
+
+
+def test_an_include_once_cache_name_is_the_urls_md5():
+    from cloudseed.agent.userdata.includes import cache_file_name
+
+    assert cache_file_name("http://example.test/a") == "e63357d43f8fc6cf43de34fd9323f9bf"
