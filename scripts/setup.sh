@@ -10,6 +10,8 @@ APT_PACKAGES=(
   qemu-system-x86 qemu-utils debootstrap e2fsprogs dosfstools mtools xorriso genisoimage
   udftools  # mkudffs/udfinfo: other UDF writers and readers beside cloudseed's (Azure's media)
   socat openssh-client busybox-static
+  # the shell generator's processes counted (tests/agent/test_generator_shell.py, bench/generator_processes.py)
+  strace
   # network namespaces, DHCP, real network tools
   iproute2 dnsmasq-base isc-dhcp-client
   # the metadata server's PostgreSQL backend and the load generator / static baseline

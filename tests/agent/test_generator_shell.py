@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -262,3 +263,131 @@ def test_a_by_label_link_is_a_hint_that_blkid_confirms(tmp_path):
             subprocess.run(["losetup", "-d", seed], capture_output=True)
     finally:
         subprocess.run(["losetup", "-d", data], capture_output=True)
+
+
+# ------------------------------------------------------------------ the label probe read by the shell
+def _attach(image: str) -> str:
+    return subprocess.run(["losetup", "-f", "--show", "-r", image], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _needs_loop_devices():
+    if os.geteuid() != 0 or not shutil.which("losetup") or not shutil.which("genisoimage"):
+        pytest.skip("needs root, losetup and genisoimage")
+
+
+def _cidata_iso(tmp_path) -> str:
+    (tmp_path / "iso").mkdir()
+    (tmp_path / "iso" / "meta-data").write_text("instance-id: i-probe\n")
+    image = str(tmp_path / "seed.iso")
+    subprocess.run(["genisoimage", "-quiet", "-V", "cidata", "-r", "-o", image, str(tmp_path / "iso")], check=True)
+    return image
+
+
+def _programs(root: str, out: str, tmp_path) -> tuple[list[str], int]:
+    """(programs the generator executed, processes it forked), from ``strace -ff`` over one real
+    run: one trace file per process, so no call is split by another's."""
+    traces = tmp_path / "traces"
+    shutil.rmtree(traces, ignore_errors=True)
+    traces.mkdir()
+    shutil.rmtree(os.path.join(root, "run"), ignore_errors=True)
+    env = {"CLOUDSEED_ROOT": root, "CLOUDSEED_BIN": CLI, "PATH": os.environ["PATH"]}
+    subprocess.run(["strace", "-ff", "-qq", "-o", str(traces / "t"), "-e", "trace=execve", "/bin/sh", SHELL, out],
+                   env=env, check=True, capture_output=True, timeout=60)
+    programs = []
+    for trace in traces.iterdir():
+        ran = re.findall(r'^execve\("([^"]+)".*= 0$', trace.read_text(), re.M)
+        programs += [os.path.basename(path) for path in ran if path != "/bin/sh"]
+    return programs, len(list(traces.iterdir())) - 1  # every file but the shell's own is a fork
+
+
+@pytest.mark.parametrize("kind", ["first boot", "reboot"])
+def test_a_seed_found_by_label_costs_three_programs_and_no_subshell(tmp_path, kind):
+    """The lab's boots (a cidata ISO that udev linked in /dev/disk/by-label): mkdir, blkid and ln are
+    all the generator starts, on a reboot too (sshd_order is builtins). blkid's output is read back
+    from a file by the shell: no awk, no $(...) subshell, no pipe (each was a fork under emulation)."""
+    _needs_loop_devices()
+    if shutil.which("strace") is None:
+        pytest.skip("needs strace")
+    device = _attach(_cidata_iso(tmp_path))
+    try:
+        root = make_root(str(tmp_path), {})
+        os.makedirs(os.path.join(root, "dev/disk/by-label"))
+        os.symlink(device, os.path.join(root, "dev/disk/by-label/cidata"))
+        if kind == "reboot":
+            os.makedirs(os.path.join(root, "var/lib/cloudseed/instances/i-probe"))
+            os.symlink("/var/lib/cloudseed/instances/i-probe", os.path.join(root, "var/lib/cloudseed/instance"))
+        programs, forks = _programs(root, str(tmp_path / "out"), tmp_path)
+        assert sorted(programs) == ["blkid", "ln", "mkdir"] and forks == 3, (programs, forks)
+        with open(os.path.join(root, "run/cloudseed/enabled")) as f:
+            assert "NoCloud (filesystem labelled cidata on " in f.read()
+        with open(os.path.join(root, "run/cloudseed/label-probe")) as f:  # what blkid said, kept
+            assert "LABEL=cidata" in f.read().splitlines()
+        assert os.path.exists(os.path.join(str(tmp_path / "out"), REBOOT_DROPIN)) == (kind == "reboot")
+    finally:
+        subprocess.run(["losetup", "-d", device], capture_output=True)
+
+
+def test_a_seed_uuid_is_recorded_in_upper_case_as_blkid_reads_it(tmp_path):
+    """A UDF filesystem is Azure's provisioning media whatever its label; its UUID (lower-case hex
+    as blkid prints it) goes into /run/cloudseed/identity upper-cased, without `tr` or awk."""
+    _needs_loop_devices()
+    if shutil.which("mkudffs") is None:
+        pytest.skip("needs mkudffs")
+    image = str(tmp_path / "media.udf")
+    subprocess.run(["truncate", "-s", "4M", image], check=True)
+    subprocess.run(["mkudffs", "--label=cidata", image], check=True, capture_output=True)
+    device = _attach(image)
+    try:
+        uuid = subprocess.run(["blkid", "-c", "/dev/null", "-o", "value", "-s", "UUID", device],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert uuid and uuid != uuid.upper(), uuid  # the case this test is about
+        root = make_root(str(tmp_path), {})
+        os.makedirs(os.path.join(root, "dev/disk/by-label"))
+        os.symlink(device, os.path.join(root, "dev/disk/by-label/cidata"))  # the label probe reads it
+        linked, text = decide(root, str(tmp_path / "out"), shell=True)
+        assert linked and "Azure (Azure provisioning media on " in json.loads(text)["reason"], text
+        with open(os.path.join(root, "run/cloudseed/identity")) as f:
+            assert f.read() == f"seed Azure udf,{uuid.upper()}\n"
+    finally:
+        subprocess.run(["losetup", "-d", device], capture_output=True)
+
+
+def test_an_escaped_blank_in_a_label_is_read_as_a_blank(tmp_path):
+    """blkid's export format writes a label's blank as a backslash and a blank: 'OVF ENV' (an OVF
+    transport ISO) is found, as by the Python probe; 'OVF\\ENV' is not an OVF label."""
+    _needs_loop_devices()
+    verdicts = {}
+    for label in ("OVF ENV", "OVF$ENV"):
+        (tmp_path / label).mkdir()
+        (tmp_path / label / "ovf-env.xml").write_text("<Environment/>\n")
+        image = str(tmp_path / f"{label}.iso")
+        subprocess.run(["genisoimage", "-quiet", "-V", label, "-r", "-o", image, str(tmp_path / label)], check=True)
+        device = _attach(image)
+        try:
+            with_blkid = subprocess.run(["blkid", "-c", "/dev/null", "-o", "export", device], capture_output=True,
+                                        text=True).stdout
+            assert "LABEL=OVF\\" + label[3] + "ENV" in with_blkid.splitlines(), with_blkid  # escaped by blkid
+            root = make_root(str(tmp_path / f"root-{label}"), {})
+            shell = decide(root, str(tmp_path / f"shell-{label}"), shell=True)
+            python = decide(root, str(tmp_path / f"python-{label}"), shell=False)
+            verdicts[label] = (shell[0], python[0], shell[1])
+        finally:
+            subprocess.run(["losetup", "-d", device], capture_output=True)
+    assert verdicts["OVF ENV"][:2] == (True, True) and "OVF (filesystem labelled as an OVF" in verdicts["OVF ENV"][2]
+    assert verdicts["OVF$ENV"][:2] == (False, False), verdicts
+
+
+def test_a_disabled_boot_removes_a_stale_link_and_starts_no_rm_when_there_is_none(tmp_path):
+    """disable removes what an earlier run left (the link, the enabled record), and at boot, where
+    neither is there, it starts no rm."""
+    if shutil.which("strace") is None:
+        pytest.skip("needs strace")
+    root = make_root(str(tmp_path), {"etc/cloudseed/disabled": ""})
+    out = str(tmp_path / "out")
+    os.makedirs(os.path.join(out, "multi-user.target.wants"))
+    os.symlink("/usr/lib/systemd/system/cloudseed.target", os.path.join(out, LINK))
+    linked, text = decide(root, out, shell=True)
+    assert not linked and not os.path.lexists(os.path.join(out, LINK)) and "disabled exists" in text
+    programs, _ = _programs(root, str(tmp_path / "fresh"), tmp_path)
+    assert programs == ["mkdir"], programs

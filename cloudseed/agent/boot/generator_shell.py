@@ -6,7 +6,9 @@ generator``) is written by hand; from the marker line on, the platform section i
 from each datasource's ``detection`` (``agent/datasources/_facts.py``), in the order of the
 built-in ``datasource_list``: the cheap facts of every datasource first (DMI strings read once
 with the shell's ``read``, files, the command line: no process started), then one ``blkid`` probe,
-read by one ``awk``, for every fact about filesystems. Settings are never read there: any
+written to a file and read back with ``read`` (no ``awk``, no subshell), for every fact about
+filesystems; the section calls the hand-written part's ``enable``, ``disable`` and ``make_dirs``.
+Settings are never read there: any
 datasource configuration was handed to the Python generator before this section runs.
 
     .venv/bin/python -m cloudseed.agent.boot.generator_shell           # rewrite the section in place
@@ -151,8 +153,8 @@ class Compiler:
         self.classes = classes
         self.listed = listed
         self.dmi: list[str] = []
-        self.conditions: list[str] = []  # shell lines setting the awk variables c1, c2...
-        self.disk_facts: list[tuple[Any, _facts.Fact, str]] = []  # (class, fact, awk expression)
+        self.conditions: list[str] = []  # shell conditions the probe's reader reads as $c1, $c2...
+        self.disk_facts: list[tuple[Any, _facts.Fact, str]] = []  # (class, fact, shell test of a device)
 
     # -- conditions evaluated by the shell (no Disk inside)
     def condition(self, fact: _facts.Fact, name: str) -> str:
@@ -205,24 +207,24 @@ class Compiler:
             self.dmi.append(field)
         return f"dmi_{field}"
 
-    # -- facts about filesystems, evaluated per device by awk
-    def awk(self, fact: _facts.Fact, name: str) -> str:
+    # -- facts about filesystems, evaluated per device by the probe's reader
+    def disk_test(self, fact: _facts.Fact, name: str) -> str:
         if not any(leaf.disk for leaf in _facts.leaves(fact)):
             if isinstance(fact, _facts.Listed):
-                return "1" if fact.name in self.listed else "0"
+                return "true" if fact.name in self.listed else "false"
             condition = self.condition(fact, name)
             if condition in ("true", "false"):
-                return "1" if condition == "true" else "0"
+                return condition
             if condition not in self.conditions:
                 self.conditions.append(condition)
-            return f"c{self.conditions.index(condition) + 1}"
-        if isinstance(fact, _facts.AllOf):
-            return "(" + " && ".join(self.awk(f, name) for f in fact.facts) + ")"
-        if isinstance(fact, _facts.AnyOf):
-            return "(" + " || ".join(self.awk(f, name) for f in fact.facts) + ")"
+            return f'[ -n "$c{self.conditions.index(condition) + 1}" ]'
+        if isinstance(fact, (_facts.AllOf, _facts.AnyOf)):
+            joined = (" && " if isinstance(fact, _facts.AllOf) else " || ").join(
+                self.disk_test(f, name) for f in fact.facts)
+            return "{ " + joined + "; }"
         if isinstance(fact, _facts.Disk):
-            return disk_awk(fact)
-        raise TypeError(f"no awk for {fact!r}")
+            return disk_shell(fact)
+        raise TypeError(f"no probe test for {fact!r}")
 
     # -- the section
     def section(self) -> str:
@@ -231,7 +233,7 @@ class Compiler:
             checks, notes, unchecked = [], [], {}
             for fact in cls.detection:
                 if any(leaf.disk for leaf in _facts.leaves(fact)):
-                    self.disk_facts.append((cls, fact, self.awk(fact, cls.name)))
+                    self.disk_facts.append((cls, fact, self.disk_test(fact, cls.name)))
                     notes.append(f"a filesystem ({len(self.disk_facts)} in the probe below)")
                 elif all(leaf.configured for leaf in _facts.leaves(fact)):
                     notes.append("settings (the Python generator's)")
@@ -252,24 +254,16 @@ class Compiler:
         if not self.disk_facts:
             return [end]
         names = ", ".join(dict.fromkeys(cls.name for cls, _, _ in self.disk_facts))
-        out = [f"# filesystems ({names}): one blkid probe, read by awk, which stops at the first seed",
+        out = [f"# filesystems ({names}):",
+               "# one blkid probe into a file, read back by the shell (no awk, no subshell) up to the first seed",
                *(f"c{n}=; {condition} && c{n}=1" for n, condition in enumerate(self.conditions, 1)),
-               "seed_awk='",
-               '    /^DEVNAME=/ { dev = substr($0, 9) } /^TYPE=/ { type = substr($0, 6) }',
-               '    /^LABEL=/ { label = tolower(substr($0, 7)); gsub(/\\\\ /, " ", label) }',
-               '    /^UUID=/ { uuid = toupper(substr($0, 6)) }',
-               "    function seed() {"]
-        out += [f"        if ({expr}) return {number}" for number, (_, _, expr) in enumerate(self.disk_facts, 1)]
-        out += ["        return 0",
-                "    }",
-                # "N TYPE,UUID DEVICE": the filesystem's type and UUID are what the generator's
-                # hand-written part records of this boot's seed (/run/cloudseed/identity)
-                '    function report() { print i " " type "," uuid " " dev }',
-                '    /^$/ { if ((i = seed())) { report(); done = 1; exit } dev = label = uuid = type = "" }',
-                """    END { if (!done && (i = seed())) report() }'"""]
-        variables = " ".join(f'-v c{n}="$c{n}"' for n in range(1, len(self.conditions) + 1))
-        out.append(f'probe_labels() {{ blkid -c /dev/null -o export "$@" 2>/dev/null | awk {variables} "$seed_awk"; }}'
-                   .replace("awk  ", "awk "))
+               "# seed: the first declared seed (its number in $_seed) that the device in $type, $label, $uuid is",
+               "seed() {"]
+        for number, (_, _, test) in enumerate(self.disk_facts, 1):
+            out.append(f"    _seed={number}; {test} && return 0")
+        out += ["    return 1",
+                "}",
+                *PROBE_HELPERS.rstrip("\n").split("\n")]
         out.append("seed_found() {")
         out.append("    case $found in")
         for number, (cls, fact, _) in enumerate(self.disk_facts, 1):
@@ -286,38 +280,78 @@ class Compiler:
                     'for link in "$root"/dev/disk/by-label/*; do',
                     f'    case ${{link##*/}} in {patterns}) set -- "$@" "$link" ;; esac',
                     "done",
-                    'if [ $# -gt 0 ]; then found=$(probe_labels "$@"); seed_found; fi']
+                    'if [ $# -gt 0 ]; then probe_labels "$@"; seed_found; fi']
         out += ["# Then every device the host has (also for a --root), as the Python detection probes them: one",
                 "# blkid for all (`blkid -p DEVICES` would be cheaper but stops at the first device where it",
                 "# finds nothing)",
-                "found=$(probe_labels)",
+                "probe_labels",
                 "seed_found",
                 end]
         return out
 
 
-def disk_awk(disk: _facts.Disk) -> str:
-    """One device's test for ``disk`` in the probe's awk (label lowered, UUID upper case)."""
-    parts = ["(" + " || ".join(f'type == "{t}"' for t in disk.fstypes) + ")" if len(disk.fstypes) > 1
-             else f'type == "{disk.fstypes[0]}"']
+# The label probe's reader, in the shell: blkid's export format is KEY=VALUE lines, a blank line
+# after each device; in values blkid puts a backslash before a blank and before \ " ' $ ` < >,
+# writes control characters as ^X and bytes over 127 as M-x (so what is read is ASCII). A label's
+# escaped blanks are undone, the other escapes kept; labels are compared without case, UUIDs
+# reported in upper case. "N TYPE,UUID DEVICE" in $found: the seed's number, what the generator's
+# hand-written part records of this boot's seed (/run/cloudseed/identity), the device.
+PROBE_HELPERS = r"""# upper TEXT: TEXT in ASCII upper case, in $_up
+upper() {
+    _s=$1 _up=
+    case $_s in *[a-z]*) ;; *) _up=$_s; return 0 ;; esac
+    while [ -n "$_s" ]; do
+        _r=${_s#?}; _c=${_s%"$_r"}; _s=$_r
+        case $_c in
+            a) _c=A ;; b) _c=B ;; c) _c=C ;; d) _c=D ;; e) _c=E ;; f) _c=F ;; g) _c=G ;; h) _c=H ;;
+            i) _c=I ;; j) _c=J ;; k) _c=K ;; l) _c=L ;; m) _c=M ;; n) _c=N ;; o) _c=O ;; p) _c=P ;;
+            q) _c=Q ;; r) _c=R ;; s) _c=S ;; t) _c=T ;; u) _c=U ;; v) _c=V ;; w) _c=W ;; x) _c=X ;;
+            y) _c=Y ;; z) _c=Z ;;
+        esac
+        _up=$_up$_c
+    done
+}
+# probe_labels [DEVICE...]: blkid's reading of DEVICE (all devices without one) into
+# $run/label-probe (kept: what this boot's generator saw), then the first seed in $found
+probe_labels() {
+    make_dirs
+    blkid -c /dev/null -o export "$@" > "$run/label-probe" 2>/dev/null
+    found= dev= type= label= uuid= _hit=
+    while IFS= read -r _l || [ -n "$_l" ]; do
+        case $_l in
+            DEVNAME=*) dev=${_l#*=} ;;
+            TYPE=*) type=${_l#*=} ;;
+            UUID=*) uuid=${_l#*=} ;;
+            LABEL=*)
+                label=${_l#*=} _o=
+                while :; do
+                    case $label in *'\ '*) _o=$_o${label%%'\ '*}' '; label=${label#*'\ '} ;; *) break ;; esac
+                done
+                label=$_o$label ;;
+            "") seed && { _hit=1; break; }; dev= type= label= uuid= ;;
+        esac
+    done < "$run/label-probe"
+    # (the last device: when blkid's output does not end with a blank line)
+    if [ -n "$_hit" ] || { [ -n "$type" ] && seed; }; then upper "$uuid"; found="$_seed $type,$_up $dev"; fi
+    return 0
+}
+"""
+
+
+def disk_shell(disk: _facts.Disk) -> str:
+    """One device's test for ``disk`` in the probe's reader (labels and UUIDs without case)."""
+    for fstype in disk.fstypes:
+        if any(c in fstype for c in "*?[") or quote(fstype) != fstype:
+            raise ValueError(f"filesystem type {fstype!r}: a plain word is expected")
+    parts = [f'match "$type" {" ".join(disk.fstypes)}']
     labels = list(dict.fromkeys(label.lower() for label in disk.labels))
     if "*" not in labels:
-        parts.append("(" + " || ".join(awk_match("label", label) for label in labels) + ")"
-                     if len(labels) > 1 else awk_match("label", labels[0]))
+        parts.append('match "$label" ' + " ".join(glob_word(label, True) for label in labels))
     if disk.uuid is not None:
-        parts.append(awk_match("uuid", disk.uuid.upper()))
+        parts.append(f'match "$uuid" {glob_word(disk.uuid, True)}')
     if disk.uuid_not is not None:
-        parts.append("!(" + awk_match("uuid", disk.uuid_not.upper()) + ")")
-    return "(" + " && ".join(parts) + ")"
-
-
-def awk_match(variable: str, pattern: str) -> str:
-    """An awk test of ``variable`` against a declared glob."""
-    if not any(c in pattern for c in "*?["):
-        return f'{variable} == "{pattern}"'
-    regex = "".join(".*" if c == "*" else "." if c == "?" else c if c in "[]" else
-                    ("\\" + c if c in "\\^$.|+(){}/" else c) for c in pattern)
-    return f"{variable} ~ /^{regex}$/"
+        parts.append(f'! match "$uuid" {glob_word(disk.uuid_not, True)}')
+    return "{ " + " && ".join(parts) + "; }"
 
 
 def render() -> str:
