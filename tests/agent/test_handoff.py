@@ -308,3 +308,72 @@ def test_a_waiting_unit_notices_the_agent_gone_and_runs_its_stage_itself(target)
     finally:
         agent.kill()
         agent.wait()
+
+
+def _asking_helper(root, stage: str) -> subprocess.Popen:
+    """The real helper asking for ``stage`` of the gate this test opened (its agent: the test process;
+    its own look every 60 s; a stage it would run itself fails)."""
+    env = {"PATH": os.environ["PATH"], "CLOUDSEED_ROOT": root.top, "CLOUDSEED_BIN": "/bin/false",
+           "CLOUDSEED_STAGE_LOOK": "60"}
+    return subprocess.Popen(["/bin/sh", HELPER, stage], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _answered(gate, stage: str, proc: subprocess.Popen) -> tuple[int, str]:
+    """Verdict 0 for the waiting helper ``proc``: its exit code and what it said (killed if it hangs)."""
+    try:
+        gate.done(stage, 0)
+        return proc.wait(timeout=30), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_the_agent_waits_on_the_fifo_and_the_helper_wakes_it_at_once(target, monkeypatch):
+    """The agent no longer polls for STAGE.go every 20 ms (issue 30: 10 ms late on average, on the
+    way to the final message): it waits on the gate's FIFO, which the real helper writes a line to
+    after dropping STAGE.go. Its own look is made 60 s here, so only the helper's line can end the
+    wait in time; the helper then gets its verdict as before."""
+    import stat
+    import threading
+
+    from cloudseed.agent.boot import handoff
+
+    monkeypatch.setattr(handoff, "LOOK_SECONDS", 60)
+    gate = handoff.Gate(target)
+    gate.open()
+    fifo = os.lstat(target.path("/run/cloudseed/gate/wake"))
+    assert stat.S_ISFIFO(fifo.st_mode) and stat.S_IMODE(fifo.st_mode) == 0o600 and gate.wake_fd is not None
+    woke: list[float] = []
+    waiter = threading.Thread(target=lambda: (gate.wait_for("final"), woke.append(time.monotonic())), daemon=True)
+    waiter.start()
+    time.sleep(0.3)
+    assert waiter.is_alive()  # nothing asked yet: the agent waits
+    started = time.monotonic()
+    proc = _asking_helper(target, "final")
+    try:
+        waiter.join(timeout=30)
+        assert woke and woke[0] - started < 30, "the helper's line did not wake the agent"
+        assert target.read_text("/run/cloudseed/gate/final.go").strip() == str(proc.pid)
+    finally:
+        assert _answered(gate, "final", proc) == (0, "")
+    with pytest.raises(BlockingIOError):  # the helper's line was read: the next wait starts empty
+        os.read(gate.wake_fd, 1)
+
+
+def test_without_the_fifo_the_helper_writes_nothing_and_the_agent_still_finds_its_stage(target, monkeypatch):
+    """A gate whose FIFO could not be made: the helper finds none (and creates no file in its place),
+    and the agent finds STAGE.go by looking, every 20 ms as before."""
+    from cloudseed.agent.boot import handoff
+
+    monkeypatch.setattr(os, "mkfifo", lambda *args, **kwargs: (_ for _ in ()).throw(PermissionError(1, "denied")))
+    gate = handoff.Gate(target)
+    gate.open()
+    assert gate.wake_fd is None and not os.path.lexists(target.path("/run/cloudseed/gate/wake"))
+    proc = _asking_helper(target, "config")
+    try:
+        gate.wait_for("config")
+        assert not os.path.lexists(target.path("/run/cloudseed/gate/wake"))
+    finally:
+        assert _answered(gate, "config", proc) == (0, "")
