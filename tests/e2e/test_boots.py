@@ -118,7 +118,7 @@ def test_stages_keep_their_places_in_the_boot_in_one_process(nocloud, ssh_key):
     assert json.loads(status_text)["status"] == "done"
     # the later stages were handed to the boot's one agent process
     assert sorted(gate.split()) == ["config.done", "config.go", "final.done", "final.go", "network.done",
-                                    "network.go", "pid"]
+                                    "network.go", "pid", "wake"]
 
 
 def test_nocloud_iso_provisions_the_instance(nocloud):
