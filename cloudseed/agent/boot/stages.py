@@ -298,8 +298,8 @@ def run_stages(state: BootState, gate: Gate | AtOnce, stages: tuple[str, ...] = 
       final at the ordinary priority;
     - with a paced gate, between the config stage and the final unit's start: the final stage's
       **files read ahead** (merged configuration, instance data; ``prepared_stage.py``), which the
-      stage then uses if they are still the same files: on a reboot they were a quarter of the time
-      between ``multi-user.target`` and the final message.
+      stage then uses if they are still the same files: on a reboot 4-22 ms of the 150-200 ms
+      between ``multi-user.target`` and the final message under TCG.
     """
     codes: list[int] = []
     prepared = None
