@@ -121,7 +121,7 @@ def test_a_stage_with_errors_fails_its_unit(seeded, notify):
         proc.wait()
 
 
-PRELOADED = ("cloudseed.agent.userdata", "yaml", "cloudseed.agent.modules.write_files",
+PRELOADED = ("cloudseed.agent.userdata", "yaml", "hashlib", "cloudseed.agent.modules.write_files",
              "cloudseed.agent.modules.write_files_deferred", "cloudseed.agent.modules.final_message")
 
 

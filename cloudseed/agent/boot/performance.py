@@ -154,7 +154,12 @@ def preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
     wanted = None  # which modules are worth importing: known once the user-data is (``_may_run``)
     steps: list[tuple[int, str, Any]] = [
         (0, "import", name) for name in ("cloudseed.agent.userdata", "cloudseed.agent.userdata.includes",
-                                         "cloudseed.agent.boot.userdata_stage", "cloudseed.agent.scripts")]
+                                         "cloudseed.agent.boot.userdata_stage", "cloudseed.agent.scripts",
+                                         # the network stage digests the user-data at every boot
+                                         # (``userdata_stage.changed_since_provisioned``) and keys the
+                                         # schema check's verdict: OpenSSL's library loads here, not
+                                         # beside a reboot's sshd start (~40 ms of a TCG guest's CPU)
+                                         "hashlib", "importlib.util")]
     steps.append((0, "yaml", "yaml"))  # a new instance's cloud-config is parsed; a reboot's is kept
     steps.append((0, "prepare", "user-data"))  # and parsed and checked now (userdata_stage.prepare)
     steps += [(0, "module", entry) for entry in modules["init"]]
