@@ -18,7 +18,16 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHELL = os.path.join(REPO, "cloudseed", "data", "systemd", "cloudseed-generator")
 CLI = os.path.join(REPO, ".venv", "bin", "cloudseed")
-LINK = "multi-user.target.wants/cloudseed.target"
+ON_DROPIN = "multi-user.target.d/50-cloudseed.conf"  # how both generators switch the agent on
+OLD_LINK = "multi-user.target.wants/cloudseed.target"  # how versions before did
+
+
+def switched_on(path: str) -> bool:
+    """``path`` (a generator directory's drop-in of multi-user.target) wants cloudseed.target."""
+    if not os.path.isfile(path):
+        return False
+    with open(path) as f:
+        return "Wants=cloudseed.target" in f.read().splitlines()
 
 CASES = {
     "bare machine": ({}, False),
@@ -111,7 +120,7 @@ def make_root(base, files: dict[str, str]) -> str:
 
 
 def decide(root: str, out: str, shell: bool) -> tuple[bool, str]:
-    shutil.rmtree(os.path.join(root, "run"), ignore_errors=True)
+    shutil.rmtree(os.path.join(root, "run/cloudseed"), ignore_errors=True)  # (a udev record in run/udev stays)
     os.makedirs(out, exist_ok=True)
     if shell:
         env = {"CLOUDSEED_ROOT": root, "CLOUDSEED_BIN": CLI, "PATH": os.environ["PATH"]}
@@ -121,7 +130,7 @@ def decide(root: str, out: str, shell: bool) -> tuple[bool, str]:
     assert proc.returncode == 0, proc.stderr
     # the Python generator's paths are inside --root (also when the shell hands it the decision),
     # the shell's generator directory is as given
-    linked = os.path.islink(root + os.path.join(out, LINK)) or (shell and os.path.islink(os.path.join(out, LINK)))
+    linked = switched_on(root + os.path.join(out, ON_DROPIN)) or (shell and switched_on(os.path.join(out, ON_DROPIN)))
     state = "enabled" if os.path.exists(os.path.join(root, "run/cloudseed/enabled")) else "disabled"
     assert (state == "enabled") == linked
     with open(os.path.join(root, "run/cloudseed", state)) as f:
@@ -290,7 +299,7 @@ def _programs(root: str, out: str, tmp_path) -> tuple[list[str], int]:
     traces = tmp_path / "traces"
     shutil.rmtree(traces, ignore_errors=True)
     traces.mkdir()
-    shutil.rmtree(os.path.join(root, "run"), ignore_errors=True)
+    shutil.rmtree(os.path.join(root, "run/cloudseed"), ignore_errors=True)  # (a udev record in run/udev stays)
     env = {"CLOUDSEED_ROOT": root, "CLOUDSEED_BIN": CLI, "PATH": os.environ["PATH"]}
     subprocess.run(["strace", "-ff", "-qq", "-o", str(traces / "t"), "-e", "trace=execve", "/bin/sh", SHELL, out],
                    env=env, check=True, capture_output=True, timeout=60)
@@ -302,8 +311,8 @@ def _programs(root: str, out: str, tmp_path) -> tuple[list[str], int]:
 
 
 @pytest.mark.parametrize("kind", ["first boot", "reboot"])
-def test_a_seed_found_by_label_costs_three_programs_and_no_subshell(tmp_path, kind):
-    """The lab's boots (a cidata ISO that udev linked in /dev/disk/by-label): mkdir, blkid and ln are
+def test_a_seed_found_by_label_costs_two_programs_and_no_subshell(tmp_path, kind):
+    """The lab's boots (a cidata ISO that udev linked in /dev/disk/by-label): mkdir and blkid are
     all the generator starts, on a reboot too (sshd_order is builtins). blkid's output is read back
     from a file by the shell: no awk, no $(...) subshell, no pipe (each was a fork under emulation)."""
     _needs_loop_devices()
@@ -318,7 +327,7 @@ def test_a_seed_found_by_label_costs_three_programs_and_no_subshell(tmp_path, ki
             os.makedirs(os.path.join(root, "var/lib/cloudseed/instances/i-probe"))
             os.symlink("/var/lib/cloudseed/instances/i-probe", os.path.join(root, "var/lib/cloudseed/instance"))
         programs, forks = _programs(root, str(tmp_path / "out"), tmp_path)
-        assert sorted(programs) == ["blkid", "ln", "mkdir"] and forks == 3, (programs, forks)
+        assert sorted(programs) == ["blkid", "mkdir"] and forks == 2, (programs, forks)
         with open(os.path.join(root, "run/cloudseed/enabled")) as f:
             assert "NoCloud (filesystem labelled cidata on " in f.read()
         with open(os.path.join(root, "run/cloudseed/label-probe")) as f:  # what blkid said, kept
@@ -378,16 +387,47 @@ def test_an_escaped_blank_in_a_label_is_read_as_a_blank(tmp_path):
     assert verdicts["OVF$ENV"][:2] == (False, False), verdicts
 
 
-def test_a_disabled_boot_removes_a_stale_link_and_starts_no_rm_when_there_is_none(tmp_path):
-    """disable removes what an earlier run left (the link, the enabled record), and at boot, where
-    neither is there, it starts no rm."""
+def test_a_disabled_boot_removes_a_stale_switch_and_starts_no_rm_when_there_is_none(tmp_path):
+    """disable removes what an earlier run left (the drop-in, the older versions' link, the enabled
+    record), and at boot, where none is there, it starts no rm."""
     if shutil.which("strace") is None:
         pytest.skip("needs strace")
     root = make_root(str(tmp_path), {"etc/cloudseed/disabled": ""})
     out = str(tmp_path / "out")
     os.makedirs(os.path.join(out, "multi-user.target.wants"))
-    os.symlink("/usr/lib/systemd/system/cloudseed.target", os.path.join(out, LINK))
+    os.symlink("/usr/lib/systemd/system/cloudseed.target", os.path.join(out, OLD_LINK))
+    os.makedirs(os.path.join(out, "multi-user.target.d"))
+    with open(os.path.join(out, ON_DROPIN), "w") as f:
+        f.write("[Unit]\nWants=cloudseed.target\n")
     linked, text = decide(root, out, shell=True)
-    assert not linked and not os.path.lexists(os.path.join(out, LINK)) and "disabled exists" in text
+    assert not linked and "disabled exists" in text
+    assert not os.path.lexists(os.path.join(out, OLD_LINK)) and not os.path.lexists(os.path.join(out, ON_DROPIN))
     programs, _ = _programs(root, str(tmp_path / "fresh"), tmp_path)
     assert programs == ["mkdir"], programs
+
+
+@pytest.mark.parametrize("shell", [True, False], ids=["shell", "python"])
+def test_the_agent_is_switched_on_by_a_dropin_and_an_older_link_goes(tmp_path, shell):
+    """Both generators switch the agent on the same way: multi-user.target's drop-in wanting
+    cloudseed.target (the shell writes it with a redirection: no `ln` process), the same text from
+    both; a wants link an older version left in the directory is removed, by the Python generator
+    on a disabled boot too."""
+    root = make_root(str(tmp_path), {"sys/class/dmi/id/product_name": "OpenStack Nova\n"})
+    out = str(tmp_path / "out")
+    top = out if shell else root + out
+    os.makedirs(os.path.join(top, "multi-user.target.wants"))
+    os.symlink("/usr/lib/systemd/system/cloudseed.target", os.path.join(top, OLD_LINK))
+    assert decide(root, out, shell=shell)[0]
+    assert not os.path.lexists(os.path.join(top, OLD_LINK))
+    with open(os.path.join(top, ON_DROPIN)) as f:
+        text = f.read()
+    assert text.endswith("\n[Unit]\nWants=cloudseed.target\n") and text.startswith("# cloudseed-generator: "), text
+    from cloudseed.commands.generator import ON_DROPIN_TEXT
+
+    assert text == ON_DROPIN_TEXT  # the same file from either generator
+    os.symlink("/usr/lib/systemd/system/cloudseed.target", os.path.join(top, OLD_LINK))
+    os.makedirs(os.path.join(root, "etc/cloudseed"), exist_ok=True)
+    with open(os.path.join(root, "etc/cloudseed/disabled"), "w"):
+        pass
+    assert not decide(root, out, shell=shell)[0]
+    assert not os.path.lexists(os.path.join(top, OLD_LINK)) and not os.path.lexists(os.path.join(top, ON_DROPIN))

@@ -97,10 +97,12 @@ def test_stages_keep_their_places_in_the_boot_in_one_process(nocloud, ssh_key):
     _booted(nocloud.first)
     props = "-p Id -p InactiveExitTimestampMonotonic -p ActiveEnterTimestampMonotonic"
     command = (f"systemctl show {props} {' '.join(ORDER_UNITS)}; echo ===; "
-               "cloudseed status --wait --format json; echo ===; ls /run/cloudseed/gate")
+               "cloudseed status --wait --format json; echo ===; ls /run/cloudseed/gate; echo ===; "
+               "systemctl show -p WantedBy --value cloudseed.target; "
+               "systemctl show -p DropInPaths --value multi-user.target")
     proc = ssh(nocloud.first, ssh_key[0], "tester", command)
     assert proc.returncode == 0, proc.stderr
-    shown, status_text, gate = proc.stdout.split("===\n")
+    shown, status_text, gate, switch = proc.stdout.split("===\n")
     units: dict[str, dict[str, int]] = {}
     for block in shown.strip().split("\n\n"):
         fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
@@ -119,6 +121,10 @@ def test_stages_keep_their_places_in_the_boot_in_one_process(nocloud, ssh_key):
     # the later stages were handed to the boot's one agent process
     assert sorted(gate.split()) == ["config.done", "config.go", "final.done", "final.go", "network.done",
                                     "network.go", "pid", "wake"]
+    # the generator switched the agent on with multi-user.target's drop-in (no wants link)
+    wanted_by, dropins = switch.splitlines()
+    assert "multi-user.target" in wanted_by.split(), switch
+    assert "/run/systemd/generator/multi-user.target.d/50-cloudseed.conf" in dropins.split(), switch
 
 
 def test_nocloud_iso_provisions_the_instance(nocloud):

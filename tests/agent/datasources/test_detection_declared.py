@@ -27,6 +27,7 @@ from cloudseed.agent.boot.generator_shell import COMMAND, SCRIPT, generated_scri
 from cloudseed.agent.config import BUILTIN
 from cloudseed.agent.datasources import DatasourceContext, _facts, datasource_class
 from cloudseed.agent.state import Paths
+from cloudseed.commands.generator import ON_DROPIN
 from cloudseed.core.root import TargetRoot
 from tests.agent.datasources.diskimages import loop_device, make_iso, make_vfat
 
@@ -330,7 +331,7 @@ def run_shell(root: str, out: str, env: dict[str, str]) -> dict:
     if os.path.exists(os.path.join(root, "handed-off")):
         os.remove(os.path.join(root, "handed-off"))
         return {"handed_off": True}
-    return _verdict(root, os.path.islink(os.path.join(out, "multi-user.target.wants/cloudseed.target")))
+    return _verdict(root, os.path.isfile(os.path.join(out, ON_DROPIN)))
 
 
 def run_python(root: str, out: str) -> dict:
@@ -339,7 +340,7 @@ def run_python(root: str, out: str) -> dict:
 
     shutil.rmtree(os.path.join(root, "run"), ignore_errors=True)
     assert generator.run(argparse.Namespace(root=root, normal_dir=out, debug=False)) == 0
-    return _verdict(root, os.path.islink(root + os.path.join(out, "multi-user.target.wants/cloudseed.target")))
+    return _verdict(root, os.path.isfile(root + os.path.join(out, ON_DROPIN)))
 
 
 def _verdict(root: str, linked: bool) -> dict:
