@@ -3,7 +3,8 @@
 Every process the generator starts delays every unit of the boot (under TCG each fork costs tens
 of milliseconds), so its cost is counted, not only timed: for each kind of machine (a temporary
 root with that machine's DMI strings, files and kernel command line; devices are this host's, and
-``--loop`` attaches a cidata ISO with a /dev/disk/by-label link to it, as in the lab's guests),
+``--loop`` attaches a cidata ISO with a /dev/disk/by-label link to it, as in the lab's guests,
+once with udev's record of it in the root's /run/udev/data as the initramfs leaves it, once without),
 the programs it executes and the processes it forks (``strace -f``), and the median wall time of
 ``--runs`` runs. ``--against SCRIPT`` measures another version of the script beside it (the one
 of an older commit: ``git show REV:cloudseed/data/systemd/cloudseed-generator > old``).
@@ -30,7 +31,10 @@ QEMU = {DMI + "sys_vendor": "QEMU\n", DMI + "product_name": "Standard PC (i440FX
         DMI + "bios_vendor": "SeaBIOS\n", DMI + "chassis_asset_tag": "\n", DMI + "board_name": "\n"}
 MACHINES = {
     "bare QEMU, no datasource": {**QEMU, "etc/cloudseed/cmdline": "root=/dev/vda1 ro console=ttyS0 quiet\n"},
-    "lab guest: cidata seed (by-label link with --loop)": {**QEMU, "etc/cloudseed/cmdline": "root=/dev/vda1 ro\n"},
+    "lab guest: cidata seed (by-label link with --loop), udev's record": {
+        **QEMU, "etc/cloudseed/cmdline": "root=/dev/vda1 ro\n"},
+    "lab guest: cidata seed (by-label link with --loop), no udev record": {
+        **QEMU, "etc/cloudseed/cmdline": "root=/dev/vda1 ro\n"},
     "OpenStack Nova": {**QEMU, DMI + "product_name": "OpenStack Nova\n", DMI + "sys_vendor": "OpenStack Foundation\n"},
     "AWS Nitro": {DMI + "sys_vendor": "Amazon EC2\n", DMI + "product_name": "m5.large\n",
                   DMI + "product_uuid": "EC2A1B2C-3D4E-5F60-7182-93A4B5C6D7E8\n"},
@@ -64,7 +68,7 @@ def make_root(top: str, files: dict[str, str]) -> str:
 
 
 def run(script: str, root: str, out: str) -> subprocess.CompletedProcess:
-    shutil.rmtree(os.path.join(root, "run"), ignore_errors=True)
+    shutil.rmtree(os.path.join(root, "run/cloudseed"), ignore_errors=True)
     env = {"CLOUDSEED_ROOT": root, "CLOUDSEED_BIN": "/bin/false", "PATH": os.environ["PATH"]}
     return subprocess.run(["/bin/sh", script, out], env=env, capture_output=True, text=True)
 
@@ -72,7 +76,7 @@ def run(script: str, root: str, out: str) -> subprocess.CompletedProcess:
 def processes(script: str, root: str, out: str) -> tuple[int, int]:
     """(programs executed besides the shell, processes forked) for one run, from strace -f."""
     trace = os.path.join(out, "trace")
-    shutil.rmtree(os.path.join(root, "run"), ignore_errors=True)
+    shutil.rmtree(os.path.join(root, "run/cloudseed"), ignore_errors=True)
     env = {"CLOUDSEED_ROOT": root, "CLOUDSEED_BIN": "/bin/false", "PATH": os.environ["PATH"]}
     subprocess.run(["strace", "-f", "-qq", "-o", trace, "-e", "trace=execve,fork,vfork,clone,clone3",
                     "/bin/sh", script, out], env=env, capture_output=True, check=True)
@@ -106,6 +110,28 @@ def wall_ms(script: str, root: str, out: str, runs: int) -> float:
     return round(statistics.median(samples) * 1000, 1)
 
 
+def attach_seed(top: str) -> str:
+    """A cidata ISO attached read-only as a loop device."""
+    os.makedirs(f"{top}/iso")
+    with open(f"{top}/iso/meta-data", "w") as f:
+        f.write("instance-id: bench\n")
+    subprocess.run(["genisoimage", "-quiet", "-V", "cidata", "-r", "-o", f"{top}/seed.iso", f"{top}/iso"], check=True)
+    return subprocess.run(["losetup", "-f", "--show", "-r", f"{top}/seed.iso"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def write_udev_record(root: str, device: str) -> None:
+    """udev's blkid builtin's reading of ``device`` where udev keeps it (E: lines), inside ``root``."""
+    name = os.path.basename(device)
+    proc = subprocess.run(["udevadm", "test-builtin", "blkid", f"/sys/class/block/{name}"], check=True,
+                          capture_output=True, text=True)
+    with open(f"/sys/class/block/{name}/dev") as f:
+        major_minor = f.read().strip()
+    os.makedirs(f"{root}/run/udev/data", exist_ok=True)
+    with open(f"{root}/run/udev/data/b{major_minor}", "w") as f:
+        f.writelines(f"E:{line}\n" for line in proc.stdout.splitlines() if line.startswith("ID_") and "=" in line)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=30)
@@ -118,18 +144,18 @@ def main() -> int:
     device = None
     try:
         for kind, files in MACHINES.items():
+            if device and not kind.startswith("lab guest"):  # the others probe without the seed
+                subprocess.run(["losetup", "-d", device], capture_output=True)
+                device = None
             case = tempfile.mkdtemp(dir=top)
             root = make_root(case, files)
-            if kind.startswith("lab guest") and args.loop:  # attached for this kind only
-                os.makedirs(f"{top}/iso")
-                with open(f"{top}/iso/meta-data", "w") as f:
-                    f.write("instance-id: bench\n")
-                subprocess.run(["genisoimage", "-quiet", "-V", "cidata", "-r", "-o", f"{top}/seed.iso",
-                                f"{top}/iso"], check=True)
-                device = subprocess.run(["losetup", "-f", "--show", "-r", f"{top}/seed.iso"], check=True,
-                                        capture_output=True, text=True).stdout.strip()
+            if kind.startswith("lab guest") and args.loop:  # attached for these kinds only
+                if device is None:
+                    device = attach_seed(top)
                 os.makedirs(f"{root}/dev/disk/by-label")
                 os.symlink(device, f"{root}/dev/disk/by-label/cidata")
+                if kind.endswith("udev's record"):
+                    write_udev_record(root, device)
             out = os.path.join(case, "out")
             os.makedirs(out)
             row = {}
@@ -138,9 +164,6 @@ def main() -> int:
                 row[name] = {"programs": execs, "forks": forks, "ms": wall_ms(script, root, out, args.runs),
                              "decision": decision(script, root, out)[:90]}
             results[kind] = row
-            if device:
-                subprocess.run(["losetup", "-d", device], capture_output=True)
-                device = None
     finally:
         if device:
             subprocess.run(["losetup", "-d", device], capture_output=True)

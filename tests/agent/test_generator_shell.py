@@ -1,8 +1,9 @@
 """The shell generator decides like the Python one (``cloudseed generator``), without starting Python.
 
 Each case is a temporary root with the facts of one kind of machine; both generators run on it
-and must agree on enabled/disabled (and link cloudseed.target or not). Configuration the shell
-does not read (any ``datasource`` setting) is handed to the Python generator.
+and must agree on enabled/disabled (and switch cloudseed.target on or not). Configuration the shell
+does not read (any ``datasource`` setting) is handed to the Python generator. A seed linked in
+/dev/disk/by-label is read from udev's database where it has a record (the last section).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
+
+from tests.agent.datasources.diskimages import make_iso, make_vfat
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHELL = os.path.join(REPO, "cloudseed", "data", "systemd", "cloudseed-generator")
@@ -431,3 +435,161 @@ def test_the_agent_is_switched_on_by_a_dropin_and_an_older_link_goes(tmp_path, s
         pass
     assert not decide(root, out, shell=shell)[0]
     assert not os.path.lexists(os.path.join(top, OLD_LINK)) and not os.path.lexists(os.path.join(top, ON_DROPIN))
+
+
+# ------------------------------------------------------------------ a by-label device read from udev's database
+# At boot the initramfs's udev has run libblkid on every device and kept the reading in
+# /run/udev/data/b<major>:<minor>; the generator uses it for the devices linked in /dev/disk/by-label
+# under a seed's name, and must decide exactly as blkid's reading makes it decide. The database
+# entries here are real: `udevadm test-builtin blkid` (udev's own builtin, no udevd needed) reads
+# real loop devices with real filesystems, and its properties are written as udev writes its
+# database, into the test root's /run. Each machine is decided three ways: the shell with the
+# database, the shell without it (its blkid probe), and `cloudseed generator`.
+def _needs_tools(*tools: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root for loop devices")
+    missing = [tool for tool in ("losetup", "udevadm", "blkid", *tools) if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}")
+
+
+def udev_properties(device: str) -> dict[str, str]:
+    """What udev's blkid builtin reads of ``device`` (``ID_FS_TYPE``, ``ID_FS_LABEL_ENC``...)."""
+    proc = subprocess.run(["udevadm", "test-builtin", "blkid", f"/sys/class/block/{os.path.basename(device)}"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return dict(line.split("=", 1) for line in proc.stdout.splitlines()
+                if "=" in line and line.split("=", 1)[0].isupper() and line.startswith("ID_"))
+
+
+def write_udev_record(root: str, device: str, properties: dict[str, str]) -> str:
+    """``properties`` as udev keeps them for ``device``: ``<root>/run/udev/data/b<major>:<minor>``
+    (its links as S: lines, the initialisation time as I:, each property as an E: line)."""
+    with open(f"/sys/class/block/{os.path.basename(device)}/dev") as f:
+        major_minor = f.read().strip()
+    lines = []
+    if properties.get("ID_FS_LABEL_ENC"):
+        lines.append(f"S:disk/by-label/{properties['ID_FS_LABEL_ENC']}")
+    if properties.get("ID_FS_UUID_ENC"):
+        lines.append(f"S:disk/by-uuid/{properties['ID_FS_UUID_ENC']}")
+    lines.append(f"I:{time.monotonic_ns() // 1000}")
+    lines += [f"E:{key}={value}" for key, value in properties.items()]
+    lines.append("G:systemd")
+    path = os.path.join(root, "run/udev/data", f"b{major_minor}")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def make_device(top: str, fstype: str, label: str, uuid: str | None = None) -> str:
+    """An image of ``fstype`` labelled ``label`` (``none``: no filesystem at all)."""
+    os.makedirs(f"{top}/src", exist_ok=True)
+    with open(f"{top}/src/meta-data", "w") as f:
+        f.write("instance-id: i-udev\n")
+    image = f"{top}/disk.img"
+    if fstype == "iso9660":
+        return make_iso(f"{top}/src", image, label)
+    if fstype == "vfat":
+        return make_vfat(f"{top}/src", image, label, uuid)
+    subprocess.run(["truncate", "-s", "4M", image], check=True)
+    if fstype == "udf":
+        subprocess.run(["mkudffs", f"--label={label}", image], check=True, capture_output=True)
+    return image
+
+
+def _decisions(tmp_path, link: str, device: str, record: bool) -> dict:
+    """The shell's decision on a root whose by-label ``link`` names ``device`` (with udev's record
+    of it or without), its programs, and what it kept of the seed."""
+    case = tmp_path / ("udev" if record else "blkid")
+    root = make_root(str(case), {})
+    os.makedirs(os.path.join(root, "dev/disk/by-label"))
+    os.symlink(device, os.path.join(root, "dev/disk/by-label", link))
+    if record:
+        write_udev_record(root, device, udev_properties(device))
+    programs, _ = _programs(root, str(case / "traced"), tmp_path)
+    on, text = decide(root, str(case / "out"), shell=True)
+    identity = os.path.join(root, "run/cloudseed/identity")
+    kept = None
+    if os.path.exists(identity):
+        with open(identity) as f:
+            kept = f.read()
+    # (the device is named by the link, inside this case's root)
+    reason = json.loads(text)["reason"].removeprefix("possible datasources: ").replace(root, "ROOT") if on \
+        else text.split(" (")[0]
+    return {"on": on, "reason": reason, "identity": kept, "programs": sorted(programs), "root": root}
+
+
+# (filesystem, label, UUID, by-label link name, what the label probe finds) -- the link may lie:
+# it is a hint, and the device's own reading decides
+DEVICES = {
+    "cidata ISO": ("iso9660", "cidata", None, "cidata", "NoCloud (filesystem labelled cidata on "),
+    "CIDATA vfat": ("vfat", "CIDATA", None, "CIDATA", "NoCloud (filesystem labelled cidata on "),
+    "config-2 ISO": ("iso9660", "config-2", None, "config-2", "ConfigDrive (filesystem labelled config-2 on "),
+    "config-2 vfat, IBM's UUID, no Xen": ("vfat", "config-2", "9796-932E", "config-2",
+                                          "ConfigDrive (filesystem labelled config-2 on "),
+    "UDF labelled cidata (Azure's media)": ("udf", "cidata", None, "cidata", "Azure (Azure provisioning media on "),
+    # udev writes the blank as \x20, blkid as '\ ': both read as 'OVF ENV'
+    "a cidata link to an 'OVF ENV' ISO": ("iso9660", "OVF ENV", None, "cidata",
+                                          "OVF (filesystem labelled as an OVF transport on "),
+}
+
+
+@pytest.mark.parametrize("kind", list(DEVICES))
+def test_udev_reading_decides_as_blkid_and_python_do_without_a_process(tmp_path, kind):
+    """udev's record of the by-label device decides as blkid's reading does (same datasource, same
+    device, same identity kept for the next boot), as the Python detection does; with it the
+    generator starts one program (mkdir), against mkdir and blkid without it."""
+    fstype, label, uuid, link, found = DEVICES[kind]
+    _needs_tools("strace", *(["mkudffs"] if fstype == "udf" else ["genisoimage"] if fstype == "iso9660"
+                             else ["mkfs.vfat", "mcopy"]))
+    device = _attach(make_device(str(tmp_path / "image"), fstype, label, uuid))
+    try:
+        properties = udev_properties(device)
+        assert properties.get("ID_FS_TYPE") == fstype, properties
+        with_udev = _decisions(tmp_path, link, device, record=True)
+        with_blkid = _decisions(tmp_path, link, device, record=False)
+        python = decide(with_blkid["root"], str(tmp_path / "python-out"), shell=False)
+    finally:
+        subprocess.run(["losetup", "-d", device], capture_output=True)
+    assert with_udev["on"] and with_blkid["on"] and python[0], (with_udev, with_blkid, python)
+    assert with_udev["reason"].startswith(found), with_udev
+    assert with_udev["reason"] == with_blkid["reason"] and with_udev["identity"] == with_blkid["identity"]
+    assert with_udev["identity"].startswith(f"seed {found.split(' ')[0]} {fstype},"), with_udev
+    assert with_udev["programs"] == ["mkdir"], with_udev["programs"]
+    assert with_blkid["programs"] == ["blkid", "mkdir"], with_blkid["programs"]
+    with open(os.path.join(with_udev["root"], "run/cloudseed/label-probe")) as f:
+        kept = f.read()
+    assert kept.startswith("# udev's reading (/run/udev/data/b") and f"TYPE={fstype}\n" in kept, kept
+
+
+# (filesystem, label, by-label link name, blkid started: how often)
+NOT_FROM_UDEV = {
+    # a value udev encodes otherwise than blkid's export format: blkid reads the device
+    "a cidata link to an 'OVF$ENV' ISO (\\x24 in udev's label)": ("iso9660", "OVF$ENV", "cidata", 2),
+    # no filesystem: udev's record has no ID_FS_TYPE; blkid reads the device
+    "a cidata link to a device without a filesystem": ("none", "", "cidata", 2),
+    # udev's reading says: not a seed; every device is probed then, as without the record
+    "a cidata link to a vfat labelled DATA": ("vfat", "DATA", "cidata", 1),
+}
+
+
+@pytest.mark.parametrize("kind", list(NOT_FROM_UDEV))
+def test_what_udev_cannot_settle_goes_to_blkid_with_the_same_verdict(tmp_path, kind):
+    """A record whose values blkid would print otherwise, or without a filesystem type, is left to
+    blkid's probe of the device; a record that shows no seed leaves the probe of every device. The
+    verdict is the one without the record either way (here: no seed on these devices)."""
+    fstype, label, link, probes = NOT_FROM_UDEV[kind]
+    _needs_tools("strace", "genisoimage", "mkfs.vfat", "mcopy")
+    device = _attach(make_device(str(tmp_path / "image"), fstype, label))
+    try:
+        with_udev = _decisions(tmp_path, link, device, record=True)
+        with_blkid = _decisions(tmp_path, link, device, record=False)
+        python = decide(with_blkid["root"], str(tmp_path / "python-out"), shell=False)
+    finally:
+        subprocess.run(["losetup", "-d", device], capture_output=True)
+    assert with_udev["on"] == with_blkid["on"] == python[0], (with_udev, with_blkid, python)
+    assert with_udev["reason"] == with_blkid["reason"], (with_udev, with_blkid)
+    if not with_udev["on"]:
+        assert with_udev["reason"] == "no datasource can exist here", with_udev
+    assert with_udev["programs"] == sorted(["mkdir", *["blkid"] * probes]), with_udev["programs"]

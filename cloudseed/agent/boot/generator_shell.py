@@ -273,14 +273,16 @@ class Compiler:
                  if isinstance(leaf, _facts.Disk) and leaf.udev_hint for label in leaf.labels]
         if hints:
             patterns = "|".join(dict.fromkeys(case_pattern(glob_word(label.lower(), True)) for label in hints))
-            out += ["# First the devices the initramfs's udev linked in /dev/disk/by-label under a seed's name",
-                    "# (one probe of those is about a quarter of probing all under emulation); a link is only",
-                    "# a hint: what blkid reads of the device decides",
+            out += [*UDEV_HELPERS.rstrip("\n").split("\n"),
+                    "# First the devices the initramfs's udev linked in /dev/disk/by-label under a seed's name,",
+                    "# as its database describes them (no process), else one blkid probe of those (about a",
+                    "# quarter of probing all under emulation); a link is only a hint: what udev's or blkid's",
+                    "# reading of the device says decides",
                     "set --",
                     'for link in "$root"/dev/disk/by-label/*; do',
                     f'    case ${{link##*/}} in {patterns}) set -- "$@" "$link" ;; esac',
                     "done",
-                    'if [ $# -gt 0 ]; then probe_labels "$@"; seed_found; fi']
+                    'if [ $# -gt 0 ]; then by_label "$@"; seed_found; fi']
         out += ["# Then every device the host has (also for a --root), as the Python detection probes them: one",
                 "# blkid for all (`blkid -p DEVICES` would be cheaper but stops at the first device where it",
                 "# finds nothing)",
@@ -333,6 +335,66 @@ probe_labels() {
     done < "$run/label-probe"
     # (the last device: when blkid's output does not end with a blank line)
     if [ -n "$_hit" ] || { [ -n "$type" ] && seed; }; then upper "$uuid"; found="$_seed $type,$_up $dev"; fi
+    return 0
+}
+"""
+
+# The by-label devices read from udev's database instead of probed: the initramfs's udev ran
+# libblkid on each device (its blkid builtin) and kept the reading in
+# /run/udev/data/b<major>:<minor> (lines E:ID_FS_TYPE=, E:ID_FS_LABEL_ENC=, E:ID_FS_UUID_ENC=,
+# values as written), which the real root's /run keeps. The device behind a link is found without
+# readlink: the /sys/class/block entry whose /dev node is the same file (test -ef), its major:minor
+# read from the entry's `dev`. udev's encoding of a value keeps letters, digits and # + - . : = @ _
+# (and UTF-8) and writes every other byte as \xNN, a blank as \x20; blkid's export format keeps
+# the same characters, writes a blank as '\ ' (which the probe's reader undoes) and escapes others
+# its own way. So a label's \x20 becomes a blank, and a value with anything else outside that set
+# is left to blkid (the shell would read the two encodings differently): the reading is used only
+# where it is the very text blkid's would be. Devices are the host's (as blkid's); the database
+# is in the root's /run (tests).
+UDEV_HELPERS = r"""# udev_reading LINK: the initramfs's udev's reading of LINK's device (its database) in $type,
+# $label, $uuid, as the probe's reader has blkid's; false where the database has no filesystem type
+# for it, or a value blkid's export format would write otherwise (then blkid probes the device)
+udev_reading() {
+    type= label= uuid= _mm=
+    for _b in /sys/class/block/*; do
+        [ "$1" -ef "/dev/${_b##*/}" ] && [ -r "$_b/dev" ] && { read -r _mm < "$_b/dev"; break; }
+    done
+    _db=$root/run/udev/data/b$_mm
+    [ -n "$_mm" ] && [ -f "$_db" ] && [ -r "$_db" ] || return 1
+    while IFS= read -r _l || [ -n "$_l" ]; do
+        case $_l in
+            E:ID_FS_TYPE=*) type=${_l#*=} ;;
+            E:ID_FS_LABEL_ENC=*) label=${_l#*=} ;;
+            E:ID_FS_UUID_ENC=*) uuid=${_l#*=} ;;
+        esac
+    done < "$_db"
+    _o=
+    while :; do
+        case $label in *'\x20'*) _o=$_o${label%%'\x20'*}' '; label=${label#*'\x20'} ;; *) break ;; esac
+    done
+    label=$_o$label
+    case $type in ""|*[!0-9A-Za-z#+.:=@_-]*) return 1 ;; esac
+    case $uuid in *[!0-9A-Za-z#+.:=@_-]*) return 1 ;; esac
+    case $label in *[!0-9A-Za-z\ #+.:=@_-]*) return 1 ;; esac
+    return 0
+}
+# by_label LINK...: the links' devices in order as udev read them, up to the first seed (in
+# $found, its reading in $run/label-probe); from the first device udev's database does not
+# describe on, one blkid probe of the rest
+by_label() {
+    make_dirs
+    found=
+    while [ $# -gt 0 ]; do
+        udev_reading "$1" || break
+        if seed; then
+            printf '# udev'"'"'s reading (%s), no blkid run\nDEVNAME=%s\nTYPE=%s\nLABEL=%s\nUUID=%s\n' \
+                "${_db#"$root"}" "$1" "$type" "$label" "$uuid" > "$run/label-probe"
+            upper "$uuid"; found="$_seed $type,$_up $1"
+            return 0
+        fi
+        shift
+    done
+    [ $# -gt 0 ] && probe_labels "$@"
     return 0
 }
 """
