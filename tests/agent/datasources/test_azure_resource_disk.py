@@ -341,12 +341,14 @@ def test_disk_setup_and_mounts_make_ext4_and_the_mnt_line(resource_disk, tmp_pat
     cfg = dict(ds.extra["cloud_config"])
 
     def run(root: TargetRoot, module: str):
-        ctx = ModuleContext(root=root, paths=Paths(root), cfg=cfg, instance_id="iid-azure", stage="init",
+        state = target if root.is_live else root  # semaphores never in the host's /var/lib/cloudseed
+        ctx = ModuleContext(root=root, paths=Paths(state), cfg=cfg, instance_id="iid-azure", stage="init",
                             datasource=ds, instance_data={})
         return run_module(ctx, module, force=True)
 
-    result = run(TargetRoot("/"), "disk_setup")  # the machine's own /dev, as at boot; it writes no file
+    result = run(TargetRoot("/"), "disk_setup")  # the machine's own /dev, as at boot
     assert result.status == "ok", result.reason
+    assert not os.path.exists("/var/lib/cloudseed/instances/iid-azure")  # its semaphore is in the target
     table = json.loads(_sh("sfdisk", "--json", disk))["partitiontable"]
     assert table["label"] == "gpt" and len(table["partitions"]) == 1
     assert _blkid(f"{disk}p1", "TYPE") == "ext4"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -65,9 +66,13 @@ def small_partition(tmp_path):
         subprocess.run(["losetup", "-d", disk], capture_output=True)
 
 
+_STATE = tempfile.TemporaryDirectory(prefix="module-state-")  # removed when the test process ends
+
+
 def context(cfg: dict) -> ModuleContext:
-    live = TargetRoot("/")
-    return ModuleContext(root=live, paths=Paths(live), cfg=cfg, instance_id="i-grow", stage="init")
+    """A module context on the host's root (the loop devices are the machine's); its state in a scratch root."""
+    return ModuleContext(root=TargetRoot("/"), paths=Paths(TargetRoot(_STATE.name)), cfg=cfg, instance_id="i-grow",
+                         stage="init")
 
 
 def fs_bytes(mount_point: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,13 +21,21 @@ class InputDatasource:
 
 
 def run(root, module: str, cfg: dict, datasource=None, instance_data: dict | None = None, stage: str = "config"):
-    """Run one module through the real framework (forced past its semaphore); returns (result, context)."""
+    """Run one module through the real framework (forced past its semaphore); returns (result, context).
+
+    On the host's own root (``TargetRoot("/")``: disks on loop devices, namespaces) the module acts
+    on the machine, but its state (semaphores) goes to a scratch root, never to the host's
+    ``/var/lib/cloudseed``.
+    """
     from cloudseed.agent.modules import ModuleContext, run_module
     from cloudseed.agent.state import Paths
+    from cloudseed.core.root import TargetRoot
 
-    ctx = ModuleContext(root=root, paths=Paths(root), cfg=cfg, instance_id="i-test", stage=stage,
-                        datasource=datasource, instance_data=instance_data if instance_data is not None else {})
-    result = run_module(ctx, module, force=True)
+    with tempfile.TemporaryDirectory(prefix="module-state-") as scratch:
+        state_root = TargetRoot(scratch) if root.is_live else root
+        ctx = ModuleContext(root=root, paths=Paths(state_root), cfg=cfg, instance_id="i-test", stage=stage,
+                            datasource=datasource, instance_data=instance_data if instance_data is not None else {})
+        result = run_module(ctx, module, force=True)
     return result, ctx
 
 

@@ -1,8 +1,8 @@
 """disk_setup's partition tables on real loop devices with the real sfdisk/sgdisk, checked with sfdisk --dump.
 
-The module runs on the host root (``TargetRoot("/")``): it writes no file, only partitions the loop
-devices these tests create on sparse files (detached in teardown), which is the machine's own
-``/dev`` as on a booted instance.
+The module runs on the host root (``TargetRoot("/")``): it only partitions the loop devices these
+tests create on sparse files (detached in teardown), which is the machine's own ``/dev`` as on a
+booted instance; its semaphore goes to a scratch state root, not the host's ``/var/lib/cloudseed``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ def test_mbr_layout_with_types(loop_disk):
     result, _ = run(host(), "disk_setup", {"disk_setup": {disk: {"table_type": "mbr", "layout": [33, [66, 82]]}}},
                     stage="init")
     assert result.status == "ok", result.reason
+    assert not os.path.exists("/var/lib/cloudseed/instances/i-test")  # its semaphore went to a scratch root
     table = dump(disk)
     assert table["label"] == "dos"
     parts = table["partitions"]
