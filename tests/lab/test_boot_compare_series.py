@@ -65,3 +65,54 @@ def test_sshd_started_is_a_column_a_paired_difference_and_a_lag(tmp_path):
     mine = saved["differences"]["reboot"]["cloudseed"]
     assert mine["sshd_started_at"]["n"] == 2 and mine["ssh_ready_at"]["n"] == 18
     assert mine["sshd_started_at"]["values"] == pytest.approx(mine["ssh_ready_at"]["values"][-2:], abs=0.002)
+
+
+def with_hostname_line(path: str, out: str, kernel_phase: dict[str, float]) -> None:
+    """A copy of a kept series as the benchmark now writes it: systemd's hostname line at
+    ``kernel_phase[agent]`` s after power-on in every boot (the phase before the agent can act)."""
+    with open(path) as handle:
+        saved = json.load(handle)
+    for series in (saved["samples"], saved["reboots"]):
+        for agent, runs in series.items():
+            for sample in runs:
+                sample["hostname_at"] = kernel_phase[agent]
+    with open(out, "w") as handle:
+        json.dump(saved, handle)
+
+
+def test_ssh_and_finished_are_also_paired_from_the_hostname_line(tmp_path):
+    # the kernel phase of the image without an agent 1 s longer in every boot: counted from power-on
+    # that second flatters cloudseed; counted from systemd's hostname line it does not
+    newer = str(tmp_path / "newer.json")
+    with_hostname_line(SERIES_X_BEFORE, newer, {"none": 6.0, "cloudseed": 5.0})
+    merged = str(tmp_path / "merged.json")
+    bench("--merge", newer, "--json", merged)
+    with open(merged) as handle:
+        mine = json.load(handle)["differences"]["reboot"]["cloudseed"]
+    from_power_on = mine["finished_at"]["values"]
+    assert mine["finished_after_hostname"]["values"] == pytest.approx([v + 1.0 for v in from_power_on], abs=0.002)
+    assert mine["ssh_after_hostname"]["values"] == pytest.approx(
+        [v + 1.0 for v in mine["ssh_ready_at"]["values"]], abs=0.002)
+    shown = bench("--tables-from", merged).stdout
+    assert "| cloudseed | boot finished, from systemd's hostname line | 2 |" in shown
+
+
+def test_a_series_saved_before_the_hostname_line_has_no_such_difference():
+    shown = bench("--tables-from", SERIES_X).stdout
+    assert "from systemd's hostname line" not in shown
+    assert "| cloudseed | boot finished | 16 |" in shown
+
+
+def test_the_hostname_line_is_found_in_a_real_console_log():
+    import gzip
+    import re
+
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        from boot_compare import HOSTNAME
+    finally:
+        sys.path.remove(os.path.join(ROOT, "bench"))
+    recorded = os.path.join(ROOT, "tests", "lab", "recorded", "boot-cloudseed.console.log.gz")
+    with gzip.open(recorded, "rt", errors="replace") as handle:
+        hits = [line for line in handle if HOSTNAME.search(line)]
+    assert len(hits) == 1 and re.match(r"\[\s*34\.022\]", hits[0])  # the one line, its host-side stamp
