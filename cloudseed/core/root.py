@@ -14,10 +14,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import subprocess
 
+# subprocess (with signal, selectors, threading, locale) is imported where a command runs: the boot's
+# local stage of an unchanged instance starts none, and it runs while udev's coldplug does
 TYPE_CHECKING = False  # typing is not imported at boot: annotations are strings
 if TYPE_CHECKING:
+    import subprocess
     from typing import Any, Mapping, Sequence, Union
 
     Content = Union[str, bytes]
@@ -169,6 +171,7 @@ _OFFLINE_CHILDREN: list[tuple[str, subprocess.Popen]] = []
 def wait_for_offline_children(timeout: float = 120.0) -> list[str]:
     """Wait (at most ``timeout`` s in all) for the background commands started in offline roots;
     any still running then is killed. Returns one line per command waited for or killed."""
+    import subprocess
     import time
 
     said = []
@@ -202,6 +205,8 @@ def run_on_machine(argv: Sequence[str], *, input: Content | None = None, timeout
     with the reason as its stderr. Output is captured (text with ``errors=replace`` unless ``text``
     is false).
     """
+    import subprocess
+
     data = input.encode("utf-8") if isinstance(input, str) else input
     try:
         proc = subprocess.run(list(argv), input=data, stdin=None if data is not None else subprocess.DEVNULL,
@@ -454,12 +459,12 @@ class TargetRoot:
             raise RootError(f"cannot remove {inner}: it is a directory") from None
 
     def remove_tree(self, inner: str) -> None:
-        import shutil
-
         host = self.path_nofollow(inner)
         if os.path.islink(host) or os.path.isfile(host):
             os.unlink(host)
         elif os.path.isdir(host):
+            import shutil  # only for a directory: at boot the gate's usually is not there (a fresh /run)
+
             shutil.rmtree(host)
 
     def symlink(self, target: str, inner: str) -> None:
@@ -494,6 +499,8 @@ class TargetRoot:
         Output is captured as text (``errors=replace``). With ``check`` a non-zero exit
         raises ``CommandError`` carrying the output.
         """
+        import subprocess
+
         run_env = dict(os.environ if env is None else env)
         run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         if isinstance(input, str):
@@ -534,6 +541,8 @@ class TargetRoot:
     def _popen(self, argv: Sequence[str], env: Mapping[str, str] | None, **streams: Any) -> subprocess.Popen:
         """``argv`` started on the target (chrooted unless this is the live root), cwd ``/``, with
         the standard PATH when ``env`` has none; ``streams`` are Popen's stdio and session options."""
+        import subprocess
+
         run_env = dict(os.environ if env is None else env)
         run_env.setdefault("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
 
@@ -551,6 +560,8 @@ class TargetRoot:
 
         On a root other than ``/`` the command is remembered: ``wait_for_offline_children`` waits
         for it before the run ends, so nothing holds a mounted image afterwards."""
+        import subprocess
+
         proc = self._popen(argv, env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
         if not self.is_live:
@@ -560,11 +571,15 @@ class TargetRoot:
     def pipe(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> subprocess.Popen:
         """Start ``argv`` on the target reading its stdin from a pipe (``.stdin``); its own output
         goes where this process's goes. It ends when the pipe is closed."""
+        import subprocess
+
         return self._popen(argv, env, stdin=subprocess.PIPE)
 
     def start(self, argv: Sequence[str]) -> subprocess.Popen:
         """Start ``argv`` on the target as this process's child, for a later wait: its standard error
         (a pipe, read by ``communicate``) tells why it failed; its standard output is dropped."""
+        import subprocess
+
         try:
             return self._popen(argv, None, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)

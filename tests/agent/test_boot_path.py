@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -145,3 +146,63 @@ def test_an_include_once_cache_name_is_the_urls_md5():
     from cloudseed.agent.userdata.includes import cache_file_name
 
     assert cache_file_name("http://example.test/a") == "e63357d43f8fc6cf43de34fd9323f9bf"
+
+
+AT_READY = """
+import importlib, json, sys
+from types import SimpleNamespace
+from cloudseed import cli
+from cloudseed.agent.boot import handoff
+top, out = sys.argv[1], sys.argv[2]
+said = handoff.notify_ready
+
+def ready(status=""):  # what the process has imported when it tells systemd READY=1
+    with open(out, "w") as handle:
+        handle.write("\\n".join(sorted(sys.modules)))
+    return said(status)
+
+handoff.notify_ready = ready
+# cli.main's path for the unit's command line (``_boot_unit_args``), on the test's root
+args = SimpleNamespace(root=top, debug=0, version=False, verb="boot", hand_off=True)
+sys.exit(cli._run(importlib.import_module("cloudseed.commands.boot"), args, "boot", "/"))
+"""
+# what the reboot's local stage of an unchanged instance does without (docs/lab.md, "How the agent sits in
+# the boot"): each is imported when used, after READY=1 at the earliest
+NOT_BEFORE_READY = ("subprocess", "signal", "selectors", "shutil", "bz2", "lzma", "argparse", "yaml",
+                    "cloudseed.network.renderers", "cloudseed.agent.boot.performance")
+
+
+def test_the_reboots_local_stage_imports_nothing_it_does_not_use_before_ready(target, tmp_path):
+    """The hand-off boot's process on the reboot of an unchanged instance, as its unit runs it: at
+    READY=1 none of NOT_BEFORE_READY is loaded, and the later stages still run when their units ask."""
+    target.write("/var/lib/cloud/seed/nocloud/meta-data", "instance-id: iid-ready\nlocal-hostname: ready\n")
+    target.write("/var/lib/cloud/seed/nocloud/user-data", "#cloud-config\nwrite_files: [{path: /etc/r, content: r}]\n")
+    assert _boot(target) in (0, 1)  # the first boot (no useradd in a bare root: an error, not a crash)
+    import shutil
+
+    shutil.rmtree(os.path.join(target.top, "run"))  # the reboot: /run is empty
+    out = str(tmp_path / "ready.txt")
+    proc = subprocess.Popen([sys.executable, "-c", AT_READY, target.top, out], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(out) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # READY=1: the gate is open
+        assert os.path.exists(out), proc.communicate()[1] if proc.poll() is not None else "no READY"
+        for stage in ("network", "config", "final"):  # as the units ask, once the local stage is done
+            helper = subprocess.run(["/bin/sh", os.path.join(REPO, "cloudseed/data/systemd/cloudseed-stage"), stage],
+                                    env={"PATH": os.environ["PATH"], "CLOUDSEED_ROOT": target.top,
+                                         "CLOUDSEED_BIN": os.path.join(REPO, ".venv/bin/cloudseed")},
+                                    capture_output=True, text=True, timeout=120)
+            assert helper.returncode in (0, 1), helper.stderr
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    with open(out) as handle:
+        loaded = set(handle.read().split())
+    assert "cloudseed.agent.boot.stage_local" in loaded and "json" in loaded
+    assert sorted(m for m in loaded if m in NOT_BEFORE_READY or m.startswith(NOT_BEFORE_READY)) == []
+    status = __import__("json").loads(target.read_text("/run/cloudseed/status.json"))["v1"]
+    assert all(status[k].get("finished") for k in ("init-local", "init", "modules-config", "modules-final"))
+    reboot = [line for line in target.read_text("/var/log/cloudseed.log").splitlines() if f"[{proc.pid}]" in line]
+    assert any("not a new instance" in line for line in reboot)  # the reboot's local stage wrote no network

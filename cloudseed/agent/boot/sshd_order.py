@@ -54,8 +54,9 @@ SSHD_MODULES = frozenset({"ssh", "users_groups", "set_passwords", "ssh_import_id
 # commands run at every boot (bootcmd, boothooks): a word naming what sshd, a login or the network
 # in front of sshd depends on keeps sshd waiting (a safety net for the plain cases; the setting
 # above is the sure way)
-SSHD_WORDS = re.compile(r"ssh|authorized_keys|/home|passwd|shadow|pam|nologin|user(?:add|mod|del)|"
-                        r"mount|iptables|nft|ufw|firewall|hosts\.(?:allow|deny)|selinux|semanage", re.I)
+# (compiled when the boot's end looks, through re's cache: not at the import, before READY=1)
+SSHD_WORDS = (r"ssh|authorized_keys|/home|passwd|shadow|pam|nologin|user(?:add|mod|del)|"
+              r"mount|iptables|nft|ufw|firewall|hosts\.(?:allow|deny)|selinux|semanage")
 BLOBS = ("user-data", "vendor-data", "vendor-data2")
 
 
@@ -126,7 +127,7 @@ def _command_text(commands: object) -> str:
 
 
 def _sshd_word(text: str) -> str:
-    found = SSHD_WORDS.search(text)
+    found = re.search(SSHD_WORDS, text, re.I)
     return found.group(0) if found else ""
 
 

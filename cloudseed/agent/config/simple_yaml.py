@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import re
 
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
+# patterns, compiled on first use (re's cache): a meta-data of plain lines needs two of them, and
+# this module is imported before READY=1 at every boot
+_KEY = r"[A-Za-z_][A-Za-z0-9_.-]*\Z"
 # a plain scalar YAML 1.1 reads as a string: starts with a letter, no indicator characters
-_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 ._@+/=,-]*\Z")
-_SINGLE_QUOTED = re.compile(r"'([^'\\]*)'\Z")
-_DOUBLE_QUOTED = re.compile(r'"([^"\\]*)"\Z')
+_PLAIN = r"[A-Za-z][A-Za-z0-9 ._@+/=,-]*\Z"
+_SINGLE_QUOTED = r"'([^'\\]*)'\Z"
+_DOUBLE_QUOTED = r'"([^"\\]*)"\Z'
 # plain words PyYAML resolves to booleans or null
 _NOT_STRINGS = frozenset(
     word for base in ("yes", "no", "true", "false", "on", "off", "null") for word in (base, base.title(), base.upper())
@@ -31,19 +33,19 @@ def _scalar(text: str) -> object:
     if text == "":
         return None
     if text[0] in "'\"":
-        match = (_SINGLE_QUOTED if text[0] == "'" else _DOUBLE_QUOTED).match(text)
+        match = re.match(_SINGLE_QUOTED if text[0] == "'" else _DOUBLE_QUOTED, text)
         return match.group(1) if match else _NOT_SIMPLE
-    if _PLAIN.match(text) and text not in _NOT_STRINGS:
+    if re.match(_PLAIN, text) and text not in _NOT_STRINGS:
         return text
     return _NOT_SIMPLE
 
 
 # a continuation line of a multi-line plain scalar (folded into the scalar with one space)
-_CONTINUATION = re.compile(r"[A-Za-z0-9@+/=._][A-Za-z0-9 ._@+/=,-]*\Z")
+_CONTINUATION = r"[A-Za-z0-9@+/=._][A-Za-z0-9 ._@+/=,-]*\Z"
 
 
 def _key(text: str) -> str | None:
-    return text if _KEY.match(text) and text not in _NOT_STRINGS else None
+    return text if re.match(_KEY, text) and text not in _NOT_STRINGS else None
 
 
 class _Lines:
@@ -68,7 +70,7 @@ class _Lines:
             if following is None or following[1] <= owner_indent:
                 return value
             if not (isinstance(value, str) and text[:1] not in "'\"" and following[0] == number + 1
-                    and _CONTINUATION.match(following[2])):
+                    and re.match(_CONTINUATION, following[2])):
                 return _NOT_SIMPLE  # a continuation after a gap, of a quoted scalar, or not plain
             value = f"{value} {following[2].rstrip(' ')}"
             number = following[0]
