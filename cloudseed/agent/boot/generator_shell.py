@@ -5,9 +5,10 @@
 generator``) is written by hand; from the marker line on, the platform section is compiled here
 from each datasource's ``detection`` (``agent/datasources/_facts.py``), in the order of the
 built-in ``datasource_list``: the cheap facts of every datasource first (DMI strings read once
-with the shell's ``read``, files, the command line: no process started), then one ``blkid`` probe,
-written to a file and read back with ``read`` (no ``awk``, no subshell), for every fact about
-filesystems; the section calls the hand-written part's ``enable``, ``disable`` and ``make_dirs``.
+with the shell's ``read``, files, the command line: no process started), then for every fact about
+filesystems udev's record of the devices linked under a seed's label (its database, read with
+``read``), else one ``blkid`` probe, written to a file and read back with ``read`` (no ``awk``, no
+subshell); the section calls the hand-written part's ``enable``, ``disable`` and ``make_dirs``.
 Settings are never read there: any
 datasource configuration was handed to the Python generator before this section runs.
 
