@@ -66,12 +66,17 @@ def in_guest(port: int, key: str, command: str) -> str:
     return (proc.stdout + proc.stderr).rstrip()
 
 
-PROFILE = ("python3 -m cProfile -o /run/boot-chain.prof -m cloudseed modules --mode final >/dev/null 2>&1; "
-           "python3 -c \"import pstats; pstats.Stats('/run/boot-chain.prof').sort_stats('cumulative')"
-           ".print_stats(45)\" | tail -n +6")
+# a stage run again in the booted guest under cProfile (its own process: imports included)
+STAGE_COMMANDS = {"network": "init", "config": "modules --mode config", "final": "modules --mode final"}
 
 
-def show(title: str, result, key: str, agent: str, work: str, profile: bool = False) -> None:
+def profile_command(stage: str) -> str:
+    return (f"python3 -m cProfile -o /run/boot-chain.prof -m cloudseed {STAGE_COMMANDS[stage]} >/dev/null 2>&1; "
+            "python3 -c \"import pstats; pstats.Stats('/run/boot-chain.prof').sort_stats('cumulative')"
+            ".print_stats(60)\" | tail -n +6")
+
+
+def show(title: str, result, key: str, agent: str, work: str, profile: str | None = None) -> None:
     print(f"\n======== {title}: ssh ready {result.ssh_ready_at}, agent done {result.agent_done_at}, "
           f"collector {result.collected_at}")
     if os.path.exists(result.console_log):
@@ -82,8 +87,8 @@ def show(title: str, result, key: str, agent: str, work: str, profile: bool = Fa
     for label, command in COMMANDS:
         print(f"\n---- {label}\n{in_guest(result.vm.ssh_port, key, command)}")
     if profile and agent == "cloudseed":
-        print("\n---- the final stage run again under cProfile (its modules' semaphores hold: their "
-              f"per-instance work is skipped)\n{in_guest(result.vm.ssh_port, key, PROFILE)}")
+        print(f"\n---- the {profile} stage run again under cProfile (its modules' semaphores hold: their "
+              f"per-instance work is skipped)\n{in_guest(result.vm.ssh_port, key, profile_command(profile))}")
     journal = os.path.join(work, f"{title.replace(' ', '-')}-journal.txt")
     with open(journal, "w") as handle:
         handle.write(in_guest(result.vm.ssh_port, key, "journalctl -b -o short-monotonic --no-pager") + "\n")
@@ -95,8 +100,8 @@ def main() -> int:
     parser.add_argument("--agent", default="cloudseed", help="none, cloudseed or reference (default cloudseed)")
     parser.add_argument("--reboot", action="store_true", help="also the second boot of the same disk")
     parser.add_argument("--keep-logs", action="store_true", help="keep the console logs and journals")
-    parser.add_argument("--profile", action="store_true",
-                        help="then run cloudseed's final stage again in the guest under cProfile")
+    parser.add_argument("--profile", nargs="?", const="final", choices=sorted(STAGE_COMMANDS),
+                        help="then run one of cloudseed's stages again in the guest under cProfile (default final)")
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="boot-chain-")
@@ -107,11 +112,13 @@ def main() -> int:
     print(f"accelerator: {accel} ({reason}); console logs under {work}; load {os.getloadavg()[0]:.2f}")
     overlay = None
     try:
-        for title in ("first boot", "reboot") if args.reboot else ("first boot",):
+        titles = ("first boot", "reboot") if args.reboot else ("first boot",)
+        for title in titles:
             result = run_boot(image, os.path.join(work, title.replace(" ", "-")), accel=accel, accel_reason=reason,
                               seeds=[seed], timeout=args.timeout, ssh_timeout=90, keep=True, overlay=overlay)
             try:
-                show(title, result, key, args.agent, work, args.profile)
+                # the stage run again only after the last boot: the reboot's disk stays as the first boot left it
+                show(title, result, key, args.agent, work, args.profile if title == titles[-1] else None)
             finally:
                 if result.vm:
                     result.vm.stop()
