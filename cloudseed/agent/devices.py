@@ -194,9 +194,7 @@ def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iter
         yield existing
         return
     # /run is there from the first moment of boot; /tmp may not be mounted yet
-    import tempfile
-
-    target = tempfile.mkdtemp(prefix="cloudseed-seed-", dir="/run" if os.path.isdir("/run") else None)
+    target = _private_dir("/run/cloudseed-seed-") if os.path.isdir("/run") else _temporary_dir()
     os.chmod(target, 0o700)
     try:
         # Userspace first: no kernel module to load, no mount/umount processes, works unprivileged.
@@ -205,9 +203,7 @@ def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iter
             try:
                 yield target
             finally:
-                import shutil
-
-                shutil.rmtree(target, ignore_errors=True)
+                _remove_copy(target)
             return
         LOG.info("reading %s in userspace failed (%s); mounting it", device, userspace_error)
         proc = run_on_machine(["mount", "-o", "ro,nosuid,nodev,noexec", "-t", ",".join(fstypes), device, target])
@@ -222,6 +218,39 @@ def mounted_readonly(device: str, fstypes: Sequence[str] = SEED_FSTYPES) -> Iter
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(target)
+
+
+def _private_dir(prefix: str) -> str:
+    """A new directory ``prefix<pid>-<n>``, mode 0700, made by this call (``mkdir`` fails on any name
+    that exists, a link included). Not ``tempfile.mkdtemp``: tempfile (with shutil, random, bz2 and
+    lzma) is a tenth of a second or more of imports under TCG in the local stage of every boot that
+    reads a seed ISO, and /run is writable by root alone, so a name need not be unguessable."""
+    for attempt in range(1000):
+        path = f"{prefix}{os.getpid()}-{attempt}"
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"no unused name for a directory {prefix}...")
+
+
+def _temporary_dir() -> str:
+    import tempfile  # no /run (a container, a test): the user's temporary directory
+
+    return tempfile.mkdtemp(prefix="cloudseed-seed-")
+
+
+def _remove_copy(target: str) -> None:
+    """Remove the private copy of a seed (its files and directories), as far as it can."""
+    for top, dirs, files in os.walk(target, topdown=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(top, name))
+        for name in dirs:
+            path = os.path.join(top, name)
+            with contextlib.suppress(OSError):
+                os.unlink(path) if os.path.islink(path) else os.rmdir(path)
 
 
 def _extract_userspace(device: str, target: str) -> str | None:

@@ -4,6 +4,7 @@ without argparse (issues 18 and 30)."""
 from __future__ import annotations
 
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -149,17 +150,18 @@ def test_an_include_once_cache_name_is_the_urls_md5():
 
 
 AT_READY = """
-import importlib, json, sys
+import importlib, sys
 from types import SimpleNamespace
 from cloudseed import cli
 from cloudseed.agent.boot import handoff
 top, out = sys.argv[1], sys.argv[2]
 said = handoff.notify_ready
 
-def ready(status=""):  # what the process has imported when it tells systemd READY=1
+def ready(status=""):  # what the process has imported once it has told systemd READY=1
+    sent = said(status)
     with open(out, "w") as handle:
         handle.write("\\n".join(sorted(sys.modules)))
-    return said(status)
+    return sent
 
 handoff.notify_ready = ready
 # cli.main's path for the unit's command line (``_boot_unit_args``), on the test's root
@@ -168,8 +170,9 @@ sys.exit(cli._run(importlib.import_module("cloudseed.commands.boot"), args, "boo
 """
 # what the reboot's local stage of an unchanged instance does without (docs/lab.md, "How the agent sits in
 # the boot"): each is imported when used, after READY=1 at the earliest
-NOT_BEFORE_READY = ("subprocess", "signal", "selectors", "shutil", "bz2", "lzma", "argparse", "yaml",
-                    "cloudseed.network.renderers", "cloudseed.agent.boot.performance")
+NOT_BEFORE_READY = ("subprocess", "signal", "selectors", "socket", "shutil", "bz2", "lzma", "tempfile", "random",
+                    "dataclasses", "inspect", "argparse", "yaml", "cloudseed.network.renderers",
+                    "cloudseed.agent.boot.performance")
 
 
 def test_the_reboots_local_stage_imports_nothing_it_does_not_use_before_ready(target, tmp_path):
@@ -181,14 +184,18 @@ def test_the_reboots_local_stage_imports_nothing_it_does_not_use_before_ready(ta
     import shutil
 
     shutil.rmtree(os.path.join(target.top, "run"))  # the reboot: /run is empty
-    out = str(tmp_path / "ready.txt")
+    out, notify = str(tmp_path / "ready.txt"), str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(notify)
+    sock.settimeout(120)
     proc = subprocess.Popen([sys.executable, "-c", AT_READY, target.top, out], cwd=REPO,
+                            env={**os.environ, "NOTIFY_SOCKET": notify},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while not os.path.exists(out) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)  # READY=1: the gate is open
-        assert os.path.exists(out), proc.communicate()[1] if proc.poll() is not None else "no READY"
+        assert sock.recv(4096).startswith(b"READY=1")  # the gate is open
+        deadline = time.monotonic() + 60
+        while not os.path.exists(out) and time.monotonic() < deadline:
+            time.sleep(0.02)
         for stage in ("network", "config", "final"):  # as the units ask, once the local stage is done
             helper = subprocess.run(["/bin/sh", os.path.join(REPO, "cloudseed/data/systemd/cloudseed-stage"), stage],
                                     env={"PATH": os.environ["PATH"], "CLOUDSEED_ROOT": target.top,
@@ -198,6 +205,7 @@ def test_the_reboots_local_stage_imports_nothing_it_does_not_use_before_ready(ta
         proc.wait(timeout=120)
     finally:
         proc.kill()
+        sock.close()
     with open(out) as handle:
         loaded = set(handle.read().split())
     assert "cloudseed.agent.boot.stage_local" in loaded and "json" in loaded

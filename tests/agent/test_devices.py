@@ -4,6 +4,8 @@ the lab guest under emulation), everything that may hold a filesystem is."""
 
 from __future__ import annotations
 
+import os
+
 from cloudseed.agent import devices
 
 
@@ -36,3 +38,36 @@ def test_empty_drives_and_unused_loops_are_left_out(tmp_path, monkeypatch):
     fake_block(tmp_path, "ram0", "8192", "1:0")
     assert devices._block_devices() == ["/dev/loop1", "/dev/sr1", "/dev/sr2", "/dev/vda"]
 
+
+
+READ_A_SEED = """
+import json, os, sys
+from cloudseed.agent.devices import mounted_readonly
+with mounted_readonly(sys.argv[1]) as copy:
+    files = {name: open(os.path.join(copy, name)).read() for name in sorted(os.listdir(copy))}
+    mode = oct(os.stat(copy).st_mode & 0o777)
+print(json.dumps({"files": files, "mode": mode, "copy": copy, "left": os.path.exists(copy),
+                  "loaded": sorted(m for m in ("tempfile", "shutil", "random", "dataclasses", "inspect")
+                                   if m in sys.modules)}))
+"""
+
+
+def test_a_seed_iso_is_read_into_a_private_copy_with_no_tempfile_shutil_or_dataclasses(tmp_path):
+    """The local stage reads a seed ISO at every boot (NoCloud, config drive): its private copy on /run
+    (0700, removed after) is made and removed without tempfile, shutil, random or dataclasses, whose
+    imports were a few tenths of a second under TCG before READY=1."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.agent.seedfs.seedfs_helpers import CIDATA, genisoimage, make_tree
+
+    iso = genisoimage(make_tree(tmp_path / "src", CIDATA), tmp_path / "seed.iso", "-J", "-R")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, "-c", READ_A_SEED, str(iso)], cwd=repo, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["files"] == {name: data.decode() for name, data in CIDATA.items()}
+    assert got["mode"] == "0o700" and got["copy"].startswith("/run/cloudseed-seed-") and not got["left"]
+    assert got["loaded"] == []

@@ -142,15 +142,22 @@ def notify_ready(status: str = "") -> bool:
     address = os.environ.get("NOTIFY_SOCKET")
     if not address:
         return False
-    import socket
+    # the C module: socket.py (with selectors) took a few tenths of a second to import under TCG,
+    # just before READY=1; the network stage imports it later, while networking comes up
+    import _socket
 
     if address.startswith("@"):
         address = "\0" + address[1:]
     message = "READY=1" + (f"\nSTATUS={status}" if status else "")
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.connect(address)
-            sock.sendall(message.encode())
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
     except OSError:
         return False
+    try:
+        sock.connect(address)
+        sock.sendall(message.encode())
+    except OSError:
+        return False
+    finally:
+        sock.close()
     return True
