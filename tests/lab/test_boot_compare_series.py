@@ -107,7 +107,7 @@ def test_the_hostname_line_is_found_in_a_real_console_log():
     import gzip
     import re
 
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    sys.path.insert(0, os.path.join(ROOT, "bench"))  # a script directory, not a package: imported as the script runs
     try:
         from boot_compare import HOSTNAME
     finally:
