@@ -24,6 +24,11 @@ DEFAULT_TYPES = ("rsa", "ecdsa", "ed25519")
 # Types slow enough (RSA: seconds, and at random up to ~20 s under emulation) that the boot should
 # not wait for them when a faster host key is already there for sshd to start with.
 SLOW_TYPES = ("rsa", "dsa")
+# A slow key left to the background helper is marked here (on disk) until the helper has installed
+# it: under emulation RSA runs for seconds after the boot's end, and a reboot meanwhile kills it with
+# /run, where it was being made. The next boot's network stage sees the mark and starts it again
+# (``resume_interrupted``); a key an administrator removes later has no mark and is left removed.
+PENDING_FILE = "/var/lib/cloudseed/data/host-key-{}.pending"
 
 
 @dataclass
@@ -164,7 +169,7 @@ if [ -n "$group" ] && getent group "$group" >/dev/null 2>&1; then
 fi
 mv -f "$final.tmp" "$final"
 cp "$staged.pub" "$final.pub.tmp" && chmod 644 "$final.pub.tmp" && mv -f "$final.pub.tmp" "$final.pub"
-rm -f "$staged" "$staged.pub" "{pid_file}"
+rm -f "$staged" "$staged.pub" "{pid_file}" {pending}
 rmdir "$(dirname "$staged")" 2>/dev/null
 # OpenSSH before 9.8 re-executes itself for every connection, and that process loads the host keys
 # again: the new key is served from now on without a reload, and a reload would only drop the
@@ -196,23 +201,55 @@ def _staged_pid(root: TargetRoot, keytype: str) -> int | None:
     return pid if running else None
 
 
+def pending_path(keytype: str) -> str:
+    return PENDING_FILE.format(keytype)
+
+
 def finish_later_script(keytype: str, pid: int, group: str | None, staging: str = STAGING_DIR,
-                        final: str | None = None, sessions: tuple[str, ...] = SSHD_SESSION_PATHS) -> str:
-    """The detached helper's shell script: wait for ``pid``'s key, install it, reload sshd if it must."""
+                        final: str | None = None, sessions: tuple[str, ...] = SSHD_SESSION_PATHS,
+                        pending: str | None = None) -> str:
+    """The detached helper's shell script: wait for ``pid``'s key, install it, reload sshd if it must;
+    the key's pending mark is removed once both halves are in place."""
     import shlex
 
     return _FINISH_LATER.format(pid=pid, staged=shlex.quote(f"{staging}/ssh_host_{keytype}_key"),
                                 final=shlex.quote(final or key_path(keytype)),
                                 pid_file=shlex.quote(f"{staging}/{keytype}.pid"), group=shlex.quote(group or ""),
-                                sessions=" ".join(shlex.quote(p) for p in sessions))
+                                sessions=" ".join(shlex.quote(p) for p in sessions),
+                                pending=shlex.quote(pending or pending_path(keytype)))
 
 
 def _finish_later(root: TargetRoot, keytype: str, pid: int, group: str | None) -> KeygenResult:
     """Let a still-running early key finish on its own: a detached helper installs it (and reloads
-    sshd where OpenSSH needs that to serve a new key)."""
+    sshd where OpenSSH needs that to serve a new key). Marked pending on disk until it has."""
+    root.write(pending_path(keytype), f"{pid}\n", mode=0o644)
     script = finish_later_script(keytype, pid, group)
     root.spawn(["/bin/sh", "-c", script])
     return KeygenResult(keytype, key_path(keytype), True, message="", deferred=True)
+
+
+def resume_interrupted(root: TargetRoot, key_group: str | None = None) -> list[str]:
+    """Start again, in the background as at the first boot, each slow key whose helper never
+    installed it (its mark is there, the key is not, and nothing is making it): a reboot cut it off.
+    Returns the types started; a mark whose key is in place (the helper stopped just before removing
+    it) is removed. Two file checks when nothing was cut off."""
+    resumed = []
+    for keytype in SLOW_TYPES:
+        if not root.exists(pending_path(keytype)):
+            continue
+        if root.isfile(key_path(keytype)) and root.isfile(f"{key_path(keytype)}.pub"):
+            root.remove(pending_path(keytype))
+            continue
+        if _staged_pid(root, keytype) is not None:
+            continue  # being made now
+        root.remove(f"{STAGING_DIR}/ssh_host_{keytype}_key")  # what a killed ssh-keygen left (when /run stayed)
+        root.remove(f"{STAGING_DIR}/ssh_host_{keytype}_key.pub")
+        if start_early(root, [keytype], low_priority=True):
+            pid = _staged_pid(root, keytype)
+            if pid is not None:
+                _finish_later(root, keytype, pid, key_group)
+                resumed.append(keytype)
+    return resumed
 
 
 def generate(root: TargetRoot, keytypes: list[str], parallel: bool = True,

@@ -20,13 +20,16 @@ def _run_helper(tmp_path, sessions: tuple[str, ...]) -> tuple[str, list[str]]:
     calls = tmp_path / "systemctl.calls"
     (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho \"$*\" >> {calls}\n")
     os.chmod(bin_dir / "systemctl", 0o755)
+    pending = tmp_path / "host-key-rsa.pending"  # the mark the next boot would resume from
+    pending.write_text("999999\n")
     script = finish_later_script("rsa", 999999, None, staging=str(staging), final=str(etc / "ssh_host_rsa_key"),
-                                 sessions=sessions)
+                                 sessions=sessions, pending=str(pending))
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}")
     subprocess.run(["/bin/sh", "-c", script], check=True, env=env, timeout=30)
     key = etc / "ssh_host_rsa_key"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600 and (etc / "ssh_host_rsa_key.pub").exists()
     assert not staging.exists(), "the staging area is left"
+    assert not pending.exists(), "the key is in place but still marked pending"
     return str(key), calls.read_text().splitlines() if calls.exists() else []
 
 

@@ -94,12 +94,31 @@ def _run_network(state: BootState, errors: list[str], warnings: list[str]) -> in
         warnings.extend(ctx.warnings)
         errors.extend(f"{r['name']}: {r.get('reason', 'failed')}" for r in results if r["status"] == "failed")
         state.recorded(errors, instance_data.save, state.paths, ctx.instance_data)  # with the host keys added
+        _resume_host_keys(ctx, warnings)
         state.network_ctx = ctx
     except Exception as e:
         LOG.error("network stage failed", exc_info=not isinstance(e, OSError))  # a full disk is no bug
         state.status.crash("network", f"network stage: {type(e).__name__}: {e}")
         return 1
     return state.end("network", started, errors, warnings, results)
+
+
+def _resume_host_keys(ctx: ModuleContext, warnings: list[str]) -> None:
+    """A host key made in the background at an earlier boot and cut off by a reboot before it was
+    installed (``hostkeys.PENDING_FILE``) is started again, at every boot until it lands: the ssh
+    module that would make it runs once per instance. sshd serves it once it is in place."""
+    from cloudseed.agent import hostkeys
+
+    if not any(ctx.root.exists(hostkeys.pending_path(t)) for t in hostkeys.SLOW_TYPES):
+        return  # every reboot but one that cut a key off: two file checks, no distro looked up
+    try:
+        resumed = hostkeys.resume_interrupted(ctx.root, ctx.distro.ssh_keys_group)
+    except OSError as e:
+        warnings.append(f"host keys: an interrupted key could not be started again: {e}")
+        return
+    for keytype in resumed:
+        LOG.warning("the %s host key was still being generated when the machine last went down; generating "
+                    "it again in the background (sshd serves it when it is in place)", keytype)
 
 
 def _joined(state: BootState, now: bool) -> list[str]:

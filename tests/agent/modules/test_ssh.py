@@ -442,3 +442,82 @@ def test_a_root_run_leaves_no_process_holding_the_root(chroot):
     assert _processes_inside(chroot.top) == []
     for keytype in ("rsa", "ecdsa", "ed25519"):
         assert chroot.isfile(f"/etc/ssh/ssh_host_{keytype}_key.pub"), keytype
+
+
+# ---------------------------------------------------------------- a background key cut off by a reboot
+def _network_stage_resume(chroot) -> tuple[list[str], list[str]]:
+    """What the network stage does at every boot after its modules (``stages._resume_host_keys``)."""
+    from cloudseed.agent.boot.stages import _resume_host_keys
+    from cloudseed.agent.modules import ModuleContext
+    from cloudseed.agent.state import Paths
+
+    ctx = ModuleContext(root=chroot, paths=Paths(chroot), cfg={}, instance_id="i-test", stage="init")
+    warnings: list[str] = []
+    _resume_host_keys(ctx, warnings)
+    return warnings, [t for t in hostkeys.SLOW_TYPES if chroot.exists(f"{hostkeys.STAGING_DIR}/{t}.pid")]
+
+
+def _no_host_keys(chroot) -> None:
+    for name in chroot.listdir("/etc/ssh"):
+        if name.startswith("ssh_host_"):
+            chroot.remove(f"/etc/ssh/{name}")
+
+
+def test_a_deferred_key_stays_marked_until_its_helper_installed_it(run_on_tmpfs):
+    chroot = run_on_tmpfs
+    _no_host_keys(chroot)
+    chroot.makedirs(hostkeys.STAGING_DIR, mode=0o700)
+    busy = subprocess.Popen(["sleep", "2"])  # the RSA ssh-keygen, still running when the module looks
+    try:
+        chroot.write(f"{hostkeys.STAGING_DIR}/rsa.pid", f"{busy.pid}\n", mode=0o600)
+        result, _ = run(chroot, "ssh", {"ssh_genkeytypes": ["rsa", "ed25519"], "ssh_quiet_keygen": True})
+        assert result.status == "ok", result.reason
+        assert chroot.exists(hostkeys.pending_path("rsa"))  # on disk: a reboot now must not lose it
+        staged = chroot.path(f"{hostkeys.STAGING_DIR}/ssh_host_rsa_key")
+        subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "1024", "-N", "", "-f", staged], check=True)
+    finally:
+        busy.wait()
+    wait_for(chroot, ["/etc/ssh/ssh_host_rsa_key.pub"], timeout=60)
+    deadline = time.monotonic() + 30
+    while chroot.exists(hostkeys.pending_path("rsa")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not chroot.exists(hostkeys.pending_path("rsa"))
+
+
+def test_a_key_cut_off_by_a_reboot_is_generated_again_at_the_next_boot(run_on_tmpfs):
+    """The ssh module runs once per instance: without the mark the RSA key a reboot cut off (its
+    ssh-keygen and staging area were in /run) would be missing for good."""
+    chroot = run_on_tmpfs
+    _no_host_keys(chroot)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", chroot.path("/etc/ssh/ssh_host_ed25519_key")],
+                   check=True)
+    chroot.write(hostkeys.pending_path("rsa"), "4242\n")  # the last boot's helper never got to install it
+    warnings, started = _network_stage_resume(chroot)
+    assert warnings == [] and started == ["rsa"]
+    wait_for(chroot, ["/etc/ssh/ssh_host_rsa_key", "/etc/ssh/ssh_host_rsa_key.pub"], timeout=120)
+    assert chroot.read_text("/etc/ssh/ssh_host_rsa_key.pub").startswith("ssh-rsa ")
+    assert stat.S_IMODE(os.stat(chroot.path("/etc/ssh/ssh_host_rsa_key")).st_mode) == 0o600
+    deadline = time.monotonic() + 30
+    while chroot.exists(hostkeys.pending_path("rsa")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not chroot.exists(hostkeys.pending_path("rsa"))
+    assert _network_stage_resume(chroot) == ([], [])  # landed: the next boot does nothing
+
+
+def test_a_key_removed_without_a_mark_is_left_removed(run_on_tmpfs):
+    chroot = run_on_tmpfs
+    _no_host_keys(chroot)  # an administrator's choice (or a configuration without rsa): not ours to undo
+    assert _network_stage_resume(chroot) == ([], [])
+    assert not chroot.exists("/etc/ssh/ssh_host_rsa_key") and not chroot.exists(hostkeys.STAGING_DIR)
+
+
+def test_a_mark_left_beside_an_installed_key_is_only_removed(run_on_tmpfs):
+    chroot = run_on_tmpfs
+    _no_host_keys(chroot)
+    key = chroot.path("/etc/ssh/ssh_host_rsa_key")
+    subprocess.run(["ssh-keygen", "-q", "-t", "rsa", "-b", "1024", "-N", "", "-f", key], check=True)
+    before = chroot.read_text("/etc/ssh/ssh_host_rsa_key.pub")
+    chroot.write(hostkeys.pending_path("rsa"), "4242\n")  # the helper stopped between its last move and rm
+    assert _network_stage_resume(chroot) == ([], [])
+    assert not chroot.exists(hostkeys.pending_path("rsa"))
+    assert chroot.read_text("/etc/ssh/ssh_host_rsa_key.pub") == before
