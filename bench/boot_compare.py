@@ -401,6 +401,12 @@ def report(samples: dict[str, list[dict]], reboots: dict[str, list[dict]] | None
                     print(f"  {label:<28} {statistics.median(values):6.2f}   {values}")
 
 
+def _has_reboots(part: dict) -> bool:
+    """Whether a saved series has reboots: its reboot samples (a series of one agent, no "none" to
+    pair with, has no reboot differences but does have reboots)."""
+    return any((part.get("reboots") or {}).values())
+
+
 def merge(paths: list[str], out: str | None) -> int:
     """Series saved with --json, one after the other, as one: each keeps its rounds (a round's boots
     stay paired), the differences are recomputed over all of them. The parts must have measured the
@@ -415,11 +421,10 @@ def merge(paths: list[str], out: str | None) -> int:
             print(f"{path}: agents {', '.join(part['samples'])}, not {', '.join(agents)} as {paths[0]}",
                   file=sys.stderr)
             return 2
-        if bool(part.get("differences", {}).get("reboot")) != bool(parts[0].get("differences", {}).get("reboot")):
-            print(f"{path}: {'with' if part['differences'].get('reboot') else 'without'} reboots, unlike {paths[0]}",
-                  file=sys.stderr)
+        if _has_reboots(part) != _has_reboots(parts[0]):
+            print(f"{path}: {'with' if _has_reboots(part) else 'without'} reboots, unlike {paths[0]}", file=sys.stderr)
             return 2
-    with_reboots = bool(parts[0].get("differences", {}).get("reboot"))
+    with_reboots = _has_reboots(parts[0])
     samples = {agent: [s for part in parts for s in part["samples"][agent]] for agent in agents}
     reboots = {agent: [s for part in parts for s in (part.get("reboots") or {}).get(agent, [])] for agent in agents}
     for series in (samples, reboots):

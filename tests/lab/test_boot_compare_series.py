@@ -116,3 +116,21 @@ def test_the_hostname_line_is_found_in_a_real_console_log():
     with gzip.open(recorded, "rt", errors="replace") as handle:
         hits = [line for line in handle if HOSTNAME.search(line)]
     assert len(hits) == 1 and re.match(r"\[\s*34\.022\]", hits[0])  # the one line, its host-side stamp
+
+
+def test_a_series_of_one_agent_keeps_its_reboots_when_merged(tmp_path):
+    # an interleaved comparison of two agent trees runs one of them without the image with no agent:
+    # nothing to pair with, but its reboots are still its reboots
+    with open(SERIES_X_BEFORE) as handle:
+        saved = json.load(handle)
+    for series in (saved["samples"], saved["reboots"]):
+        del series["none"]
+    saved["differences"] = {"first boot": {}, "reboot": {}}
+    alone = str(tmp_path / "alone.json")
+    with open(alone, "w") as handle:
+        json.dump(saved, handle)
+    merged = str(tmp_path / "merged.json")
+    bench("--merge", alone, alone, "--json", merged)
+    with open(merged) as handle:
+        both = json.load(handle)
+    assert len(both["reboots"]["cloudseed"]) == 4 and len(both["samples"]["cloudseed"]) == 4
