@@ -14,6 +14,14 @@ from cloudseed.provider.seeds.spec import InstanceSpec, SshKey
 BOOT_TIMEOUT = float(os.environ.get("CLOUDSEED_E2E_TIMEOUT", "480"))
 
 
+# in the guest: wait for the RSA host key made in the background, then its mode, owner, type and
+# whether the staging area is gone
+WAIT_RSA = ("for i in $(seq 100); do sudo test -s /etc/ssh/ssh_host_rsa_key.pub && break; sleep 1; done; "
+            "sleep 1; sudo stat -c '%a %U' /etc/ssh/ssh_host_rsa_key; "
+            "sudo head -c 8 /etc/ssh/ssh_host_rsa_key.pub; echo; "
+            "sudo test -e /run/cloudseed/hostkeys && echo staging-left || echo staging-gone")
+
+
 def user_data(public_key: str, marker: str = "e2e", extra_files: str = "", extra: str = "") -> bytes:
     """The shared user-data; ``extra_files`` are more ``write_files`` entries, ``extra`` more keys."""
     return f"""#cloud-config

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.guest import BOOT_TIMEOUT, assert_provisioned, read_disk, seed_boot, spec, ssh, user_data
+from tests.e2e.guest import BOOT_TIMEOUT, WAIT_RSA, assert_provisioned, read_disk, seed_boot, spec, ssh, user_data
 
 # per-boot work the reboot must still do (issue 30): a per-boot script, /etc/hosts rendered again
 # (the first boot's deferred write leaves a stale line in it), a mount the fstab keeps after the
@@ -52,14 +52,6 @@ class NoCloudMachine:
     def stop(self) -> None:
         if self.first.vm and self.first.vm.running():
             self.first.vm.stop()
-
-
-# in the guest: wait for the RSA host key made in the background, then its mode, owner, type and
-# whether the staging area is gone
-WAIT_RSA = ("for i in $(seq 100); do sudo test -s /etc/ssh/ssh_host_rsa_key.pub && break; sleep 1; done; "
-            "sleep 1; sudo stat -c '%a %U' /etc/ssh/ssh_host_rsa_key; "
-            "sudo head -c 8 /etc/ssh/ssh_host_rsa_key.pub; echo; "
-            "sudo test -e /run/cloudseed/hostkeys && echo staging-left || echo staging-gone")
 
 
 @pytest.fixture(scope="module")
