@@ -222,10 +222,26 @@ def finish_later_script(keytype: str, pid: int, group: str | None, staging: str 
 def _finish_later(root: TargetRoot, keytype: str, pid: int, group: str | None) -> KeygenResult:
     """Let a still-running early key finish on its own: a detached helper installs it (and reloads
     sshd where OpenSSH needs that to serve a new key). Marked pending on disk until it has."""
-    root.write(pending_path(keytype), f"{pid}\n", mode=0o644)
+    _mark_pending(root, keytype, pid)
     script = finish_later_script(keytype, pid, group)
     root.spawn(["/bin/sh", "-c", script])
     return KeygenResult(keytype, key_path(keytype), True, message="", deferred=True)
+
+
+def _mark_pending(root: TargetRoot, keytype: str, pid: int) -> None:
+    """The mark, durable: the file is written with its fsync, and its directory is synced too, so
+    a power cut in the next seconds (ext4 commits its journal every 5 s) cannot lose the rename."""
+    root.write(pending_path(keytype), f"{pid}\n", mode=0o644)
+    try:
+        fd = os.open(root.path(os.path.dirname(pending_path(keytype))), os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def resume_interrupted(root: TargetRoot, key_group: str | None = None) -> list[str]:
