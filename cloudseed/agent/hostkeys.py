@@ -9,7 +9,6 @@ in the target when it has ``ssh-keygen``; for an offline root without one, the h
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass
 
@@ -63,6 +62,8 @@ def _run_keygen(root: TargetRoot, keytype: str) -> KeygenResult:
         if in_target or root.is_live:
             proc = root.run([in_target or "ssh-keygen", *argv, inner], env=env, check=False)
         else:
+            import shutil  # an offline root without ssh-keygen only: not on a boot's path
+
             host_keygen = shutil.which("ssh-keygen")
             if host_keygen is None:
                 return KeygenResult(keytype, inner, False, message="ssh-keygen is not installed")

@@ -159,7 +159,12 @@ def preload_later_stages(state: BootState, gate: Gate | None = None) -> None:
                                          # (``userdata_stage.changed_since_provisioned``) and keys the
                                          # schema check's verdict: OpenSSL's library loads here, not
                                          # beside a reboot's sshd start (~40 ms of a TCG guest's CPU)
-                                         "hashlib", "importlib.util")]
+                                         "hashlib", "importlib.util",
+                                         # the first command the stage runs (a reboot's bootcmd)
+                                         # imports subprocess, which the local stage no longer
+                                         # does; the stage looks for a cut-off host key at
+                                         # every boot (hostkeys): both here, not beside sshd's start
+                                         "subprocess", "cloudseed.agent.hostkeys")]
     steps.append((0, "yaml", "yaml"))  # a new instance's cloud-config is parsed; a reboot's is kept
     steps.append((0, "prepare", "user-data"))  # and parsed and checked now (userdata_stage.prepare)
     steps += [(0, "module", entry) for entry in modules["init"]]
