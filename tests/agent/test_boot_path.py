@@ -214,3 +214,64 @@ def test_the_reboots_local_stage_imports_nothing_it_does_not_use_before_ready(ta
     assert all(status[k].get("finished") for k in ("init-local", "init", "modules-config", "modules-final"))
     reboot = [line for line in target.read_text("/var/log/cloudseed.log").splitlines() if f"[{proc.pid}]" in line]
     assert any("not a new instance" in line for line in reboot)  # the reboot's local stage wrote no network
+
+
+IN_THE_NETWORK_STAGE = """
+import importlib, sys
+from types import SimpleNamespace
+from cloudseed import cli
+from cloudseed.agent.boot import performance, stages
+top, preloaded, out = sys.argv[1], sys.argv[2], sys.argv[3]
+preload, network = performance.preload_later_stages, stages.run_network
+
+def preload_then_say(*a, **k):  # the test asks for the network stage once the preloading is over
+    try:
+        return preload(*a, **k)
+    finally:
+        open(preloaded, "w").close()
+
+def network_stage(state):  # what the stage itself imports
+    before = set(sys.modules)
+    try:
+        return network(state)
+    finally:
+        with open(out, "w") as handle:
+            handle.write("\\n".join(sorted(set(sys.modules) - before)))
+
+performance.preload_later_stages, stages.run_network = preload_then_say, network_stage
+args = SimpleNamespace(root=top, debug=0, version=False, verb="boot", hand_off=True)
+sys.exit(cli._run(importlib.import_module("cloudseed.commands.boot"), args, "boot", "/"))
+"""
+
+
+def test_the_reboots_network_stage_imports_nothing_the_preloading_could_have(target, tmp_path):
+    """On a reboot the network stage runs beside sshd's start: what it needs at every boot (a
+    command's subprocess, the check for a cut-off host key) is imported while networking comes up.
+    Regression: the host-key check had put hostkeys, shutil, bz2 and lzma there at every boot."""
+    target.write("/var/lib/cloud/seed/nocloud/meta-data", "instance-id: iid-net\nlocal-hostname: net\n")
+    target.write("/var/lib/cloud/seed/nocloud/user-data", "#cloud-config\nbootcmd: [\"true\"]\n")
+    assert _boot(target) in (0, 1)
+    import shutil
+
+    shutil.rmtree(os.path.join(target.top, "run"))
+    preloaded, out = str(tmp_path / "preloaded"), str(tmp_path / "network.txt")
+    proc = subprocess.Popen([sys.executable, "-c", IN_THE_NETWORK_STAGE, target.top, preloaded, out], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(preloaded) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        for stage in ("network", "config", "final"):
+            helper = subprocess.run(["/bin/sh", os.path.join(REPO, "cloudseed/data/systemd/cloudseed-stage"), stage],
+                                    env={"PATH": os.environ["PATH"], "CLOUDSEED_ROOT": target.top,
+                                         "CLOUDSEED_BIN": os.path.join(REPO, ".venv/bin/cloudseed")},
+                                    capture_output=True, text=True, timeout=120)
+            assert helper.returncode in (0, 1), helper.stderr
+        proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    with open(out) as handle:
+        imported = set(handle.read().split())
+    late = sorted(m for m in imported if m in ("subprocess", "shutil", "bz2", "lzma", "cloudseed.agent.hostkeys"))
+    assert late == [], f"imported by the network stage itself, beside sshd's start: {late}"
