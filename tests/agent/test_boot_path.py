@@ -149,6 +149,16 @@ def test_an_include_once_cache_name_is_the_urls_md5():
     assert cache_file_name("http://example.test/a") == "e63357d43f8fc6cf43de34fd9323f9bf"
 
 
+def _ask_for_the_later_stages(target) -> None:
+    """Run the network, config and final units' command (cloudseed-stage), one after the other."""
+    for stage in ("network", "config", "final"):
+        helper = subprocess.run(["/bin/sh", os.path.join(REPO, "cloudseed/data/systemd/cloudseed-stage"), stage],
+                                env={"PATH": os.environ["PATH"], "CLOUDSEED_ROOT": target.top,
+                                     "CLOUDSEED_BIN": os.path.join(REPO, ".venv/bin/cloudseed")},
+                                capture_output=True, text=True, timeout=120)
+        assert helper.returncode in (0, 1), helper.stderr
+
+
 AT_READY = """
 import importlib, sys
 from types import SimpleNamespace
@@ -196,12 +206,7 @@ def test_the_reboots_local_stage_imports_nothing_it_does_not_use_before_ready(ta
         deadline = time.monotonic() + 60
         while not os.path.exists(out) and time.monotonic() < deadline:
             time.sleep(0.02)
-        for stage in ("network", "config", "final"):  # as the units ask, once the local stage is done
-            helper = subprocess.run(["/bin/sh", os.path.join(REPO, "cloudseed/data/systemd/cloudseed-stage"), stage],
-                                    env={"PATH": os.environ["PATH"], "CLOUDSEED_ROOT": target.top,
-                                         "CLOUDSEED_BIN": os.path.join(REPO, ".venv/bin/cloudseed")},
-                                    capture_output=True, text=True, timeout=120)
-            assert helper.returncode in (0, 1), helper.stderr
+        _ask_for_the_later_stages(target)  # as the units ask, once the local stage is done
         proc.wait(timeout=120)
     finally:
         proc.kill()
@@ -262,12 +267,7 @@ def test_the_reboots_network_stage_imports_nothing_the_preloading_could_have(tar
         while not os.path.exists(preloaded) and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.02)
-        for stage in ("network", "config", "final"):
-            helper = subprocess.run(["/bin/sh", os.path.join(REPO, "cloudseed/data/systemd/cloudseed-stage"), stage],
-                                    env={"PATH": os.environ["PATH"], "CLOUDSEED_ROOT": target.top,
-                                         "CLOUDSEED_BIN": os.path.join(REPO, ".venv/bin/cloudseed")},
-                                    capture_output=True, text=True, timeout=120)
-            assert helper.returncode in (0, 1), helper.stderr
+        _ask_for_the_later_stages(target)
         proc.wait(timeout=120)
     finally:
         proc.kill()
