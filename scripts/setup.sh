@@ -96,4 +96,20 @@ if ! "$OCI_CLI_VENV/bin/python" -c "import oci_cli" 2>/dev/null; then
   { "$PY" -m venv "$OCI_CLI_VENV" && "$OCI_CLI_VENV/bin/python" -m pip install -q oci-cli==3.95.1 >/dev/null 2>&1; } \
     || echo "setup: the OCI CLI could not be installed in $OCI_CLI_VENV; its client test will skip"
 fi
+# real Node.js metadata clients (gcp-metadata, google-auth-library, the AWS SDK's IMDS clients,
+# @azure/identity) for tests/provider/server/test_node_clients.py: Node from apt unless one is
+# there (a nodesource Node brings its own npm), the exact versions of node_clients/package.json
+# in a cache directory, installed again only when that file changes; ~20 s; its tests skip if this fails
+NODE_CLIENTS=${CLOUDSEED_NODE_CLIENTS:-$HOME/.cache/cloudseed-node-clients}
+NODE_PINS=tests/provider/server/node_clients/package.json
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null \
+    || echo "setup: nodejs and npm could not be installed; the Node client tests will skip"
+fi
+if command -v npm >/dev/null && ! cmp -s "$NODE_PINS" "$NODE_CLIENTS/installed.json"; then
+  mkdir -p "$NODE_CLIENTS" && cp "$NODE_PINS" "$NODE_CLIENTS/package.json"
+  { (cd "$NODE_CLIENTS" && npm install --no-audit --no-fund --loglevel=error >/dev/null 2>&1) \
+      && cp "$NODE_PINS" "$NODE_CLIENTS/installed.json"; } \
+    || echo "setup: the Node clients could not be installed in $NODE_CLIENTS; their tests will skip"
+fi
 echo "setup: ready (.venv/bin/cloudseed $(.venv/bin/cloudseed --version))"

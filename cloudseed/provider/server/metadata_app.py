@@ -232,6 +232,8 @@ class MetadataApp:
     def _routed(self, request: Request, instance: CachedInstance) -> Answer:
         """Every API serves only ``instance``'s data, and only once its IMDSv2 rules are met."""
         path = request.path
+        if path[1:2] == "/":  # "//latest/meta-data/...": read as one slash, as EC2's IMDS does; AWS's own
+            path = "/" + path.lstrip("/")  # @aws-sdk/ec2-metadata-service asks so (endpoint "/" + "/latest/...")
         api = request.api = api_for(path, instance.record.clouds, request.query)  # the one place (metrics too)
         if api == TOKEN:
             return self._token(request, instance)

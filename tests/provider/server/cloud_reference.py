@@ -122,3 +122,15 @@ class CloudNamespaces:
                               env=env, capture_output=True, text=True, timeout=timeout)
         assert proc.returncode == 0, proc.stderr[-4000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def verified_claims(server: ServerProcess, token: str, audience: str) -> dict:
+    """The claims of a token the server signed (an Azure managed identity's access token, a GCE
+    identity token), its signature checked with PyJWT against the JWK Set the admin listener
+    publishes, and its audience."""
+    import jwt
+
+    keys = jwt.PyJWKSet.from_dict(json.loads(server.admin("GET", "/v1/keys/jwks", token=None).text))
+    kid = jwt.get_unverified_header(token)["kid"]
+    key = next(k for k in keys.keys if k.key_id == kid)
+    return jwt.decode(token, key.key, algorithms=["RS256"], audience=audience)

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.provider.server.cloud_reference import CloudNamespaces
+from tests.provider.server.cloud_reference import CloudNamespaces, verified_claims
 
 pytestmark = [pytest.mark.root]
 
@@ -58,12 +58,7 @@ print(json.dumps(out))
 
 
 def decode(cloud, token: str) -> dict:
-    import jwt
-
-    keys = jwt.PyJWKSet.from_dict(json.loads(cloud.server.admin("GET", "/v1/keys/jwks", token=None).text))
-    kid = jwt.get_unverified_header(token)["kid"]
-    key = next(k for k in keys.keys if k.key_id == kid)
-    return jwt.decode(token, key.key, algorithms=["RS256"], audience=RESOURCE)
+    return verified_claims(cloud.server, token, RESOURCE)
 
 
 def test_system_and_user_assigned_identities(azure):
