@@ -55,7 +55,8 @@ def check_text(text: str, source: str, require_header: bool = True, os_release: 
             except ValueError:
                 pass
         return [Problem("", message.split(": ", 1)[-1], line=line)], 1
-    problems = validate_config(cfg, body, os_release=os_release)
+    # a document that needs the header is user-data; one that does not is a system configuration file
+    problems = validate_config(cfg, body, os_release=os_release, user_data=require_header)
     offset = text.count("\n", 0, len(text) - len(body)) if body is not text else 0
     for p in problems:
         if p.line is not None:

@@ -190,11 +190,54 @@ def test_a_key_declared_by_a_cloudseed_module_for_other_distros():
 
 def test_cloud_init_core_settings_and_unknown_keys():
     text = "log_cfgs: []\nrepoting: {}\nfoo_bar_baz: 1\n"
-    found = warnings(text, DEBIAN)
+    # in a system configuration file, cloud-init's own settings are at home: not done by cloudseed
+    found = {p.path: p.message for p in validate_config(yaml.safe_load(text), None, DEBIAN, user_data=False)
+             if p.level == "warning"}
     assert found["log_cfgs"].startswith("not done by cloudseed here, because `log_cfgs` is cloud-init's own setting")
     # an unknown top-level key is an error, as in cloud-init 24.x+ (22.4 let it pass)
     errors = {p.path: p.message for p in validate_config(yaml.safe_load(text), None, DEBIAN) if p.level == "error"}
-    assert errors == {"repoting": "unknown key (did you mean 'reporting'?)", "foo_bar_baz": "unknown key"}
+    assert errors == {"repoting": "unknown key (did you mean 'reporting'?)", "foo_bar_baz": "unknown key",
+                      "log_cfgs": "`log_cfgs` is a system configuration setting (cloud-init's Python logging "
+                                  "configuration): it belongs in /etc/cloud/cloud.cfg.d/*.cfg, not in user-data "
+                                  "(where cloud-init 24.x and later refuse it too)"}
+
+
+# one value of each system configuration setting, as people put them in user-data
+SYSTEM_SETTINGS = {"network": {"config": "disabled"}, "datasource": {"NoCloud": {}}, "datasource_list": ["NoCloud"],
+                   "vendor_data2": {"enabled": False}, "manual_cache_clean": True, "_doc": "notes",
+                   "log_cfgs": [], "def_log_file": "/var/log/x.log", "syslog_fix_perms": ["root:root"],
+                   "disable_network_activation": True, "allow_userdata": False,
+                   "disable_vmware_customization": True}
+
+
+def test_system_settings_in_user_data_are_errors_naming_the_key_and_where_it_belongs():
+    from cloudseed.agent.config.known_keys import SYSTEM_ONLY_KEYS
+
+    assert set(SYSTEM_SETTINGS) == SYSTEM_ONLY_KEYS
+    for key, value in SYSTEM_SETTINGS.items():
+        text = f"{key}: {json.dumps(value)}\nhostname: box1\n"
+        found = [(p.path, p.line, p.message) for p in validate_config({key: value, "hostname": "box1"}, text)
+                 if p.level == "error"]
+        assert len(found) == 1 and found[0][:2] == (key, 1), found
+        assert f"`{key}` is a system configuration setting" in found[0][2]
+        assert "belongs in /etc/cloud/cloud.cfg.d/*.cfg, not in user-data" in found[0][2]
+        # the same setting in a system configuration file is no error
+        assert [p for p in validate_config({key: value}, user_data=False) if p.level == "error"] == [], key
+
+
+@pytest.mark.reference
+@pytest.mark.oracle("new")
+def test_system_settings_in_user_data_are_refused_by_the_newer_release_too(oracle, tmp_path):
+    """cloud-init 26.x's user-data schema refuses each of them (22.4 let any top-level key pass)."""
+    for key, value in SYSTEM_SETTINGS.items():
+        f = tmp_path / f"{key}.yaml"
+        f.write_text(f"#cloud-config\n{key}: {json.dumps(value)}\n")
+        proc = oracle.cli("schema", "-c", str(f), check=False)
+        assert proc.returncode == 1 and f"{key}: Additional properties are not allowed" in proc.stdout + proc.stderr, \
+            (key, proc.stdout + proc.stderr)
+        ours = subprocess.run([sys.executable, "-m", "cloudseed", "schema", "-c", str(f)], capture_output=True,
+                              text=True)
+        assert ours.returncode == 1, (key, ours.stdout)
 
 
 def test_type_errors_read_the_same_on_the_terminal_and_at_boot():
@@ -270,11 +313,14 @@ def test_boot_status_is_degraded_naming_a_key_not_done_here(shell_target):
 
 def test_schema_command_exit_codes_and_messages(tmp_path):
     f = tmp_path / "u.yaml"
-    f.write_text("#cloud-config\nsyslog_fix_perms: [x]\nssh_keys:\n  rsa_public: ssh-rsa AAAA\n")
+    f.write_text("#cloud-config\nssh_keys:\n  rsa_public: ssh-rsa AAAA\n")
     proc = subprocess.run([sys.executable, "-m", "cloudseed", "schema", "-c", str(f)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout
-    assert f"{f}:2: warning: syslog_fix_perms: not done by cloudseed here, because `syslog_fix_perms` is " \
-        "cloud-init's own " in proc.stdout  # (reporting: is read since issue 25: docs/reporting.md)
+    assert proc.returncode == 0 and proc.stdout == "valid\n", proc.stdout
+    # a system configuration setting in user-data is an error, as in cloud-init 24.x+
+    f.write_text("#cloud-config\nsyslog_fix_perms: [x]\n")
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "schema", "-c", str(f)], capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout
+    assert f"{f}:2: error: syslog_fix_perms: `syslog_fix_perms` is a system configuration setting" in proc.stdout
     f.write_text("#cloud-config\nusers:\n  - name: x\n    shell: [bash]\n")
     proc = subprocess.run([sys.executable, "-m", "cloudseed", "schema", "-c", str(f)], capture_output=True, text=True)
     assert proc.returncode == 1
@@ -287,6 +333,18 @@ def test_system_mode_names_the_targets_distro(target):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "zypper: not done by cloudseed here" in proc.stdout and "not applicable to debian" in proc.stdout
+
+
+def test_system_mode_takes_system_settings_in_configuration_files_but_not_in_user_data(target):
+    target.write("/etc/cloudseed/cloud.cfg.d/50-x.cfg", "network: {config: disabled}\ndatasource_list: [NoCloud]\n")
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "--root", target.top, "schema", "--system"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "error" not in proc.stdout, proc.stdout + proc.stderr
+    target.write("/var/lib/cloudseed/instance/user-data.txt", "#cloud-config\nnetwork: {config: disabled}\n")
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "--root", target.top, "schema", "--system"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "user-data.txt:2: error: network: `network` is a system configuration setting" in proc.stdout
 
 
 def test_modules_status_page_is_up_to_date():

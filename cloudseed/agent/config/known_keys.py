@@ -145,6 +145,15 @@ CORE_KEYS: dict[str, str] = {
     "_doc": "a comment",
 }
 
+# Core keys cloud-init reads from the system configuration only (``/etc/cloud/cloud.cfg`` and its
+# ``.d``): the user-data schema of cloud-init 24.x and later refuses them (22.4 let any top-level
+# key pass). Valid in the system configuration.
+SYSTEM_ONLY_KEYS: frozenset[str] = frozenset({
+    "network", "datasource", "datasource_list", "vendor_data2", "manual_cache_clean", "_doc", "log_cfgs",
+    "def_log_file", "syslog_fix_perms", "disable_network_activation", "allow_userdata",
+    "disable_vmware_customization",
+})
+
 # os-release ID words as people write them
 DISTRO_NAMES: dict[str, str] = {
     "alpine": "Alpine", "arch": "Arch Linux", "centos": "CentOS", "cos": "Container-Optimized OS",

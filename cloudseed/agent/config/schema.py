@@ -160,7 +160,7 @@ def _not_here(key: str, module: str, facts: dict[str, Any], system: str | None) 
 
 
 def classify_keys(cfg: dict, schema: dict | None = None,
-                  os_release: dict[str, str] | None = None) -> list[Problem]:
+                  os_release: dict[str, str] | None = None, user_data: bool = True) -> list[Problem]:
     """Top-level keys cloudseed does not do here, each saying which of two kinds it is.
 
     A key a cloudseed module declares is implemented and gives nothing, unless that module does
@@ -169,8 +169,10 @@ def classify_keys(cfg: dict, schema: dict | None = None,
     does not implement it yet): a warning. Any other key is unknown, an error as in cloud-init 24.x+
     (22.4 let it pass), with a did-you-mean only when one is close.
     ``os_release`` (the target's ``/etc/os-release`` as a dict) makes the reasons name this system.
+    In ``user_data`` (not a system configuration file), a key cloud-init reads from the system
+    configuration only (``known_keys.SYSTEM_ONLY_KEYS``) is an error, as in cloud-init 24.x+.
     """
-    from cloudseed.agent.config.known_keys import CORE_KEYS, MODULES
+    from cloudseed.agent.config.known_keys import CORE_KEYS, MODULES, SYSTEM_ONLY_KEYS
 
     schema = schema if schema is not None else module_schema()
     properties = schema.get("properties", {})
@@ -182,6 +184,12 @@ def classify_keys(cfg: dict, schema: dict | None = None,
     problems = []
     for raw in cfg:
         key = str(raw)
+        if user_data and key in SYSTEM_ONLY_KEYS:
+            what = f" ({CORE_KEYS[key]})" if key in CORE_KEYS else ""
+            problems.append(Problem(key, f"`{key}` is a system configuration setting{what}: it belongs in "
+                                         "/etc/cloud/cloud.cfg.d/*.cfg, not in user-data (where cloud-init 24.x and "
+                                         "later refuse it too)"))
+            continue
         if key in properties:
             module, distros = (declared.get(key) or [None, []])[:2]
             if distros and words is not None and not words & set(distros):
@@ -213,15 +221,17 @@ def classify_keys(cfg: dict, schema: dict | None = None,
 
 
 def validate_config(cfg: dict, text: str | None = None,
-                    os_release: dict[str, str] | None = None, show_values: bool = True) -> list[Problem]:
+                    os_release: dict[str, str] | None = None, show_values: bool = True,
+                    user_data: bool = True) -> list[Problem]:
     """All problems of a cloud-config: errors, deprecations, and keys not done here (see classify_keys).
 
     ``show_values=False`` keeps the user's values out of the messages (they name keys and types only).
+    ``user_data=False``: a system configuration file, where the system's own settings are at home.
     """
     schema = module_schema()
     _SHOW_VALUES[0] = show_values
     try:
-        found = check(cfg, schema) + classify_keys(cfg, schema, os_release)
+        found = check(cfg, schema) + classify_keys(cfg, schema, os_release, user_data)
     finally:
         _SHOW_VALUES[0] = True
     # a key several modules declare (hostname: set_hostname, update_hostname...) is wrong once
