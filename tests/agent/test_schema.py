@@ -36,7 +36,7 @@ def test_ssh_host_keys_by_pattern_are_accepted_and_others_named():
     assert errors(ok) == []
     assert errors("ssh_keys:\n  rsa_secret: x\n") == [
         "ssh_keys.rsa_secret (line 2): unknown key (keys here look like "
-        "^(rsa|dsa|ecdsa|ed25519)_(private|public|certificate)$)"]
+        "^(rsa|ecdsa|ed25519)_(private|public|certificate)$)"]
     assert errors("ssh_keys:\n  rsa_public: [a]\n") == [
         "ssh_keys.rsa_public (line 2): expected string, got array ['a']"]
 

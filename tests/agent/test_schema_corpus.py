@@ -208,9 +208,18 @@ print(json.dumps(examples))
 """
 
 
+# 22.4's examples whose keys the newer release's schema refuses (cloudseed follows the newer one):
+# example -> (the key paths refused, why)
+REFUSED_SINCE_22_4 = {
+    "ssh[0]": (("ssh_keys.dsa_private", "ssh_keys.dsa_public", "ssh_keys.dsa_certificate"),
+               "DSA host keys: dropped from cloud-init's schema (and skipped at boot) in 24.1"),
+}
+
+
 @pytest.mark.reference
 def test_no_false_error_on_any_example_cloud_init_documents():
-    """Every example in cloud-init 22.4's module documentation is free of schema errors here."""
+    """Every example in cloud-init 22.4's module documentation is free of schema errors here, but for
+    the keys the newer release refuses (``REFUSED_SINCE_22_4``)."""
     import yaml
 
     from cloudseed.agent.config.schema import validate_config
@@ -221,9 +230,11 @@ def test_no_false_error_on_any_example_cloud_init_documents():
     for module, texts in examples.items():
         for index, text in enumerate(texts):
             cfg = yaml.safe_load(text)
-            problems = [str(p) for p in validate_config(cfg, text) if p.level == "error"]
+            name = f"{module}[{index}]"
+            refused = REFUSED_SINCE_22_4.get(name, ((), ""))[0]
+            problems = [str(p) for p in validate_config(cfg, text) if p.level == "error" and p.path not in refused]
             if problems:
-                false_errors[f"{module}[{index}]"] = problems
+                false_errors[name] = problems
     assert false_errors == {}
 
 

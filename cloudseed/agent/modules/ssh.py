@@ -41,8 +41,9 @@ MODULE = ModuleSpec(
     name="ssh", stage=STAGE_INIT,
     title="Configure SSH: host keys, authorized keys, password authentication",
     schema={"properties": {
+        # no DSA: cloud-init 24.1 dropped it from the schema and skips such entries (so does this module)
         "ssh_keys": {"type": "object", "patternProperties": {
-            "^(rsa|dsa|ecdsa|ed25519)_(private|public|certificate)$": {"type": "string"}},
+            "^(rsa|ecdsa|ed25519)_(private|public|certificate)$": {"type": "string"}},
             "additionalProperties": False},
         "ssh_genkeytypes": {"type": "array", "minItems": 1,
                             "items": {"type": "string", "enum": list(hostkeys.KNOWN_TYPES)}},
@@ -108,9 +109,13 @@ def install_given_keys(ctx: ModuleContext, given: dict, problems: list[str]) -> 
         where = f"ssh_keys.{name}"
         match = _KEY_NAME.match(str(name))
         if not match:
-            problems.append(f"{where}: unknown key name (use <rsa|dsa|ecdsa|ed25519>_<private|public|certificate>)")
+            problems.append(f"{where}: unknown key name (use <rsa|ecdsa|ed25519>_<private|public|certificate>)")
             continue
         keytype, part = match.groups()
+        if keytype == "dsa":
+            # as cloud-init 24.1+: a warning, and the rest is installed (OpenSSH 9.8 removed DSA altogether)
+            ctx.warn(f"{where}: DSA host keys are no longer supported (cloud-init 24.1 dropped them); not written")
+            continue
         path = hostkeys.key_path(keytype)
         text = str(value).strip() + "\n"
         if part == "private":

@@ -111,6 +111,26 @@ def test_given_keys_installed_and_bad_one_not_written(target, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen on the host")
+def test_dsa_host_keys_are_skipped_with_a_warning_and_the_others_installed(target, tmp_path):
+    """As cloud-init 24.1+: DSA entries of ``ssh_keys`` are invalid in the schema, skipped at boot with a warning."""
+    from cloudseed.agent.config.schema import validate_config
+
+    private, public = keypair(tmp_path)
+    cfg = {"ssh_keys": {"ed25519_private": private, "ed25519_public": public,
+                        "dsa_private": "-----BEGIN DSA PRIVATE KEY-----\nAAAA\n-----END DSA PRIVATE KEY-----\n",
+                        "dsa_public": "ssh-dss AAAAB3NzaC1kc3MAAACBAP dsa@test"}}
+    errors = sorted(p.path for p in validate_config(cfg) if p.level == "error")
+    assert errors == ["ssh_keys.dsa_private", "ssh_keys.dsa_public"]
+    result, ctx = run(target, "ssh", cfg)
+    assert result.status == "ok", result.reason
+    assert sorted(ctx.warnings) == [
+        "ssh: ssh_keys.dsa_private: DSA host keys are no longer supported (cloud-init 24.1 dropped them); not written",
+        "ssh: ssh_keys.dsa_public: DSA host keys are no longer supported (cloud-init 24.1 dropped them); not written"]
+    assert not target.exists("/etc/ssh/ssh_host_dsa_key") and not target.exists("/etc/ssh/ssh_host_dsa_key.pub")
+    assert target.read_text("/etc/ssh/ssh_host_ed25519_key") == private
+
+
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen on the host")
 def test_rhel_private_host_keys_belong_to_ssh_keys_group(rhel_target):
     run(rhel_target, "ssh", {"ssh_genkeytypes": ["ed25519"], "ssh_quiet_keygen": True})
     info = rhel_target.stat("/etc/ssh/ssh_host_ed25519_key")
