@@ -48,6 +48,7 @@ MAX_PHONE_HOME = 64 * 1024
 OWN_TOKENS = frozenset((AKAMAI,))  # APIs whose own session tokens satisfy "tokens required"
 
 _NOT_FOUND = text_error(404, "not found")
+EC2_ERROR_IDLE_SECONDS = 1.0  # how long a connection stays open idle after an EC2 error answer
 _NO_INSTANCE = text_error(404, "no instance is registered for this address")
 _NO_HEADERS: dict[str, str] = {}  # a request C read: header lines without a token (fast_path.c verifies them)
 
@@ -259,7 +260,12 @@ class MetadataApp:
 
                 module = self._cloud_apis[api] = importlib.import_module(f"cloudseed.provider.server.apis.{api}")
             return module.handle(self, request, instance)
-        return self._ec2(request, instance, path)
+        answer = self._ec2(request, instance, path)
+        if answer.__class__ is Response and answer.status >= 400 and request.connection is not None:
+            # EC2's IMDS closes every connection, and the AWS SDK for JavaScript's MetadataService never
+            # reads an error's body: on a connection kept open its process would wait for our idle timeout
+            request.connection.close_when_idle(EC2_ERROR_IDLE_SECONDS)
+        return answer
 
     def _cached(self, request: Request, instance: CachedInstance, key: str, render: Any) -> Response:
         """The answer under ``key`` (rendered once); remembered for ``request.path`` too (``routes``)."""

@@ -178,6 +178,33 @@ def test_head_deadline_and_idle_timeout_with_an_injected_clock():
     asyncio.run(run())
 
 
+def test_an_answer_may_ask_for_a_shorter_idle_deadline():
+    """``close_when_idle`` (what the metadata app asks after an EC2 error answer): the connection
+    closes after that many idle seconds, not ``idle_timeout``; more requests before then keep it open."""
+    async def run():
+        clock = Clock()
+
+        def handler(request: Request) -> Response:
+            if request.path == "/missing":
+                request.connection.close_when_idle(1.0)
+                return Response(404, "not found")
+            return Response(200, "x")
+
+        connection, transport, _, table = connect(Limits(idle_timeout=60), handler, clock=clock)
+        connection.data_received(b"GET /missing HTTP/1.1\r\n\r\n")
+        table.sweep()
+        clock.now += 0.5
+        connection.data_received(GET)  # the client goes on: not idle
+        table.sweep()
+        clock.now += 0.9
+        table.sweep()
+        assert not transport.closed and transport.sent.count(b"HTTP/1.1 ") == 2
+        clock.now += 0.2
+        table.sweep()
+        assert transport.closed and table.expired == 1
+    asyncio.run(run())
+
+
 def test_connections_per_source_are_capped_and_counted_down():
     async def run():
         first, _, _, table = connect(Limits())

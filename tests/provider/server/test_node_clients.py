@@ -159,6 +159,16 @@ def test_aws_sdk_imds_credentials_and_metadata(cloud):
     assert "status code 404" in out["missing"]["error"]  # a 404, not retried into a timeout
 
 
+def test_a_client_that_leaves_an_error_unread_ends_soon(cloud):
+    """EC2's IMDS closes every connection, so the SDK's MetadataService never reads an error's body
+    and its Node process ends when the server closes the socket: here within two seconds of the 404
+    (EC2_ERROR_IDLE_SECONDS), not after the server's 60 s idle timeout as before."""
+    register(cloud, EC2_INSTANCE, availability_zone="eu-west-3b", project_id="210987654321")
+    out = node(cloud, "aws_missing.js")
+    assert out["error"].endswith("Request failed with status code 404")
+    assert out["seconds"] < 10
+
+
 def test_azure_identity_managed_identities(cloud):
     register(cloud, AZURE_VM, hostname="node-vm", availability_zone="westeurope", project_id="node-rg",
              clouds={"azure": {"subscription_id": SUBSCRIPTION,

@@ -86,6 +86,7 @@ class Connection:
     idle_since: Optional[float] = None  # set by the first ``check``
     partial_since: Optional[float] = None  # when ``check`` first saw this request unfinished
     balancer = ""  # the balancer's address when the client came through one (PROXY protocol)
+    idle_limit: Optional[float] = None  # an idle deadline shorter than ``idle_timeout`` (``close_when_idle``)
     source_port: Optional[int] = None  # the client's port, when a PROXY header named it
 
     def __init__(self, handler: Handler, listener: Any, table: ConnectionTable, limits: Limits):
@@ -157,9 +158,16 @@ class Connection:
                 return "request not completed in time"
         else:
             self.partial_since = None
-        if now - self.idle_since > self.limits.idle_timeout:
+        if now - self.idle_since > (self.idle_limit or self.limits.idle_timeout):
             return "idle"
         return None
+
+    def close_when_idle(self, seconds: float) -> None:
+        """Close this connection once it has been idle ``seconds`` (to within ``check``'s half second)
+        instead of ``idle_timeout``: after an answer a client may leave unread on a connection it
+        never uses again, expecting the server to close it, as a server that closes every
+        connection does (EC2's IMDS)."""
+        self.idle_limit = seconds
 
     def close(self) -> None:
         self.closing = True
