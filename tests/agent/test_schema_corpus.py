@@ -211,8 +211,8 @@ print(json.dumps(examples))
 # 22.4's examples whose keys the newer release's schema refuses (cloudseed follows the newer one):
 # example -> (the key paths refused, why)
 REFUSED_SINCE_22_4 = {
-    "ssh[0]": (("ssh_keys.dsa_private", "ssh_keys.dsa_public", "ssh_keys.dsa_certificate"),
-               "DSA host keys: dropped from cloud-init's schema (and skipped at boot) in 24.1"),
+    "ssh[0]": (("ssh_keys.dsa_private", "ssh_keys.dsa_public", "ssh_keys.dsa_certificate", "ssh_genkeytypes[1]"),
+               "DSA host keys (given, or a type to generate): dropped from cloud-init's schema in 24.1"),
 }
 
 

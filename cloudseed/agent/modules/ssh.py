@@ -45,8 +45,9 @@ MODULE = ModuleSpec(
         "ssh_keys": {"type": "object", "patternProperties": {
             "^(rsa|ecdsa|ed25519)_(private|public|certificate)$": {"type": "string"}},
             "additionalProperties": False},
+        # no DSA here either (cloud-init 24.1's schema); generated still when asked, as cloud-init still tries
         "ssh_genkeytypes": {"type": "array", "minItems": 1,
-                            "items": {"type": "string", "enum": list(hostkeys.KNOWN_TYPES)}},
+                            "items": {"type": "string", "enum": [t for t in hostkeys.KNOWN_TYPES if t != "dsa"]}},
         "ssh_deletekeys": {"type": "boolean"},
         "ssh_authorized_keys": {"type": "array", "items": {"type": "string"}, "minItems": 1},
         "disable_root": {"type": "boolean"},

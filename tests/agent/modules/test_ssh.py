@@ -130,6 +130,18 @@ def test_dsa_host_keys_are_skipped_with_a_warning_and_the_others_installed(targe
     assert target.read_text("/etc/ssh/ssh_host_ed25519_key") == private
 
 
+def test_dsa_in_ssh_genkeytypes_is_a_schema_error_naming_the_item():
+    """cloud-init 24.1+ lists only rsa, ecdsa and ed25519 there (22.4 took dsa)."""
+    import yaml
+
+    from cloudseed.agent.config.schema import validate_config
+
+    text = "ssh_deletekeys: false\nssh_genkeytypes: [ed25519, dsa]\n"
+    found = [(p.path, p.line) for p in validate_config(yaml.safe_load(text), text) if p.level == "error"]
+    assert found == [("ssh_genkeytypes[1]", 2)]
+    assert [p for p in validate_config({"ssh_genkeytypes": ["rsa", "ecdsa", "ed25519"]}) if p.level == "error"] == []
+
+
 @pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen on the host")
 def test_rhel_private_host_keys_belong_to_ssh_keys_group(rhel_target):
     run(rhel_target, "ssh", {"ssh_genkeytypes": ["ed25519"], "ssh_quiet_keygen": True})
