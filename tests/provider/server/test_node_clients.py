@@ -172,8 +172,11 @@ def test_a_client_that_leaves_an_error_unread_ends_soon(cloud):
 def test_azure_identity_managed_identities(cloud):
     register(cloud, AZURE_VM, hostname="node-vm", availability_zone="westeurope", project_id="node-rg",
              clouds={"azure": {"subscription_id": SUBSCRIPTION,
-                               "user_identities": [{"name": "node-identity", "client_id": AZURE_CLIENT}]}})
-    identities = {"system": None, "by_client_id": {"clientId": AZURE_CLIENT},
+                               "user_identities": [{"name": "node-identity", "client_id": AZURE_CLIENT},
+                                                   {"name": "other"}]}})
+    other = (f"/subscriptions/{SUBSCRIPTION}/resourcegroups/node-rg/providers/Microsoft.ManagedIdentity/"
+             "userAssignedIdentities/other")
+    identities = {"system": None, "by_client_id": {"clientId": AZURE_CLIENT}, "by_resource_id": {"resourceId": other},
                   "unknown": {"clientId": "00000000-0000-4000-8000-000000000000"}}
     out = node(cloud, "azure.js", AZURE_SCOPE, json.dumps(identities), "chain")
     system = verified_claims(cloud.server, out["system"]["token"], AZURE_RESOURCE)
@@ -183,6 +186,8 @@ def test_azure_identity_managed_identities(cloud):
     own = verified_claims(cloud.server, out["by_client_id"]["token"], AZURE_RESOURCE)
     assert own["appid"] == AZURE_CLIENT and own["xms_mirid"].endswith("/userAssignedIdentities/node-identity")
     assert own["oid"] != system["oid"]
+    by_resource = verified_claims(cloud.server, out["by_resource_id"]["token"], AZURE_RESOURCE)
+    assert by_resource["xms_mirid"] == other and by_resource["oid"] not in (own["oid"], system["oid"])
     # an identity the VM does not have: IMDS's 400 "Identity not found", as the SDK reports it
     assert out["unknown"]["error"].startswith("CredentialUnavailableError") and "Identity not found" in \
         out["unknown"]["error"]
