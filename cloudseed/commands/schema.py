@@ -145,6 +145,16 @@ def render_template(text: str, source: str, instance_data_file: str | None, root
     return text.lstrip().split("\n", 1)[0] + "\n" + rendered, None
 
 
+def _user_data_type(text: str) -> str | None:
+    """The content type a user-data document's first line declares (after a rendered template's header)."""
+    from cloudseed.agent.userdata.parts import JINJA, content_type_from_start
+
+    kind = content_type_from_start(text)
+    if kind == JINJA:
+        kind = content_type_from_start(text.lstrip().split("\n", 1)[1] if "\n" in text.lstrip() else "")
+    return kind
+
+
 def _report(source: str, text: str, problems, annotate: bool) -> None:
     if annotate:
         by_line: dict[int, list[str]] = {}
@@ -185,6 +195,12 @@ def run(args: argparse.Namespace) -> int:
             _report(args.config_file, text, [problem], args.annotate)
             print("invalid: 1 error(s)")
             return 1
+        kind = _user_data_type(rendered)
+        if kind is not None and kind != "text/cloud-config":
+            # a script, an include, an archive...: as cloud-init 24.x+, nothing to check and no error
+            print(f"{args.config_file}: user-data of type {kind}: the schema checks cloud-config only; "
+                  "nothing to check")
+            return 0
         documents.append((args.config_file, rendered, True))
     else:
         from cloudseed.agent.config import CONFIG_FILES
@@ -202,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
         user_data = f"{DATA_DIR}/instance/user-data.txt"
         if root.isfile(user_data):
             text = root.read_text(user_data)
-            if text.lstrip().startswith("#cloud-config"):
+            if _user_data_type(text) == "text/cloud-config":
                 documents.append((user_data, text, True))
     errors = 0
     for source, text, require_header in documents:

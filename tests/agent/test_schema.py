@@ -327,6 +327,44 @@ def test_schema_command_exit_codes_and_messages(tmp_path):
     assert f"{f}:4: error: users[0].shell: expected string, got array ['bash']" in proc.stdout
 
 
+# user-data that is not cloud-config, each kind as people write it (first line decides)
+NOT_CLOUD_CONFIG = {
+    "script.sh": "#!/bin/bash\n#cloud-config\necho set up\n",
+    "include.txt": "#include\nhttps://example.invalid/user-data\n",
+    "boothook.txt": "#cloud-boothook\necho early\n",
+    "archive.txt": "#cloud-config-archive\n- type: text/cloud-config\n  content: 'runcmd: [ls]'\n",
+}
+
+
+def test_schema_of_user_data_that_is_not_cloud_config_is_nothing_to_check(tmp_path):
+    for name, text in NOT_CLOUD_CONFIG.items():
+        f = tmp_path / name
+        f.write_text(text)
+        proc = subprocess.run([sys.executable, "-m", "cloudseed", "schema", "-c", str(f)], capture_output=True,
+                              text=True)
+        assert proc.returncode == 0, (name, proc.stdout)
+        assert proc.stdout.startswith(f"{f}: user-data of type text/"), proc.stdout
+        assert "nothing to check" in proc.stdout, proc.stdout
+    # a document with no header at all is still refused
+    f = tmp_path / "plain.yaml"
+    f.write_text("runcmd: []\n")
+    proc = subprocess.run([sys.executable, "-m", "cloudseed", "schema", "-c", str(f)], capture_output=True, text=True)
+    assert proc.returncode == 1 and "first line must be '#cloud-config'" in proc.stdout
+
+
+@pytest.mark.reference
+@pytest.mark.oracle("new")
+def test_schema_exit_codes_for_user_data_that_is_not_cloud_config_are_the_newer_releases(oracle, tmp_path):
+    """cloud-init 26.x says such user-data is "not currently evaluated" and exits 0 (22.4 refused it)."""
+    for name, text in {**NOT_CLOUD_CONFIG, "plain.yaml": "runcmd: []\n"}.items():
+        f = tmp_path / name
+        f.write_text(text)
+        theirs = oracle.cli("schema", "-c", str(f), check=False)
+        ours = subprocess.run([sys.executable, "-m", "cloudseed", "schema", "-c", str(f)], capture_output=True,
+                              text=True)
+        assert ours.returncode == theirs.returncode, (name, ours.stdout, theirs.stdout + theirs.stderr)
+
+
 def test_system_mode_names_the_targets_distro(target):
     target.write("/etc/cloudseed/cloud.cfg.d/50-x.cfg", "zypper: {repos: []}\n")
     proc = subprocess.run([sys.executable, "-m", "cloudseed", "--root", target.top, "schema", "--system"],
