@@ -98,7 +98,8 @@ def served(cloud, **paths) -> dict:
 
 def test_gcp_metadata_and_google_auth_library(cloud):
     register(cloud, GCE_INSTANCE, name="node-vm", hostname="node-vm", availability_zone="europe-west4-a",
-             clouds={"gce": {"project_id": "node-project", "numeric_project_id": 737373}})
+             clouds={"gce": {"project_id": "node-project", "numeric_project_id": 737373,
+                             "tags": ["http-server", "db"]}})
     out = node(cloud, "gce.js", AUDIENCE)
     email = "737373-compute@developer.gserviceaccount.com"
     # gcp-metadata: found (its race of both names), each value parsed as it parses GCE's answers
@@ -108,6 +109,8 @@ def test_gcp_metadata_and_google_auth_library(cloud):
     assert out["hostname"] == "node-vm.europe-west4-a.c.node-project.internal"
     assert out["project_id"] == "node-project" and out["numeric_project_id"] == 737373
     assert out["universe"] == "googleapis.com"
+    # the network tags: one JSON list, as GCE answers it (before: a directory of indexes, "0\n1\n")
+    assert out["tags"] == ["http-server", "db"] and "tags" in out["listing"].split("\n")
     recursive = out["recursive"]
     assert recursive["id"] == int(GCE_INSTANCE) and recursive["name"] == "node-vm"
     (nic,) = recursive["networkInterfaces"]

@@ -221,6 +221,11 @@ def _etag(answer: Response) -> str:
     return ""
 
 
+# lists GCE answers as one JSON value, not as a directory of indexes: ``instance/tags`` is
+# ``["http-server"]`` (clients json-parse it: gcp-metadata, Salt's grains), listed as ``tags``
+JSON_LEAVES = frozenset({("instance", "tags")})
+
+
 def render(tree: dict, path: tuple, recursive: bool, alt: str) -> Response:
     node: Any = tree
     for part in path:
@@ -230,6 +235,8 @@ def render(tree: dict, path: tuple, recursive: bool, alt: str) -> Response:
             node = node[int(part)]
         else:
             return _NOT_FOUND
+    if path in JSON_LEAVES:
+        return _json(node)
     directory = isinstance(node, (dict, list))
     in_attributes = PATH_NAMES["attributes"] in path[:-1] or (path and path[-1] in KEPT_NAMES)
     if directory and recursive:
@@ -239,7 +246,8 @@ def render(tree: dict, path: tuple, recursive: bool, alt: str) -> Response:
         return _json(value)
     if directory:
         entries = node.items() if isinstance(node, dict) else enumerate(node)
-        names = [f"{k}/" if isinstance(v, (dict, list)) else str(k) for k, v in entries]
+        names = [f"{k}/" if isinstance(v, (dict, list)) and path + (k,) not in JSON_LEAVES else str(k)
+                 for k, v in entries]
         if len(path) == 3 and path[:2] == ("instance", "service-accounts"):
             # leaves, as GCE lists them (aliases and scopes answer one per line), and the live ones
             names = sorted([n.rstrip("/") for n in names] + ["identity", "token"])

@@ -11,6 +11,8 @@ run([
   ['available', () => gcpMetadata.isAvailable()],
   ['id', () => gcpMetadata.instance('id')],
   ['zone', () => gcpMetadata.instance('zone')],
+  ['tags', () => gcpMetadata.instance('tags')],
+  ['listing', () => gcpMetadata.instance('')],
   ['hostname', () => gcpMetadata.instance({property: 'hostname'})],
   ['email', () => gcpMetadata.instance('service-accounts/default/email')],
   ['project_id', () => gcpMetadata.project('project-id')],
