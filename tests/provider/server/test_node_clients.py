@@ -19,10 +19,12 @@ import os
 import shutil
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 
-from tests.provider.server.cloud_reference import CloudNamespaces, verified_claims
+from tests.provider.server.cloud_reference import CloudNamespaces, ip, verified_claims
+from tests.provider.server.server_support import ServerProcess
 
 pytestmark = [pytest.mark.root]
 
@@ -62,11 +64,12 @@ def register(cloud, instance_id: str, **fields) -> None:
                      addresses=[{"address": cloud.guest_ip, "network": "default", "prefix": 24}], **fields)
 
 
-def node(cloud, script: str, *args: str) -> dict:
-    """``node_clients/<script>`` run by Node in the guest namespace, no proxy or cloud variables set."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.lower().endswith("_proxy") and not k.startswith(("AWS_", "AZURE_", "GCE_", "GOOGLE_", "MSI_",
-                                                                      "IDENTITY_", "IMDS_"))}
+def node(cloud, script: str, *args: str, env: dict | None = None) -> dict:
+    """``node_clients/<script>`` run by Node in the guest namespace, no proxy or cloud variables set
+    but ``env``."""
+    env = {**{k: v for k, v in os.environ.items()
+              if not k.lower().endswith("_proxy") and not k.startswith(("AWS_", "AZURE_", "GCE_", "GOOGLE_", "MSI_",
+                                                                         "IDENTITY_", "IMDS_"))}, **(env or {})}
     env.update(NODE_PATH=os.path.join(INSTALLED, "node_modules"), HOME=cloud.server.tmp, NO_UPDATE_NOTIFIER="1")
     started = time.monotonic()
     proc = subprocess.run(["ip", "netns", "exec", cloud.gst, "node", os.path.join(SCRIPTS, script), *args],
@@ -197,3 +200,41 @@ def test_azure_identity_managed_identities(cloud):
     # DefaultAzureCredential probes IMDS without its Metadata header, then asks the system identity's token
     assert verified_claims(cloud.server, out["default_chain"]["token"], AZURE_RESOURCE)["oid"] == system["oid"]
 
+
+
+@pytest.fixture(scope="module")
+def ipv6_cloud(cloud, tmp_path_factory):
+    """EC2's IPv6 endpoint: a server namespace answering at fd00:ec2::254 and a guest at fd00:86::5
+    routed to it (IPv6 only); ``gst`` and ``server`` as ``CloudNamespaces`` names them."""
+    tag = f"n6x{os.getpid() % 100000}"
+    srv, gst = f"{tag}s", f"{tag}g"
+    server = None
+    try:
+        for ns in (srv, gst):
+            ip("netns", "add", ns)
+            ip("-n", ns, "link", "set", "lo", "up")
+        ip("link", "add", f"{tag}v", "netns", srv, "type", "veth", "peer", "name", "eth0", "netns", gst)
+        ip("-n", srv, "addr", "add", "fd00:ec2::254/128", "dev", "lo")
+        ip("-n", srv, "addr", "add", "fd00:86::1/64", "dev", f"{tag}v", "nodad")
+        ip("-n", gst, "addr", "add", "fd00:86::5/64", "dev", "eth0", "nodad")
+        ip("-n", srv, "link", "set", f"{tag}v", "up")
+        ip("-n", gst, "link", "set", "eth0", "up")
+        ip("-n", gst, "route", "add", "fd00:ec2::254/128", "via", "fd00:86::1")
+        server = ServerProcess(str(tmp_path_factory.mktemp("node-ipv6") / "server.db"),
+                               str(tmp_path_factory.mktemp("node-ipv6-server")), ["[fd00:ec2::254]:80"], netns=srv,
+                               config={"rate_limit": 0})
+        yield SimpleNamespace(gst=gst, server=server)
+    finally:
+        if server is not None:
+            server.stop()
+        for ns in (srv, gst):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_aws_sdk_over_the_ipv6_endpoint(ipv6_cloud):
+    ipv6_cloud.server.add(instance_id="i-0d0e0c11e47000ipv6", availability_zone="eu-west-3b",
+                          ec2={"iam_role": "v6-role"}, macs=["0a:00:00:00:86:05"],
+                          addresses=[{"address": "fd00:86::5", "network": "default", "prefix": 64}])
+    out = node(ipv6_cloud, "aws_ipv6.js", env={"AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE": "IPv6"})
+    assert out["credentials"]["accessKeyId"].startswith("ASIA") and out["credentials"]["sessionToken"]
+    assert out["instance_id"] == "i-0d0e0c11e47000ipv6" and out["ipv6"] == "fd00:86::5"
