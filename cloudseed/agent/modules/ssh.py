@@ -204,7 +204,7 @@ def apply_authorized_keys(ctx: ModuleContext, problems: list[str]) -> None:
         if not isinstance(extra, list):
             problems.append("ssh_authorized_keys: expected a list of keys")
             extra = []
-        lines += [(str(k), f"ssh_authorized_keys[{i}]") for i, k in enumerate(extra)]
+        lines += [("" if k is None else str(k), f"ssh_authorized_keys[{i}]") for i, k in enumerate(extra)]
     keys = []
     for line, where in lines:
         try:

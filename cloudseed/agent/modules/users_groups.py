@@ -233,7 +233,7 @@ def _apply_keys(ctx: ModuleContext, request: UserRequest, problems: list[str]) -
     keys = []
     for index, item in enumerate(items):
         try:
-            keys.append(parse_key(str(item)))
+            keys.append(parse_key("" if item is None else str(item)))  # a bare "-" is empty, not 'None'
         except SshKeyError as e:
             problems.append(f"{request.where}.ssh_authorized_keys[{index}]: not a valid SSH public key ({e})")
     if keys:

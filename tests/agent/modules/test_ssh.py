@@ -130,6 +130,17 @@ def test_dsa_host_keys_are_skipped_with_a_warning_and_the_others_installed(targe
     assert target.read_text("/etc/ssh/ssh_host_ed25519_key") == private
 
 
+@pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen on the host")
+def test_an_empty_entry_of_ssh_authorized_keys_is_named_as_empty(target, tmp_path):
+    """A bare ``-`` is YAML null: said to be empty (not an unknown key type 'None'); the other keys go in."""
+    with_user(target)
+    _, public = keypair(tmp_path)
+    result, _ = run(target, "ssh", {"users": ["default"], "ssh_genkeytypes": [], "ssh_authorized_keys": [None, public]})
+    assert "ssh_authorized_keys[0]: not a valid SSH public key (empty line)" in result.reason, result.reason
+    assert "None" not in result.reason
+    assert public in target.read_text("/home/debian/.ssh/authorized_keys")
+
+
 def test_dsa_in_ssh_genkeytypes_is_a_schema_error_naming_the_item():
     """cloud-init 24.1+ lists only rsa, ecdsa and ed25519 there (22.4 took dsa)."""
     import yaml

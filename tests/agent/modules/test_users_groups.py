@@ -141,6 +141,18 @@ def _visudo_runs(chroot, monkeypatch) -> list[list[str]]:
 
 
 @pytest.mark.root
+def test_an_empty_authorized_key_entry_is_named_as_empty_and_the_others_installed(chroot, tmp_path):
+    """A bare ``-`` (a key left out of a template, a comment after the dash) is YAML null: said to be
+    empty, not an unknown key type 'None'; the user and the other keys are still set up."""
+    _, key = keypair(tmp_path, "erin")
+    result, _ = run(chroot, "users_groups", {"users": [{"name": "erin", "ssh_authorized_keys": [None, key]}]})
+    assert result.status == "failed"
+    assert "users[0].ssh_authorized_keys[0]: not a valid SSH public key (empty line)" in result.reason, result.reason
+    assert "None" not in result.reason
+    assert chroot.read_text("/home/erin/.ssh/authorized_keys").strip().endswith(key.split()[-1])
+
+
+@pytest.mark.root
 def test_simple_sudo_rules_need_no_visudo_run(chroot, chroot_tree, monkeypatch):
     """Each visudo costs about 0.3 s under emulation: rules of the common simple shapes are proven
     valid by ``_sudoers_shape`` (tested against visudo in test_sudoers_shape.py) and installed
