@@ -229,10 +229,29 @@ def _finish_later(root: TargetRoot, keytype: str, pid: int, group: str | None) -
     return KeygenResult(keytype, key_path(keytype), True, message="", deferred=True)
 
 
+def _boot_id() -> str:
+    """This boot of the running kernel ("" where it cannot be read): which boot made a pending mark."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _marked_this_boot(root: TargetRoot, keytype: str) -> bool:
+    """Was the key's pending mark made by this boot (its helper is on it), rather than by an earlier one?"""
+    try:
+        fields = root.read_text(pending_path(keytype)).split()
+    except OSError:
+        return False
+    return len(fields) > 1 and bool(_boot_id()) and fields[1] == _boot_id()
+
+
 def _mark_pending(root: TargetRoot, keytype: str, pid: int) -> None:
-    """The mark, durable: the file is written with its fsync, and its directory is synced too, so
-    a power cut in the next seconds (ext4 commits its journal every 5 s) cannot lose the rename."""
-    root.write(pending_path(keytype), f"{pid}\n", mode=0o644)
+    """The mark (the ssh-keygen's pid and this boot's id), durable: the file is written with its
+    fsync, and its directory is synced too, so a power cut in the next seconds (ext4 commits its
+    journal every 5 s) cannot lose the rename."""
+    root.write(pending_path(keytype), f"{pid} {_boot_id()}\n", mode=0o644)
     try:
         fd = os.open(root.path(os.path.dirname(pending_path(keytype))), os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
@@ -259,6 +278,8 @@ def resume_interrupted(root: TargetRoot, key_group: str | None = None) -> list[s
             continue
         if _staged_pid(root, keytype) is not None:
             continue  # being made now
+        if _marked_this_boot(root, keytype):
+            continue  # left to its helper by this boot's ssh module: done, maybe not installed yet
         root.remove(f"{STAGING_DIR}/ssh_host_{keytype}_key")  # what a killed ssh-keygen left (when /run stayed)
         root.remove(f"{STAGING_DIR}/ssh_host_{keytype}_key.pub")
         if start_early(root, [keytype], low_priority=True):
