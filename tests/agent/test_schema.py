@@ -202,6 +202,14 @@ def test_cloud_init_core_settings_and_unknown_keys():
                                   "(where cloud-init 24.x and later refuse it too)"}
 
 
+def test_system_info_in_user_data_is_a_deprecation_and_at_home_in_the_system_configuration():
+    cfg = {"system_info": {"default_user": {"name": "ops"}}, "users": ["default"]}
+    assert [(p.path, p.level, p.message) for p in validate_config(cfg)] == [
+        ("system_info", "deprecated", "deprecated since cloud-init 24.2: system and distro settings are not meant "
+                                      "to be overridden by user-data or vendor-data")]
+    assert validate_config(cfg, user_data=False) == []
+
+
 # one value of each system configuration setting, as people put them in user-data
 SYSTEM_SETTINGS = {"network": {"config": "disabled"}, "datasource": {"NoCloud": {}}, "datasource_list": ["NoCloud"],
                    "vendor_data2": {"enabled": False}, "manual_cache_clean": True, "_doc": "notes",

@@ -190,6 +190,9 @@ def classify_keys(cfg: dict, schema: dict | None = None,
                                          "/etc/cloud/cloud.cfg.d/*.cfg, not in user-data (where cloud-init 24.x and "
                                          "later refuse it too)"))
             continue
+        if user_data and key == "system_info":  # cloud-init 24.2+ says so of user-data and vendor-data
+            problems.append(Problem(key, "deprecated since cloud-init 24.2: system and distro settings are not meant "
+                                         "to be overridden by user-data or vendor-data", "deprecated"))
         if key in properties:
             module, distros = (declared.get(key) or [None, []])[:2]
             if distros and words is not None and not words & set(distros):
