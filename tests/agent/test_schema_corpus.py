@@ -317,3 +317,11 @@ def test_a_deprecation_names_the_release_that_deprecated_it():
                      "manage_etc_hosts": "deprecated since cloud-init 22.3: Use true.",
                      "vendor_data.enabled": "deprecated since cloud-init 22.3: Use a boolean.",
                      "power_state.delay": "deprecated since cloud-init 22.3: Use now or an integer."}
+    # the old spellings real-world user-data still uses (chpasswd's list, apt_update...): 22.2
+    notes = {p.path: p.message for p in validate_config({
+        "chpasswd": {"list": "a:b", "expire": False}, "apt_update": True, "apt_upgrade": True,
+        "apt_reboot_if_required": True}) if p.level == "deprecated"}
+    assert notes == {"chpasswd.list": "deprecated since cloud-init 22.2: Use chpasswd.users.",
+                     "apt_update": "deprecated since cloud-init 22.2: Use package_update.",
+                     "apt_upgrade": "deprecated since cloud-init 22.2: Use package_upgrade.",
+                     "apt_reboot_if_required": "deprecated since cloud-init 22.2: Use package_reboot_if_required."}

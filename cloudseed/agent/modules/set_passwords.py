@@ -37,7 +37,7 @@ MODULE = ModuleSpec(
                                "type": {"type": "string", "enum": ["text", "hash", "RANDOM"]}},
                 "additionalProperties": False}},
             "list": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
-                     "deprecated": True, "deprecated_description": "Use chpasswd.users."},
+                     "deprecated": True, "deprecated_version": "22.2", "deprecated_description": "Use chpasswd.users."},
         }, "additionalProperties": False},
         "password": {"type": "string"},
         "ssh_pwauth": {"oneOf": [{"type": "boolean"}, {"type": "string"}]},
