@@ -32,14 +32,35 @@ def mac_of(cloud: Deployment, key: str) -> str:
 
 
 def add(cloud: Deployment, instance_id: str, address: str, **fields) -> None:
-    """Register ``instance_id`` at ``address`` (the guests are reused: whoever held it goes)."""
-    for holder in cloud.admin(1, "GET", f"/v1/instances?address={address}").json()["instances"]:
+    """Register ``instance_id`` at ``address`` (the guests are reused: whoever held it goes).
+
+    Where another instance held the address, every server may still serve it from its cache for up
+    to a second (the change feed; its own test is below), or longer on a loaded machine: wait until
+    each server answers the new instance, so that a test reads what it set up, not the last holder.
+    """
+    holders = cloud.admin(1, "GET", f"/v1/instances?address={address}").json()["instances"]
+    for holder in holders:
         cloud.admin(1, "DELETE", f"/v1/instances/{holder['instance_id']}")
     cloud.admin(1, "DELETE", f"/v1/instances/{instance_id}")
     body = {"instance_id": instance_id, "hostname": instance_id.replace("i-", ""),
             "addresses": [{"address": address, "network": "default", "prefix": 16}], **fields}
     reply = cloud.admin(1, "POST", "/v1/instances", body)
     assert reply.status == 201, reply.text
+    if holders:
+        put = request("PUT", "/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+
+        def serves_it(n: int) -> bool:  # with a token: the instance may require IMDSv2
+            token = cloud.direct(n, address, put).text
+            read = request("GET", "/latest/meta-data/instance-id", {"X-aws-ec2-metadata-token": token})
+            return cloud.direct(n, address, read).text == instance_id
+
+        deadline = time.monotonic() + 10
+        waiting = set(range(1, cloud.count + 1))
+        while waiting and time.monotonic() < deadline:
+            waiting = {n for n in waiting if not serves_it(n)}
+            if waiting:
+                time.sleep(0.1)
+        assert not waiting, f"servers {sorted(waiting)} still serve the address's last holder after 10 s"
 
 
 def served_by(cloud: Deployment, instance_id: str) -> list[int]:
