@@ -308,7 +308,8 @@ def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | Non
         try:
             distro.add_user(request.name, useradd_spec)
         except DistroError as e:
-            raise UserApplyError(f"{where}: cannot create user {request.name!r}: {e}") from None
+            undone = _undo_half_made(ctx, request.name)
+            raise UserApplyError(f"{where}: cannot create user {request.name!r}: {e}{undone}") from None
         ctx.record_done(f"useradd {request.name} finished")
         ctx.log.info("created user %s", request.name)
     _apply_passwords(ctx, request, problems)
@@ -335,6 +336,33 @@ def apply_user(ctx: ModuleContext, request: UserRequest, default_name: str | Non
 def _half_made(ctx: ModuleContext, name: str) -> bool:
     """Did an earlier run of this module (for this instance) start ``useradd name`` and never see it end?"""
     return ctx.done_before(f"useradd {name} started") and not ctx.done_before(f"useradd {name} finished")
+
+
+def _undo_half_made(ctx: ModuleContext, name: str) -> str:
+    """Remove the user a failed ``useradd`` left behind (a full disk: the account files written, its
+    home cut short), at once: later modules of this boot then write nothing into a home that the next
+    run, making the user again, would remove (a deferred file owned by the user is written once the
+    user is whole). What the message adds about it; when even that fails, the next run makes it again."""
+    if not ctx.distro.user_exists(name):
+        return ""
+    try:
+        ctx.distro.remove_user(name)
+    except DistroError as e:
+        ctx.log.warning("user %s was left half made and cannot be removed now (%s): made again at the next run",
+                        name, e)
+        return "; it was left half made and is made again at the next run"
+    return "; what it had made was removed"
+
+
+def left_half_made(ctx: ModuleContext, name: str) -> bool:
+    """Is ``name`` a user this module started making for this instance and never finished (a ``useradd``
+    a full disk failed, and the removal after it too)? The next run removes it with its home and makes
+    it again: until then another module writes nothing into it (``write_files_deferred``)."""
+    from cloudseed.agent.state import Semaphores
+
+    parts = Semaphores(ctx.paths, ctx.instance_id).parts(MODULE.name, MODULE.frequency)
+    started, finished = f"useradd {name} started", f"useradd {name} finished"
+    return parts.done(started) and not parts.done(finished) and ctx.distro.user_exists(name)
 
 
 def _write_failure(e: Exception) -> str:

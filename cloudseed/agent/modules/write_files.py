@@ -241,6 +241,10 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
                 continue
             mode = parse_permissions(entry.get("permissions"), where)
             owner, _, group = str(entry.get("owner") or DEFAULT_OWNER).partition(":")
+            if deferred and _owner_half_made(ctx, owner):
+                failures.append(f"{where}: its owner {owner!r} was left half made by users_groups (its home is "
+                                "made again when that module runs again); written then")
+                continue
             if append and not ctx.record_done(part, durable=True):
                 raise EntryError(f"{where}: not appended now: that it was could not be recorded (a full or "
                                  "read-only disk?), and a later run would append it again; it is appended "
@@ -266,6 +270,16 @@ def write_entries(ctx: ModuleContext, entries: list, deferred: bool) -> None:
     ctx.log.info("wrote %d file(s)" + (f", {done_before} written by an earlier run" if done_before else ""), written)
     if failures:
         raise ModuleError("; ".join(failures))
+
+
+def _owner_half_made(ctx: ModuleContext, owner: str) -> bool:
+    """A deferred file's owner that users_groups could not finish making (its home would be removed
+    with the file in it when the user is made again)."""
+    if owner in ("", "root"):
+        return False
+    from cloudseed.agent.modules.users_groups import left_half_made
+
+    return left_half_made(ctx, owner)
 
 
 def handle(ctx: ModuleContext) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +39,23 @@ def run(root, module: str, cfg: dict, datasource=None, instance_data: dict | Non
                             datasource=datasource, instance_data=instance_data if instance_data is not None else {})
         result = run_module(ctx, module, force=True)
     return result, ctx
+
+
+def disk_full_at(monkeypatch, inner: str, before=None) -> None:
+    """Every ``TargetRoot.write`` of ``inner`` fails as on a full disk (ENOSPC naming it), ``before()``
+    called first (what else the full disk does then); undone with ``monkeypatch``."""
+    from cloudseed.core.root import TargetRoot
+
+    real_write = TargetRoot.write
+
+    def write(self, path, *args, **kwargs):
+        if path == inner:
+            if before is not None:
+                before()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return real_write(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(TargetRoot, "write", write)
 
 
 def examples(module: str) -> list[dict]:

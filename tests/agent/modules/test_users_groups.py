@@ -21,7 +21,7 @@ import subprocess
 
 import pytest
 
-from tests.agent.modules.module_support import RHEL_OS_RELEASE, run
+from tests.agent.modules.module_support import RHEL_OS_RELEASE, disk_full_at, run
 from tests.reference import reference_python
 
 
@@ -321,3 +321,26 @@ def test_a_user_whose_account_files_were_cut_short_is_made_again(chroot, chroot_
     for check in ("pwck", "grpck"):  # the image's own system users lack homes: only kim's lines matter
         proc = subprocess.run(["chroot", chroot_tree, check, "-r"], capture_output=True, text=True)
         assert "kim" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.root
+def test_a_user_that_a_full_disk_cut_short_is_removed_at_once(chroot, monkeypatch):
+    """A full disk while the home is filled (the account files written): the user is removed in the same
+    run, so no later module of the boot writes into a home that the next run, making the user again,
+    would remove (a deferred file of the user's was lost so, with write_files_deferred recorded done)."""
+    cfg = {"users": [{"name": "kim", "shell": "/bin/bash"}]}
+    with monkeypatch.context() as patched:
+        disk_full_at(patched, "/home/kim/.profile")
+        result, _ = run(chroot, "users_groups", cfg)
+    assert result.status == "failed" and "No space left on device" in result.reason, result.reason
+    assert "what it had made was removed" in result.reason, result.reason
+    assert chroot.user_entry("kim") is None
+    assert "kim:" not in chroot.read_text("/etc/group")
+    assert not os.path.exists(chroot.path("/home/kim"))
+    # a deferred file owned by the user now fails (written when the module runs again), not lost later
+    deferred = {"write_files": [{"path": "/home/kim/later.txt", "content": "x", "owner": "kim:kim", "defer": True}]}
+    later, _ = run(chroot, "write_files_deferred", deferred, stage="final")
+    assert later.status == "failed" and "kim" in later.reason, later.reason
+    result, _ = run(chroot, "users_groups", cfg)
+    assert result.status == "ok", result.reason
+    assert os.path.isfile(chroot.path("/home/kim/.profile"))
