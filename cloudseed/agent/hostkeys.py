@@ -244,7 +244,8 @@ def _marked_this_boot(root: TargetRoot, keytype: str) -> bool:
         fields = root.read_text(pending_path(keytype)).split()
     except OSError:
         return False
-    return len(fields) > 1 and bool(_boot_id()) and fields[1] == _boot_id()
+    boot = _boot_id()
+    return len(fields) > 1 and boot != "" and fields[1] == boot
 
 
 def _mark_pending(root: TargetRoot, keytype: str, pid: int) -> None:
